@@ -1,0 +1,23 @@
+# nettebench: the study in ../shared/SEED_STUDY.md as one reproducible command.
+# Helpers live in rules/common.smk, rules in rules/*.smk, code in scripts/nettebench/.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config.yaml"
+
+
+report: "report/workflow.rst"
+
+
+include: "rules/common.smk"
+include: "rules/datasets.smk"
+include: "rules/train.smk"
+include: "rules/aggregate.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        final_outputs(),

@@ -1,0 +1,57 @@
+# From per-cell records to the study's tables, figures and report. Aggregation reads only the
+# cells' metrics.json/epochs.csv; figures read only the aggregate.
+
+
+rule tables_aggregate:
+    input:
+        metrics=STUDY.aggregate_inputs(),
+        code=code("aggregate"),
+    output:
+        runs=report(
+            "results/tables/runs.csv",
+            caption="../report/tables/runs.rst",
+            category="Tables",
+        ),
+        epochs="results/tables/epochs.csv",
+        tables=[
+            report(
+                f"results/tables/{name}.md",
+                caption=f"../report/tables/{name}.rst",
+                category="Tables",
+            )
+            for name in TABLES
+        ],
+    log:
+        "results/logs/tables_aggregate.log",
+    conda:
+        "../envs/report.yaml"
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.runs),
+    shell:
+        "python -m nettebench.aggregate --out-dir {params.out_dir} {input.metrics} > {log} 2>&1"
+
+
+rule figures_plot:
+    input:
+        runs="results/tables/runs.csv",
+        epochs="results/tables/epochs.csv",
+        code=code("figures"),
+    output:
+        png=[
+            report(
+                f"results/figures/{name}.png",
+                caption=f"../report/figures/{name}.rst",
+                category="Figures",
+            )
+            for name in FIGURES
+        ],
+        svg=[f"results/figures/{name}.svg" for name in FIGURES],
+    log:
+        "results/logs/figures_plot.log",
+    conda:
+        "../envs/report.yaml"
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.png[0]),
+    shell:
+        "python -m nettebench.figures --runs {input.runs} --epochs {input.epochs}"
+        " --out-dir {params.out_dir} > {log} 2>&1"

@@ -1,0 +1,96 @@
+# Every helper of the workflow: config validation, the table of cells, input functions and
+# wildcard constraints. Rule files hold rules only.
+import os
+import sys
+from pathlib import Path
+
+from snakemake.utils import validate
+
+# The rules run the package's code from this checkout (the same files the rules list as inputs,
+# so their rerun triggers are honest), also inside conda environments that do not install it.
+SCRIPTS_DIR = Path(workflow.basedir) / "scripts"
+if str(SCRIPTS_DIR) not in sys.path:
+    sys.path.insert(0, str(SCRIPTS_DIR))
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(SCRIPTS_DIR), os.environ.get("PYTHONPATH")) if p
+)
+
+from nettebench.study import (
+    CODE_GROUPS,
+    KIND_ROOTS,
+    PACKAGE_DIR,
+    Study,
+    check_top_level,
+)
+
+check_top_level(config)
+validate(config, schema="../schemas/config.schema.yaml")
+STUDY = Study.from_config(config)
+
+TABLES = ["time_by_model_precision", "accuracy_by_epoch", "throughput", "cpu_vs_gpu"]
+FIGURES = [
+    "time_by_model_precision",
+    "speedup_over_O0",
+    "accuracy_curves",
+    "throughput",
+]
+
+
+wildcard_constraints:
+    dataset=r"[^/]+",
+    cell=r"model~[^ ]+",
+
+
+def code(group):
+    """The package modules a group of rules runs: inputs, so edits rerun exactly those rules."""
+    return [str(PACKAGE_DIR / module) for module in CODE_GROUPS[group]]
+
+
+def final_outputs():
+    """Every cell's metrics (unless only aggregating), the tables and the figures."""
+    cells = [] if STUDY.aggregate_only else STUDY.metrics_files()
+    tables = [f"results/tables/{name}.md" for name in TABLES]
+    figures = [
+        f"results/figures/{name}.{ext}" for name in FIGURES for ext in ("png", "svg")
+    ]
+    return cells + ["results/tables/runs.csv"] + tables + figures
+
+
+def dataset_archive(wildcards):
+    """A local .tgz is extracted where it lies; everything else is downloaded first."""
+    plan = STUDY.plan(wildcards.dataset)
+    return (
+        plan.archive
+        if plan.how == "archive"
+        else f"results/downloads/{wildcards.dataset}.tgz"
+    )
+
+
+def checksum_args(plan):
+    """--size/--md5/--sha256 options for the checksums known for a dataset."""
+    args = []
+    for key in ("size", "md5", "sha256"):
+        value = getattr(plan, key)
+        if value is not None:
+            args.append(f"--{key} {value}")
+    return " ".join(args)
+
+
+def synthetic_args(wildcards):
+    spec = STUDY.plan(wildcards.dataset).synthetic
+    return " ".join(
+        f"--{key.replace('_', '-')} {value}" for key, value in sorted(spec.items())
+    )
+
+
+def cell_args(kind):
+    """Input function: the trainer's arguments for the cell the wildcards point at."""
+
+    def args(wildcards):
+        return STUDY.cell_args(kind, wildcards.dataset, wildcards.cell)
+
+    return args
+
+
+def cell_dir(wildcards, output):
+    return os.path.dirname(output.metrics)

@@ -1,0 +1,79 @@
+# Getting each dataset once: download + verify, extract, generate, or register a local tree.
+# Every way ends in results/data/<name>/dataset.json, which the training rules read.
+
+
+rule dataset_download:
+    output:
+        archive="results/downloads/{dataset}.tgz",
+        manifest="results/downloads/{dataset}.tgz.json",
+    log:
+        "results/logs/datasets/{dataset}.download.log",
+    wildcard_constraints:
+        dataset=STUDY.dataset_pattern("download"),
+    conda:
+        "../envs/data.yaml"
+    params:
+        url=lambda wildcards: STUDY.plan(wildcards.dataset).url,
+        checks=lambda wildcards: checksum_args(STUDY.plan(wildcards.dataset)),
+    shell:
+        "python -m nettebench.datasets.fetch --url {params.url:q} --out {output.archive}"
+        " {params.checks} > {log} 2>&1"
+
+
+rule dataset_extract:
+    input:
+        archive=dataset_archive,
+    output:
+        info="results/data/{dataset}/dataset.json",
+    log:
+        "results/logs/datasets/{dataset}.extract.log",
+    wildcard_constraints:
+        dataset=STUDY.dataset_pattern("download", "archive"),
+    conda:
+        "../envs/data.yaml"
+    params:
+        # A local archive is verified here; a downloaded one was verified when fetched.
+        checks=lambda wildcards: (
+            checksum_args(STUDY.plan(wildcards.dataset))
+            if STUDY.plan(wildcards.dataset).how == "archive"
+            else ""
+        ),
+        out_dir=lambda wildcards, output: os.path.dirname(output.info),
+    shell:
+        "python -m nettebench.datasets.extract --archive {input.archive} --out-dir {params.out_dir}"
+        " --name {wildcards.dataset} {params.checks} > {log} 2>&1"
+
+
+rule dataset_synthesize:
+    output:
+        info="results/data/{dataset}/dataset.json",
+    log:
+        "results/logs/datasets/{dataset}.synthesize.log",
+    wildcard_constraints:
+        dataset=STUDY.dataset_pattern("synthetic"),
+    conda:
+        "../envs/data.yaml"
+    threads: workflow.cores
+    params:
+        spec=synthetic_args,
+        out_dir=lambda wildcards, output: os.path.dirname(output.info),
+    shell:
+        "python -m nettebench.datasets.synthetic --out-dir {params.out_dir}"
+        " --name {wildcards.dataset} --jobs {threads} {params.spec} > {log} 2>&1"
+
+
+rule dataset_register:
+    output:
+        info="results/data/{dataset}/dataset.json",
+    log:
+        "results/logs/datasets/{dataset}.register.log",
+    wildcard_constraints:
+        dataset=STUDY.dataset_pattern("directory"),
+    conda:
+        "../envs/data.yaml"
+    params:
+        source=lambda wildcards: STUDY.plan(wildcards.dataset).directory,
+        out_dir=lambda wildcards, output: os.path.dirname(output.info),
+    shell:
+        "python -m nettebench.datasets.local --source {params.source:q}"
+        " --out-dir {params.out_dir} --name {wildcards.dataset} > {log} 2>&1"

@@ -1,0 +1,39 @@
+# Training: one job per cell of the study's matrix, and the CPU baselines. Threads are a runtime
+# knob (--set-threads, profiles/), not study config; the trainer records what it used.
+
+
+rule cell_train:
+    input:
+        data="results/data/{dataset}/dataset.json",
+        code=code("train"),
+    output:
+        metrics="results/runs/{dataset}/{cell}/metrics.json",
+        epochs="results/runs/{dataset}/{cell}/epochs.csv",
+    log:
+        "results/logs/runs/{dataset}/{cell}.log",
+    benchmark:
+        "results/benchmarks/runs/{dataset}/{cell}.tsv"
+    conda:
+        "../envs/train.yaml"
+    threads: workflow.cores
+    params:
+        cell=cell_args("matrix"),
+        kind="matrix",
+        out_dir=cell_dir,
+    shell:
+        "python -m nettebench.train --kind {params.kind} --data {input.data}"
+        " --out-dir {params.out_dir} --threads {threads} {params.cell} > {log} 2>&1"
+
+
+use rule cell_train as cpu_baseline_train with:
+    output:
+        metrics="results/cpu/{dataset}/{cell}/metrics.json",
+        epochs="results/cpu/{dataset}/{cell}/epochs.csv",
+    log:
+        "results/logs/cpu/{dataset}/{cell}.log",
+    benchmark:
+        "results/benchmarks/cpu/{dataset}/{cell}.tsv"
+    params:
+        cell=cell_args("cpu_baseline"),
+        kind="cpu_baseline",
+        out_dir=cell_dir,

@@ -1,0 +1,111 @@
+"""One cell of the study: its parameters, their defaults, its identity and where it lives.
+
+A cell's *identity* is the set of parameters that tell it apart: the core axes (dataset, model,
+precision, batch size, epochs, seed) always, and any other parameter only when it differs from
+its default. The identity alone decides the cell's directory, its hash and the arguments the
+workflow passes to the trainer. That is what lets a later version add a parameter (say
+``loader`` or ``torchvision``) with a default without moving existing results or making
+Snakemake think they are outdated: cells that keep the default keep their identity.
+
+Imports nothing heavy: the workflow builds every cell while it parses the config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+from typing import Any
+
+# Always part of a cell's identity and path, in this order.
+CORE_KEYS = ("dataset", "model", "precision", "batch_size", "epochs", "seed")
+# Short path labels for the core keys (``batch~256`` reads better than ``batch_size~256``).
+PATH_LABELS = {"batch_size": "batch"}
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9._+-]+$")
+
+
+@dataclasses.dataclass(frozen=True)
+class CellSpec:
+    """Every parameter of a training cell, with the defaults of the reference recipe.
+
+    ``schemas/config.schema.yaml`` documents the same defaults for config authors;
+    ``tests/test_cell.py`` keeps the two equal.
+    """
+
+    dataset: str
+    model: str = "resnet18"
+    precision: str = "O0"
+    batch_size: int = 256
+    epochs: int = 10
+    seed: int = 0
+    workers: int = 4  # DataLoader worker processes (the study's -j)
+    image_size: int = 224  # training crop; validation resizes to image_size / 0.875, centre-crops
+    device: str = "auto"  # auto (CUDA when present, else CPU), cpu or cuda
+    max_steps: int | None = None  # run this many steps per epoch, extrapolate epoch times
+    lr: float | None = None  # None: the reference 0.1 x batch_size / 256
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    lr_schedule: str = "step"  # step (x0.1 every 30 epochs, the reference) or cosine
+
+    def effective_lr(self) -> float:
+        """The learning rate used: explicit, or the reference recipe scaled with batch size."""
+        return self.lr if self.lr is not None else 0.1 * self.batch_size / 256
+
+    def identity(self) -> dict[str, Any]:
+        """Core keys plus every parameter that differs from its default, in field order."""
+        ident: dict[str, Any] = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name in CORE_KEYS or value != field.default:
+                ident[field.name] = value
+        return ident
+
+    def cell_id(self) -> str:
+        """A short stable hash of the identity, to match results across machines."""
+        blob = json.dumps(self.identity(), sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+    def path(self) -> str:
+        """``<dataset>/model~<m>/precision~<p>/batch~<b>/epochs~<e>/seed~<s>[/<key>~<v>...]``.
+
+        Non-default extras follow the core keys sorted by name, one directory level each, so a
+        human can find a cell and Snakemake can tell cells apart.
+        """
+        ident = self.identity()
+        parts = [_path_value("dataset", ident.pop("dataset"))]
+        for key in CORE_KEYS[1:]:
+            parts.append(f"{PATH_LABELS.get(key, key)}~{_path_value(key, ident.pop(key))}")
+        parts.extend(f"{key}~{_path_value(key, ident[key])}" for key in sorted(ident))
+        return "/".join(parts)
+
+    def cli_args(self) -> list[str]:
+        """The trainer's command-line arguments for this cell's identity (defaults omitted)."""
+        args: list[str] = []
+        for key, value in self.identity().items():
+            args += [f"--{key.replace('_', '-')}", "none" if value is None else str(value)]
+        return args
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def field_defaults() -> dict[str, Any]:
+    """Every parameter's default (``dataset`` has none and is left out)."""
+    return {
+        field.name: field.default
+        for field in dataclasses.fields(CellSpec)
+        if field.default is not dataclasses.MISSING
+    }
+
+
+PARAMETER_NAMES = tuple(field.name for field in dataclasses.fields(CellSpec))
+
+
+def _path_value(key: str, value: Any) -> str:
+    text = "none" if value is None else str(value)
+    if not _SAFE_VALUE.match(text):
+        raise ValueError(
+            f"{key}={text!r} cannot be part of a result path; use letters, digits and . _ + -"
+        )
+    return text

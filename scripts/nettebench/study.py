@@ -1,0 +1,188 @@
+"""The study as the workflow sees it: datasets, the table of cells, and the files they make.
+
+``rules/common.smk`` builds one :class:`Study` from the validated config while Snakemake parses
+the workflow, and every rule and input function reads it; nothing else expands the matrix. This
+module imports nothing heavy (no torch, no pandas), so a dry run over a large matrix stays fast.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nettebench import grid
+from nettebench.cell import CellSpec
+from nettebench.datasets.catalog import CATALOG
+from nettebench.grid import ConfigError
+
+TOP_LEVEL_KEYS = ("datasets", "matrix", "cpu_baseline", "aggregate_only")
+
+# Where each kind of cell lives under results/.
+KIND_ROOTS = {"matrix": "results/runs", "cpu_baseline": "results/cpu"}
+# The CPU baseline reproduces the study's CPU run: plain fp32 on the CPU unless it says otherwise.
+CPU_BASELINE_OVERRIDES = {"device": "cpu", "precision": "fp32"}
+
+# The modules each group of rules runs, relative to the package. They are inputs of those rules,
+# so editing one reruns exactly the rules that use it (tests/test_study.py keeps them complete).
+CODE_GROUPS = {
+    "train": (
+        "train.py",
+        "cell.py",
+        "precision.py",
+        "training_step.py",
+        "loop.py",
+        "data.py",
+        "models.py",
+        "model_names.py",
+        "records.py",
+        "environment.py",
+        "datasets/__init__.py",
+        "datasets/info.py",
+    ),
+    "aggregate": ("aggregate.py", "tables.py", "records.py"),
+    "figures": ("figures.py",),
+}
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class DatasetPlan:
+    """How one configured dataset is obtained.
+
+    ``how`` is one of: ``download`` (a catalog entry or an http(s)/file URL: fetch, verify,
+    extract), ``archive`` (a local .tgz: verify, extract), ``directory`` (a local tree, used in
+    place) or ``synthetic`` (generated).
+    """
+
+    name: str
+    how: str
+    url: str | None = None
+    archive: str | None = None
+    directory: str | None = None
+    size: int | None = None
+    md5: str | None = None
+    sha256: str | None = None
+    synthetic: Mapping[str, Any] | None = None
+
+
+@dataclass
+class Study:
+    datasets: dict[str, DatasetPlan]
+    cells: dict[str, dict[str, CellSpec]] = field(default_factory=dict)  # kind -> path -> cell
+    aggregate_only: bool = False
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Study:
+        check_top_level(config)
+        datasets = {name: plan_dataset(name, spec) for name, spec in config["datasets"].items()}
+        names = list(datasets)
+        matrix = grid.expand(config["matrix"], section="matrix", datasets=names)
+        baseline_config = config.get("cpu_baseline") or {}
+        baselines = (
+            grid.expand(
+                baseline_config,
+                section="cpu_baseline",
+                datasets=names,
+                overrides=CPU_BASELINE_OVERRIDES,
+            )
+            if baseline_config
+            else []
+        )
+        study = cls(datasets=datasets, aggregate_only=bool(config.get("aggregate_only")))
+        study.cells = {
+            "matrix": {cell.path(): cell for cell in matrix},
+            "cpu_baseline": {cell.path(): cell for cell in baselines},
+        }
+        return study
+
+    # -- cells -----------------------------------------------------------------------------
+
+    def cell(self, kind: str, dataset: str, cell_path: str) -> CellSpec:
+        """The cell a rule's wildcards point at (``dataset`` and the rest of its path)."""
+        try:
+            return self.cells[kind][f"{dataset}/{cell_path}"]
+        except KeyError:
+            raise ConfigError(
+                f"{KIND_ROOTS[kind]}/{dataset}/{cell_path} is not a cell of this study's config"
+            ) from None
+
+    def cell_args(self, kind: str, dataset: str, cell_path: str) -> str:
+        """The trainer's arguments for a cell: its identity only, so defaults stay implicit."""
+        return shlex.join(self.cell(kind, dataset, cell_path).cli_args())
+
+    def metrics_files(self, kind: str | None = None) -> list[str]:
+        """metrics.json of every configured cell (of one kind, or all)."""
+        kinds = [kind] if kind else list(KIND_ROOTS)
+        return [
+            f"{KIND_ROOTS[k]}/{path}/metrics.json" for k in kinds for path in self.cells[k]
+        ]
+
+    def existing_metrics_files(self) -> list[str]:
+        """metrics.json files already on disk, configured or not (aggregate-only mode)."""
+        found = []
+        for root in KIND_ROOTS.values():
+            found += glob.glob(f"{root}/**/metrics.json", recursive=True)
+        return sorted(found)
+
+    def aggregate_inputs(self) -> list[str]:
+        return self.existing_metrics_files() if self.aggregate_only else self.metrics_files()
+
+    # -- datasets --------------------------------------------------------------------------
+
+    def dataset_pattern(self, *hows: str) -> str:
+        """A wildcard constraint matching the datasets obtained in one of the ``hows`` ways."""
+        names = [re.escape(n) for n, plan in self.datasets.items() if plan.how in hows]
+        return "|".join(names) if names else "(?!)"  # (?!) never matches
+
+    def plan(self, dataset: str) -> DatasetPlan:
+        return self.datasets[dataset]
+
+
+def check_top_level(config: Mapping[str, Any]) -> None:
+    """Unknown top-level keys fail with the allowed ones (before schema validation)."""
+    unknown = sorted(set(config) - set(TOP_LEVEL_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"unknown config key(s) {', '.join(unknown)}; allowed: {', '.join(TOP_LEVEL_KEYS)}"
+        )
+
+
+def plan_dataset(name: str, spec: Mapping[str, Any] | None) -> DatasetPlan:
+    """Decide how a configured dataset is obtained; unknown names without a source fail."""
+    spec = dict(spec or {})
+    entry = CATALOG.get(name)
+    # Checksums the user wrote win; otherwise a catalog name brings the catalog's, which also
+    # verify a user's own copy (a mirror URL or a local .tgz) of that archive.
+    user_checks = {key: spec.get(key) for key in ("size", "md5", "sha256")}
+    if entry is None or any(user_checks.values()):
+        known = user_checks
+    else:
+        known = {"size": entry.size, "md5": entry.md5, "sha256": entry.sha256}
+    if spec.get("synthetic") is not None:
+        return DatasetPlan(name, "synthetic", synthetic=dict(spec["synthetic"]))
+    source = spec.get("source")
+    if source is None:
+        if entry is None:
+            raise ConfigError(
+                f"datasets.{name}: not in the catalog ({', '.join(sorted(CATALOG))}) and has "
+                "neither `source:` (a .tgz, a directory, a file:// or http(s):// URL) nor "
+                "`synthetic:`"
+            )
+        return DatasetPlan(name, "download", url=entry.url, **known)
+    source = str(source)
+    if re.match(r"^(https?|file)://", source):
+        return DatasetPlan(name, "download", url=source, **known)
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return DatasetPlan(name, "directory", directory=str(path.resolve()))
+    if path.is_file():
+        return DatasetPlan(name, "archive", archive=str(path.resolve()), **known)
+    raise ConfigError(
+        f"datasets.{name}.source: {source!r} is neither an existing file or directory nor a "
+        "file:// or http(s):// URL"
+    )

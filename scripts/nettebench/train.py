@@ -1,0 +1,335 @@
+"""Train one cell of the study and write its ``metrics.json`` and ``epochs.csv``.
+
+Runs with or without Snakemake::
+
+    python -m nettebench.train --data results/data/imagenette2-320/dataset.json \\
+        --out-dir /tmp/cell --dataset imagenette2-320 --model resnet50 --precision O1 \\
+        --batch-size 128 --epochs 10
+
+Needs only torch, torchvision, numpy, pandas-free code and tqdm, so it also runs on a GPU machine
+that has no Snakemake. Every parameter of :class:`nettebench.cell.CellSpec` is an option with the
+same default. Outcomes that are results rather than crashes (out of memory, a precision the device
+cannot run) are written to metrics.json with exit status 0, so one bad cell never stops a study.
+"""
+
+from __future__ import annotations
+
+import time
+
+_IMPORTED_AT = time.time()  # before the heavy imports, in case the process start is unknown
+
+import argparse  # noqa: E402
+import dataclasses  # noqa: E402
+import math  # noqa: E402
+import random  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from nettebench import environment, precision, records  # noqa: E402
+from nettebench.cell import CellSpec  # noqa: E402
+
+WARMUP_STEPS = 5  # first-epoch steps excluded from img/s (autotuning, allocator, workers)
+KINDS = ("matrix", "cpu_baseline")
+
+
+def process_start_time() -> float:
+    """When this process started (Unix time), so wall time includes interpreter and imports."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as handle:
+            # Field 22 (starttime, clock ticks after boot); the command name may hold spaces.
+            start_ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat", encoding="ascii") as handle:
+            boot = next(int(line.split()[1]) for line in handle if line.startswith("btime"))
+        import os
+
+        return boot + start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return _IMPORTED_AT
+
+
+def resolve_device(requested: str):
+    """``auto`` means CUDA when a GPU is visible, else the CPU."""
+    import torch
+
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("error: device cuda was asked for but torch sees no CUDA GPU")
+    return torch.device(requested)
+
+
+def lr_at(cell: CellSpec, epoch: int) -> float:
+    """Learning rate of a 0-based epoch: the reference step schedule or cosine."""
+    base = cell.effective_lr()
+    if cell.lr_schedule == "cosine":
+        return base * 0.5 * (1 + math.cos(math.pi * epoch / cell.epochs))
+    return base * 0.1 ** (epoch // 30)
+
+
+def seed_everything(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def run_cell(
+    cell: CellSpec,
+    data: str | Path,
+    out_dir: str | Path,
+    *,
+    kind: str = "matrix",
+    threads: int | None = None,
+    warmup_steps: int = WARMUP_STEPS,
+    started_at: float | None = None,
+) -> dict[str, Any]:
+    """Train ``cell`` on the dataset at ``data``; write and return its metrics record."""
+    import torch
+
+    from nettebench.datasets.info import load_data_root
+
+    started_at = process_start_time() if started_at is None else started_at
+    out_dir = Path(out_dir)
+    if threads:
+        torch.set_num_threads(threads)
+    device = resolve_device(cell.device)
+    record = _record_skeleton(cell, kind, device)
+
+    reason = precision.unsupported_reason(cell.precision, device.type)
+    if reason:
+        return _finish(
+            record, out_dir, [], started_at, status=records.STATUS_UNSUPPORTED, message=reason
+        )
+
+    rows: list[dict[str, Any]] = []
+    try:
+        _train(cell, load_data_root(data), out_dir, device, warmup_steps, rows)
+    except (torch.OutOfMemoryError, MemoryError) as error:
+        return _finish(
+            record,
+            out_dir,
+            rows,
+            started_at,
+            status=records.STATUS_OOM,
+            message=_oom_message(cell, device, error),
+        )
+    return _finish(record, out_dir, rows, started_at, status=records.STATUS_OK, message=None)
+
+
+def _train(cell: CellSpec, data_root, out_dir: Path, device, warmup_steps: int, rows) -> None:
+    """Train epoch by epoch, appending to ``rows`` so an OOM keeps the epochs that finished."""
+    from tqdm import tqdm
+
+    from nettebench.data import build_pil_loaders
+    from nettebench.loop import evaluate, train_epoch
+    from nettebench.models import build_model
+    from nettebench.training_step import TrainingStep
+
+    seed_everything(cell.seed)
+    loaders = build_pil_loaders(
+        data_root.train_dir,
+        data_root.val_dir,
+        image_size=cell.image_size,
+        batch_size=cell.batch_size,
+        workers=cell.workers,
+        seed=cell.seed,
+        pin_memory=device.type == "cuda",
+    )
+    model = build_model(cell.model, loaders.num_classes)
+    runner = TrainingStep(
+        model,
+        precision.get(cell.precision),
+        device,
+        lr=lr_at(cell, 0),
+        momentum=cell.momentum,
+        weight_decay=cell.weight_decay,
+    )
+    steps_per_epoch = len(loaders.train)
+    for epoch in range(cell.epochs):
+        lr = lr_at(cell, epoch)
+        runner.set_lr(lr)
+        total = steps_per_epoch if cell.max_steps is None else min(cell.max_steps, steps_per_epoch)
+        with tqdm(
+            total=total,
+            desc=f"epoch {epoch + 1}/{cell.epochs}",
+            unit="step",
+            disable=None,
+            leave=False,
+        ) as progress:
+            train = train_epoch(
+                runner,
+                loaders.train,
+                steps_per_epoch=steps_per_epoch,
+                max_steps=cell.max_steps,
+                warmup_steps=warmup_steps if epoch == 0 else 0,
+                progress=progress,
+            )
+        val = evaluate(runner, loaders.val, total_steps=len(loaders.val), max_steps=cell.max_steps)
+        row = _epoch_row(epoch + 1, lr, train, val)
+        row["_steps_per_epoch"] = steps_per_epoch
+        rows.append(row)
+        records.write_epochs(out_dir, rows)
+        _log_epoch(cell, row)
+
+
+def _epoch_row(epoch: int, lr: float, train, val) -> dict[str, Any]:
+    return {
+        "epoch": epoch,
+        "train_loss": train.loss,
+        "val_loss": val.loss,
+        "val_top1": val.top1,
+        "val_top5": val.top5,
+        "lr": lr,
+        "train_s": train.seconds,
+        "val_s": val.seconds,
+        "wall_s": train.seconds + val.seconds,
+        "data_wait_s": train.data_wait_s,
+        "compute_s": train.seconds - train.data_wait_s,
+        "data_wait_share": train.data_wait_s / train.seconds if train.seconds else float("nan"),
+        "train_img_s": train.img_s,
+        "train_images": train.images,
+        "extrapolated": train.extrapolated or val.extrapolated,
+        "_steps_run": train.steps_run,
+    }
+
+
+def _log_epoch(cell: CellSpec, row: dict[str, Any]) -> None:
+    """One line per epoch: readable in a log file, where the progress bar stays quiet."""
+    approx = "~" if row["extrapolated"] else ""
+    print(
+        f"epoch {row['epoch']}/{cell.epochs}  train_loss {row['train_loss']:.4f}  "
+        f"val_top1 {row['val_top1']:.1f}%  val_top5 {row['val_top5']:.1f}%  "
+        f"{approx}{row['wall_s']:.1f} s  {row['train_img_s']:.0f} img/s  "
+        f"data wait {100 * row['data_wait_share']:.0f}%",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _record_skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
+    import torch
+
+    on_gpu = device.type == "cuda"
+    name = torch.cuda.get_device_name(device) if on_gpu else environment.cpu_model()
+    return {
+        "schema_version": records.SCHEMA_VERSION,
+        "status": None,
+        "message": None,
+        "kind": kind,
+        "cell": cell.as_dict(),
+        "cell_id": cell.cell_id(),
+        "device": {"type": device.type, "name": name, "threads": torch.get_num_threads()},
+        "environment": environment.collect(),
+        "summary": dict.fromkeys(records.SUMMARY_KEYS),
+    }
+
+
+def _finish(record, out_dir: Path, rows, started_at: float, *, status: str, message):
+    record["status"] = status
+    record["message"] = message
+    if rows:
+        record["summary"] = _summary(rows)
+    record["summary"]["wall_s"] = time.time() - started_at
+    records.write_epochs(out_dir, rows)
+    records.write_metrics(out_dir, record)
+    if message:
+        print(f"{status}: {message}", file=sys.stderr, flush=True)
+    return record
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    train_s = sum(r["train_s"] for r in rows)
+    img_s = [r["train_img_s"] for r in rows if not math.isnan(r["train_img_s"])]
+    last = rows[-1]
+    return {
+        "epochs_run": len(rows),
+        "steps_per_epoch": last["_steps_per_epoch"],
+        "steps_timed": last["_steps_run"],
+        "extrapolated": any(r["extrapolated"] for r in rows),
+        "wall_s": None,
+        "time_for_epochs_s": sum(r["wall_s"] for r in rows),
+        "epoch_s_median": statistics.median(r["wall_s"] for r in rows),
+        "train_img_s": statistics.median(img_s) if img_s else None,
+        "data_wait_share": sum(r["data_wait_s"] for r in rows) / train_s if train_s else None,
+        "final_top1": last["val_top1"],
+        "final_top5": last["val_top5"],
+        "best_top1": max(r["val_top1"] for r in rows),
+        "final_train_loss": last["train_loss"],
+    }
+
+
+def _oom_message(cell: CellSpec, device, error: BaseException) -> str:
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    smaller = max(cell.batch_size // 2, 1)
+    return (
+        f"out of memory at batch size {cell.batch_size} on {device.type}: {first_line}. "
+        f"Hint: lower batch_size for this cell (e.g. {smaller}) in the matrix; large models "
+        "need their batch size tuned per card."
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Options: the data and output paths, then one per CellSpec parameter (same defaults)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m nettebench.train",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--data",
+        required=True,
+        help="dataset.json, or a folder holding train/ and val/ class folders",
+    )
+    parser.add_argument("--out-dir", required=True, help="where metrics.json and epochs.csv go")
+    parser.add_argument("--kind", choices=KINDS, default="matrix")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--warmup-steps", type=int, default=WARMUP_STEPS)
+    for field in dataclasses.fields(CellSpec):
+        default = None if field.default is dataclasses.MISSING else field.default
+        parser.add_argument(
+            f"--{field.name.replace('_', '-')}",
+            type=_parser_type(field.type),
+            default=default,
+            required=field.default is dataclasses.MISSING and field.name != "dataset",
+            help=f"(default: {default})",
+        )
+    return parser
+
+
+def _parser_type(annotation: str):
+    """Argument type from a CellSpec annotation; ``none`` stands for None where allowed."""
+    base = {"int": int, "float": float, "str": str}[annotation.split(" | ")[0]]
+    if "None" not in annotation:
+        return base
+    return lambda text: None if text.lower() == "none" else base(text)
+
+
+def main(argv: list[str] | None = None) -> int:
+    started_at = process_start_time()
+    args = build_parser().parse_args(argv)
+    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(CellSpec)}
+    if values["dataset"] is None:
+        from nettebench.datasets.info import load_data_root
+
+        values["dataset"] = load_data_root(args.data).name
+    cell = CellSpec(**values)
+    record = run_cell(
+        cell,
+        args.data,
+        args.out_dir,
+        kind=args.kind,
+        threads=args.threads,
+        warmup_steps=args.warmup_steps,
+        started_at=started_at,
+    )
+    summary = record["summary"]
+    print(f"{record['status']}: {cell.path()}  wall {summary['wall_s']:.1f} s", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,72 @@
+"""A cell's identity, path and trainer arguments: stable when parameters with defaults appear."""
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+import yaml
+
+from nettebench.cell import CORE_KEYS, CellSpec, field_defaults
+
+SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
+
+
+def test_path_shows_core_parameters_and_only_non_default_extras():
+    cell = CellSpec(dataset="imagenette2-320", model="resnet50", precision="O2", batch_size=128)
+    assert cell.path() == "imagenette2-320/model~resnet50/precision~O2/batch~128/epochs~10/seed~0"
+    tuned = dataclasses.replace(cell, workers=16, lr=0.2)
+    assert tuned.path() == cell.path() + "/lr~0.2/workers~16"
+
+
+def test_identity_ignores_parameters_left_at_their_default():
+    cell = CellSpec(dataset="d")
+    assert list(cell.identity()) == list(CORE_KEYS)
+    # A cell that names a default explicitly is the same cell.
+    assert CellSpec(dataset="d", workers=4).cell_id() == cell.cell_id()
+    assert CellSpec(dataset="d", workers=8).cell_id() != cell.cell_id()
+
+
+def test_adding_a_parameter_with_a_default_keeps_existing_identities():
+    """Simulate a later release adding a `loader` axis: old cells keep path, hash and args."""
+    base = CellSpec(dataset="d", model="resnet34", precision="O1")
+    Extended = dataclasses.make_dataclass(
+        "Extended",
+        [("loader", str, dataclasses.field(default="pil"))],
+        bases=(CellSpec,),
+        frozen=True,
+    )
+    later = Extended(dataset="d", model="resnet34", precision="O1")
+    assert later.path() == base.path()
+    assert later.cell_id() == base.cell_id()
+    assert later.cli_args() == base.cli_args()
+    assert Extended(dataset="d", model="resnet34", precision="O1", loader="cached").path() == (
+        base.path() + "/loader~cached"
+    )
+
+
+def test_cli_args_round_trip_through_the_trainer_parser():
+    from nettebench.train import build_parser
+
+    cell = CellSpec(dataset="d", model="vgg19", batch_size=64, max_steps=7, lr=0.01)
+    args = build_parser().parse_args(["--data", "x", "--out-dir", "y", *cell.cli_args()])
+    rebuilt = CellSpec(**{f.name: getattr(args, f.name) for f in dataclasses.fields(CellSpec)})
+    assert rebuilt == cell
+
+
+def test_reference_learning_rate_scales_with_batch_size():
+    assert CellSpec(dataset="d", batch_size=256).effective_lr() == pytest.approx(0.1)
+    assert CellSpec(dataset="d", batch_size=128).effective_lr() == pytest.approx(0.05)
+    assert CellSpec(dataset="d", lr=0.3).effective_lr() == 0.3
+
+
+def test_unsafe_path_values_are_refused():
+    with pytest.raises(ValueError, match="result path"):
+        CellSpec(dataset="d", model="res/net").path()
+
+
+def test_schema_documents_the_trainer_defaults():
+    schema = yaml.safe_load(SCHEMA.read_text())
+    properties = schema["definitions"]["cell_parameters"]["properties"]
+    assert set(properties) == {f.name for f in dataclasses.fields(CellSpec)}
+    schema_defaults = {k: v["default"] for k, v in properties.items() if "default" in v}
+    assert schema_defaults == field_defaults()

@@ -1,0 +1,96 @@
+"""Matrix expansion: crossing, include/exclude, defaults and errors that name the key."""
+
+import pytest
+
+from nettebench.grid import ConfigError, expand
+
+DATASETS = ["imagenette2-320"]
+
+
+def paths(cells):
+    return [c.path().split("/", 1)[1] for c in cells]
+
+
+def test_seed_study_matrix_matches_the_study():
+    matrix = {
+        "model": ["resnet18", "resnet34", "resnet50"],
+        "precision": ["O0", "O1", "O2", "O3"],
+        "batch_size": 256,
+        "epochs": 10,
+        "exclude": [{"model": "resnet50", "batch_size": 256}],
+        "include": [{"model": "resnet50", "batch_size": 128}],
+    }
+    cells = expand(matrix, section="matrix", datasets=DATASETS)
+    assert len(cells) == 12
+    by_model = {}
+    for cell in cells:
+        by_model.setdefault(cell.model, set()).add(cell.batch_size)
+    assert by_model == {"resnet18": {256}, "resnet34": {256}, "resnet50": {128}}
+    assert {c.precision for c in cells if c.model == "resnet50"} == {"O0", "O1", "O2", "O3"}
+
+
+def test_axes_default_and_datasets_default_to_all_configured():
+    cells = expand({"seed": [0, 1]}, section="matrix", datasets=["a", "b"])
+    assert [(c.dataset, c.seed, c.model, c.batch_size) for c in cells] == [
+        ("a", 0, "resnet18", 256),
+        ("a", 1, "resnet18", 256),
+        ("b", 0, "resnet18", 256),
+        ("b", 1, "resnet18", 256),
+    ]
+
+
+def test_exclude_list_values_and_defaulted_keys():
+    matrix = {"precision": ["O0", "O1", "O3"], "exclude": [{"precision": ["O1", "O3"]}]}
+    assert [c.precision for c in expand(matrix, section="m", datasets=DATASETS)] == ["O0"]
+    # workers is no axis, but excluding its default value still matches every cell
+    matrix = {"model": "resnet18", "exclude": [{"workers": 4}]}
+    assert expand(matrix, section="m", datasets=DATASETS) == []
+
+
+def test_duplicates_collapse():
+    matrix = {"model": ["resnet18"], "include": [{"model": "resnet18"}, {"model": "vgg19"}]}
+    assert paths(expand(matrix, section="m", datasets=DATASETS)) == [
+        "model~resnet18/precision~O0/batch~256/epochs~10/seed~0",
+        "model~vgg19/precision~O0/batch~256/epochs~10/seed~0",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("matrix", "expected"),
+    [
+        ({"model": "resnet51"}, r"matrix\.model: unknown model 'resnet51'; did you mean resnet50"),
+        ({"precision": "O4"}, r"matrix\.precision: 'O4' is not allowed; allowed: O0, tf32, O1"),
+        ({"epochs": 0}, r"matrix\.epochs must be an integer >= 1, got 0"),
+        ({"epochs": -3}, r"matrix\.epochs must be an integer >= 1"),
+        ({"modle": "resnet18"}, r"unknown key\(s\) modle; allowed: dataset, model, precision"),
+        ({"dataset": "imagewoof"}, r"'imagewoof' is not allowed; configured datasets: imagenette"),
+        ({"device": "tpu"}, r"matrix\.device: 'tpu' is not allowed; allowed: auto, cpu, cuda"),
+        ({"model": []}, r"matrix\.model is an empty list"),
+        ({"include": [{"batch": 128}]}, r"matrix\.include\[0\]: unknown key\(s\) batch"),
+    ],
+)
+def test_bad_values_name_the_key_and_the_allowed_values(matrix, expected):
+    with pytest.raises(ConfigError, match=expected):
+        expand(matrix, section="matrix", datasets=DATASETS)
+
+
+def test_a_precision_the_named_device_cannot_run_is_rejected_with_the_reason():
+    with pytest.raises(ConfigError, match="O1 .* cannot run on cpu: float16 training needs CUDA"):
+        expand({"precision": "O1", "device": "cpu"}, section="cpu_baseline", datasets=DATASETS)
+
+
+def test_overrides_apply_unless_an_axis_names_the_parameter():
+    cells = expand(
+        {"model": "resnet34"},
+        section="cpu_baseline",
+        datasets=DATASETS,
+        overrides={"device": "cpu", "precision": "fp32"},
+    )
+    assert [(c.device, c.precision) for c in cells] == [("cpu", "fp32")]
+    cells = expand(
+        {"precision": "bf16"},
+        section="cpu_baseline",
+        datasets=DATASETS,
+        overrides={"device": "cpu", "precision": "fp32"},
+    )
+    assert [c.precision for c in cells] == ["bf16"]

@@ -1,0 +1,108 @@
+"""Each precision mode does what its name promises: dtypes, loss scaling, master weights.
+
+The mechanics are checked on the CPU for every mode (torch runs fp16 kernels on a CPU, slowly),
+with a tiny conv net; which device may *benchmark* a mode is the table's separate concern.
+"""
+
+import pytest
+import torch
+from torch import nn
+
+from nettebench import precision
+from nettebench.training_step import TrainingStep
+
+CPU = torch.device("cpu")
+
+# mode -> (conv weight dtype, batch-norm weight dtype, conv activation dtype, scaler, master)
+EXPECTED = {
+    "O0": (torch.float32, torch.float32, torch.float32, False, False),
+    "fp32": (torch.float32, torch.float32, torch.float32, False, False),
+    "tf32": (torch.float32, torch.float32, torch.float32, False, False),
+    "O1": (torch.float32, torch.float32, torch.float16, True, False),
+    "O2": (torch.float16, torch.float32, torch.float16, True, True),
+    "O3": (torch.float16, torch.float16, torch.float16, False, False),
+    "bf16": (torch.float32, torch.float32, torch.bfloat16, False, False),
+}
+
+
+def tiny_net():
+    return nn.Sequential(
+        nn.Conv2d(3, 4, 3),
+        nn.BatchNorm2d(4),
+        nn.ReLU(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(4, 3),
+    )
+
+
+def make_runner(name):
+    torch.manual_seed(0)
+    mode = precision.get(name)
+    return TrainingStep(tiny_net(), mode, CPU, lr=0.1, momentum=0.9, weight_decay=1e-4)
+
+
+def test_every_mode_has_expectations():
+    assert set(EXPECTED) == set(precision.PRECISION_NAMES)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_mode_dtypes_scaling_and_master_weights(name):
+    conv_dtype, bn_dtype, activation_dtype, scaled, master = EXPECTED[name]
+    runner = make_runner(name)
+    conv, bn = runner.model[0], runner.model[1]
+    assert conv.weight.dtype == conv_dtype
+    assert bn.weight.dtype == bn_dtype
+    assert (runner.scaler is not None) == scaled
+    assert (runner.master_params is not None) == master
+    if master:
+        assert all(p.dtype == torch.float32 for p in runner.master_params)
+
+    seen = []
+    conv.register_forward_hook(lambda module, args, out: seen.append(out.dtype))
+    images = runner.prepare_inputs(torch.randn(8, 3, 8, 8))
+    targets = torch.randint(0, 3, (8,))
+    before = conv.weight.detach().float().clone()
+    loss = runner.step(images, targets)
+    assert seen == [activation_dtype]
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+    assert not torch.equal(before, conv.weight.detach().float()), "the step must update weights"
+
+
+def test_o2_copies_master_weights_back_and_does_not_accumulate_gradients():
+    runner = make_runner("O2")
+    images = runner.prepare_inputs(torch.randn(8, 3, 8, 8))
+    targets = torch.randint(0, 3, (8,))
+    runner.step(images, targets)
+    first_grad = runner.model[0].weight.grad.detach().clone()
+    runner.step(images, targets)
+    for master, param in zip(runner.master_params, runner.model_params, strict=True):
+        assert torch.equal(master.detach().to(param.dtype), param.detach())
+    # a fresh gradient every step, not the sum of two
+    assert not torch.allclose(runner.model[0].weight.grad.float(), 2 * first_grad.float())
+
+
+@pytest.mark.parametrize(
+    ("name", "device", "supported"),
+    [
+        ("O0", "cpu", True),
+        ("fp32", "cpu", True),
+        ("bf16", "cpu", True),
+        ("O1", "cpu", False),
+        ("O2", "cpu", False),
+        ("O3", "cpu", False),
+        ("tf32", "cpu", False),
+        ("O1", "cuda", True),
+        ("tf32", "cuda", True),
+    ],
+)
+def test_device_support_table(name, device, supported):
+    reason = precision.unsupported_reason(name, device)
+    assert (reason is None) == supported
+    if reason:
+        assert "cpu" in reason and "`fp32`" in reason
+
+
+def test_unknown_precision_names_the_allowed_ones():
+    with pytest.raises(ValueError, match="allowed: O0, tf32, O1, O2, O3, bf16, fp32"):
+        precision.get("O4")

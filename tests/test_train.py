@@ -1,0 +1,112 @@
+"""The trainer as a plain module: records, out-of-memory and unsupported modes as results."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import torch
+from PIL import Image
+
+from nettebench import records
+from nettebench.cell import CellSpec
+from nettebench.train import run_cell
+from nettebench.training_step import TrainingStep
+
+
+@pytest.fixture(scope="module")
+def tiny_tree(tmp_path_factory):
+    """A 3-class ImageFolder tree of small solid-colour JPEGs."""
+    root = tmp_path_factory.mktemp("tiny")
+    colours = [(200, 30, 30), (30, 200, 30), (30, 30, 200)]
+    for split, count in (("train", 8), ("val", 4)):
+        for index, colour in enumerate(colours):
+            folder = root / split / f"class{index}"
+            folder.mkdir(parents=True)
+            for i in range(count):
+                Image.new("RGB", (40, 36), colour).save(folder / f"{i}.JPEG")
+    return root
+
+
+def small_cell(**overrides):
+    values = dict(
+        dataset="tiny", model="resnet18", batch_size=6, epochs=2, image_size=32, workers=0
+    )
+    return CellSpec(**{**values, **overrides})
+
+
+def test_cli_writes_a_complete_record(tiny_tree, tmp_path):
+    cell = small_cell()
+    out = tmp_path / "cell"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nettebench.train",
+            "--data",
+            str(tiny_tree),
+            "--out-dir",
+            str(out),
+            "--threads",
+            "1",
+            *cell.cli_args(),
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "epoch 2/2" in done.stderr  # one readable line per epoch in a log
+    assert "\r" not in done.stderr  # no progress bar when stderr is not a terminal
+    record = records.read_metrics(out / records.METRICS_FILE)
+    assert list(record) == list(records.METRICS_KEYS)
+    assert set(record["summary"]) == set(records.SUMMARY_KEYS)
+    assert record["status"] == "ok"
+    assert record["cell"] == cell.as_dict()
+    assert record["cell_id"] == cell.cell_id()
+    assert record["device"] == {"type": "cpu", "name": record["device"]["name"], "threads": 1}
+    summary = record["summary"]
+    assert summary["epochs_run"] == 2 and summary["steps_per_epoch"] == 4
+    assert summary["wall_s"] > summary["time_for_epochs_s"] > 0
+    assert 0 <= summary["data_wait_share"] <= 1
+    env = record["environment"]
+    assert env["torch"] == torch.__version__ and env["cpu_count"] >= 1
+    epochs = pd.read_csv(out / records.EPOCHS_FILE)
+    assert list(epochs.columns) == list(records.EPOCH_COLUMNS)
+    assert list(epochs["epoch"]) == [1, 2]
+    assert (epochs["compute_s"] + epochs["data_wait_s"]).round(6).equals(epochs["train_s"].round(6))
+
+
+def test_max_steps_extrapolates_and_says_so(tiny_tree, tmp_path):
+    record = run_cell(small_cell(batch_size=2, epochs=1, max_steps=3), tiny_tree, tmp_path)
+    summary = record["summary"]
+    assert summary["extrapolated"] is True
+    assert summary["steps_timed"] == 3 and summary["steps_per_epoch"] == 12
+    epochs = pd.read_csv(tmp_path / records.EPOCHS_FILE)
+    assert bool(epochs["extrapolated"].iloc[0]) is True
+
+
+def test_out_of_memory_is_a_recorded_result(tiny_tree, tmp_path, monkeypatch):
+    """Simulate the allocator failing on the first step: the cell is `oom`, not a crash."""
+
+    def fail(self, images, targets):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 392.00 MiB")
+
+    monkeypatch.setattr(TrainingStep, "step", fail)
+    record = run_cell(small_cell(batch_size=4), tiny_tree, tmp_path)
+    assert record["status"] == "oom"
+    assert "batch size 4" in record["message"] and "392.00 MiB" in record["message"]
+    assert "e.g. 2" in record["message"]
+    on_disk = json.loads((tmp_path / records.METRICS_FILE).read_text())
+    assert on_disk["status"] == "oom" and on_disk["summary"]["final_top1"] is None
+
+
+def test_a_mode_the_device_cannot_run_is_recorded_unsupported(tiny_tree, tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("checks the CPU path")
+    record = run_cell(small_cell(precision="O1"), tiny_tree, tmp_path)
+    assert record["status"] == "unsupported"
+    assert "float16 training needs CUDA" in record["message"]
+    assert not (tmp_path / records.EPOCHS_FILE).read_text().strip().count("\n")

@@ -1,0 +1,135 @@
+"""End to end: the quick-start study through the real Snakemake, and what reruns afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import pandas as pd
+import pytest
+import yaml
+
+from tests.workflow_helpers import (
+    QUICKSTART_STUDY,
+    copy_workflow,
+    planned_jobs,
+    run_study,
+    snakemake,
+    write_config,
+)
+
+pytestmark = pytest.mark.workflow
+
+TABLES = ("time_by_model_precision", "accuracy_by_epoch", "throughput", "cpu_vs_gpu")
+FIGURES = ("time_by_model_precision", "speedup_over_O0", "accuracy_curves", "throughput")
+
+
+@pytest.fixture(scope="module")
+def quickstart(tmp_path_factory):
+    """One full quick-start run (with the report) in a copy of the project."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("quickstart"))
+    config = workdir / "profiles" / "quickstart" / "study.yaml"
+    started = time.perf_counter()
+    run_study(workdir, config, "--report-after-run", "--report", "results/report.html")
+    print(f"quick-start workflow: {time.perf_counter() - started:.1f} s")
+    return workdir, config
+
+
+def test_every_cell_ran_and_learned(quickstart):
+    workdir, _ = quickstart
+    study = yaml.safe_load(QUICKSTART_STUDY.read_text())
+    runs = pd.read_csv(workdir / "results" / "tables" / "runs.csv")
+    expected_matrix = len(study["matrix"]["precision"])
+    assert (runs["kind"] == "matrix").sum() == expected_matrix
+    assert (runs["kind"] == "cpu_baseline").sum() == 1
+    assert set(runs["status"]) == {"ok"}
+    matrix = runs[runs["kind"] == "matrix"]
+    chance = 100 / study["datasets"]["synthetic-quick"]["synthetic"]["classes"]
+    # Learnable synthetic data: the training path works end to end only if accuracy beats chance.
+    assert (matrix["final_top1"] > 2 * chance).all(), matrix[["precision", "final_top1"]]
+    baseline = runs[runs["kind"] == "cpu_baseline"].iloc[0]
+    assert bool(baseline["extrapolated"]) is True
+    assert baseline["steps_timed"] < baseline["steps_per_epoch"]
+
+
+def test_cell_records_hold_parameters_and_environment(quickstart):
+    workdir, _ = quickstart
+    metrics = sorted((workdir / "results" / "runs").rglob("metrics.json"))
+    assert metrics, "no cell wrote metrics.json"
+    record = json.loads(metrics[0].read_text())
+    assert record["cell"]["model"] == "resnet18"
+    assert record["environment"]["torch"]
+    assert record["device"]["threads"] == 2
+    epochs = pd.read_csv(metrics[0].parent / "epochs.csv")
+    assert list(epochs["epoch"]) == [1, 2, 3]
+
+
+def test_tables_figures_and_report_exist(quickstart):
+    workdir, _ = quickstart
+    results = workdir / "results"
+    for name in TABLES:
+        text = (results / "tables" / f"{name}.md").read_text()
+        assert "resnet" in text, name
+    time_table = (results / "tables" / "time_by_model_precision.md").read_text()
+    assert "O0" in time_table and "bf16" in time_table
+    for name in FIGURES:
+        for ext in ("png", "svg"):
+            assert (results / "figures" / f"{name}.{ext}").stat().st_size > 1000
+    report = results / "report.html"
+    assert report.stat().st_size > 10_000
+
+
+def test_nothing_to_do_after_a_full_run(quickstart):
+    workdir, config = quickstart
+    assert planned_jobs(run_study(workdir, config, "-n")) == {}
+
+
+def test_a_new_batch_size_schedules_only_new_cells_and_aggregates(quickstart):
+    workdir, config = quickstart
+    study = yaml.safe_load(config.read_text())
+    study["matrix"]["batch_size"] = [study["matrix"]["batch_size"], 16]
+    bigger = write_config(workdir, study, "bigger.yaml")
+    jobs = planned_jobs(run_study(workdir, bigger, "-n"))
+    assert jobs == {"cell_train": 2, "tables_aggregate": 1, "figures_plot": 1}
+
+
+def test_editing_plotting_code_reruns_only_figures(quickstart):
+    workdir, config = quickstart
+    figures = workdir / "scripts" / "nettebench" / "figures.py"
+    _touch_later(figures)
+    assert planned_jobs(run_study(workdir, config, "-n")) == {"figures_plot": 1}
+
+
+def test_editing_training_code_marks_training_outdated(quickstart):
+    workdir, config = quickstart
+    _touch_later(workdir / "scripts" / "nettebench" / "loop.py")
+    jobs = planned_jobs(run_study(workdir, config, "-n"))
+    assert jobs == {
+        "cell_train": 2,
+        "cpu_baseline_train": 1,
+        "tables_aggregate": 1,
+        "figures_plot": 1,
+    }
+
+
+def test_aggregate_only_profile_never_trains(quickstart):
+    """After the training code changed, the aggregate profile rebuilds tables from what exists."""
+    workdir, _ = quickstart
+    _touch_later(workdir / "scripts" / "nettebench" / "loop.py")
+    _touch_later(workdir / "scripts" / "nettebench" / "aggregate.py")
+    before = {p: p.stat().st_mtime for p in (workdir / "results").rglob("metrics.json")}
+    result = snakemake(workdir, "--workflow-profile", "profiles/aggregate")
+    text = result.stdout + result.stderr
+    assert "cell_train" not in text and "cpu_baseline_train" not in text
+    assert "tables_aggregate" in text
+    after = {p: p.stat().st_mtime for p in (workdir / "results").rglob("metrics.json")}
+    assert after == before
+    runs = pd.read_csv(workdir / "results" / "tables" / "runs.csv")
+    assert len(runs) == len(before)
+
+
+def _touch_later(path):
+    """Make ``path`` newer than every output, as an edit would."""
+    future = time.time() + 5
+    os.utime(path, (future, future))
