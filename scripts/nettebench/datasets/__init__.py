@@ -1,0 +1,21 @@
+"""Getting a dataset ready for the trainer: one module per job.
+
+* :mod:`.catalog` - the fast.ai datasets known by name (URL, size, md5);
+* :mod:`.fetch` - download with retries and verification, plus a manifest;
+* :mod:`.extract` - safe, all-or-nothing unpacking of an archive;
+* :mod:`.local` - use a folder the user already has, in place;
+* :mod:`.synthetic` - generate a learnable, Imagenette-shaped JPEG dataset;
+* :mod:`.info` - ``dataset.json``, which every route writes last and the trainer reads;
+* :mod:`.verify`, :mod:`.atomic`, :mod:`.errors` - checks, atomic writes, the error type;
+* :mod:`.testing` - real tiny archives and a local HTTP server, for tests.
+
+Importing this package (or catalog/info/fetch/extract/local) loads only the standard library:
+Snakemake imports the catalog while it parses the workflow. Only :mod:`.synthetic` needs
+numpy and Pillow, and nothing here needs torch.
+"""
+
+from .catalog import CATALOG, CatalogEntry, lookup
+from .errors import DatasetError
+from .info import DataRoot, load_data_root
+
+__all__ = ["CATALOG", "CatalogEntry", "DataRoot", "DatasetError", "load_data_root", "lookup"]

@@ -1,0 +1,234 @@
+"""Unpack a dataset archive safely and all-or-nothing, then write dataset.json.
+
+An archive may come from anywhere a user's ``source:`` points, so it is treated as untrusted:
+
+1. verify it (size/md5/sha256 when given, and always that it is a complete gzip tar);
+2. check every member before writing anything: no absolute paths, no ``..``, no symlink or
+   hardlink leading out of the extraction root, no device files or fifos. The error names the
+   offending member. Python's own ``filter="data"`` is applied on top as a second line;
+3. extract into a fresh ``<out_dir>/.extract-XXXX`` (same filesystem, so installing is a rename)
+   and find the folder holding ``train/`` and ``val/``;
+4. check the tree (same classes in both splits, no empty class), then move it to
+   ``<out_dir>/<top folder>/`` (``data`` when the archive has no top folder), replacing a tree
+   left by an earlier run only now that the new one is complete;
+5. write ``<out_dir>/dataset.json`` last: the workflow reads it as "ready".
+
+On any failure the temporary folder is removed and the error names the archive and the check.
+
+Command line::
+
+    python -m nettebench.datasets.extract --archive PATH --out-dir DIR --name NAME
+        [--size N] [--md5 HEX] [--sha256 HEX] [--source TEXT] [--kind archive|catalog]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import posixpath
+import sys
+import tarfile
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+from .atomic import install_tree, make_work_dir, remove_tree
+from .errors import DatasetError, report
+from .info import INFO_FILE, describe_tree, has_splits, write_info
+from .verify import check_expected, scan_archive
+
+WORK_PREFIX = ".extract-"
+DEFAULT_TREE = "data"
+# tarfile.FilterError exists where the extraction filters do (3.10.12+, 3.11.4+).
+_FilterError = getattr(tarfile, "FilterError", ())
+# Folders archivers add that are never the dataset (macOS resource forks).
+_IGNORED_TOP = ("__MACOSX",)
+
+
+def extract(
+    archive: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    name: str,
+    size: int | None = None,
+    md5: str | None = None,
+    sha256: str | None = None,
+    source: str | None = None,
+    kind: str = "archive",
+) -> dict[str, Any]:
+    """Verify and unpack ``archive`` into ``out_dir``; return the dataset.json written.
+
+    ``kind`` is recorded in dataset.json: "catalog" for a catalog download, "archive" for a
+    user's own archive. ``source`` (a URL or path) is recorded as given.
+    """
+    if kind not in ("archive", "catalog"):
+        raise ValueError(f"kind must be 'archive' or 'catalog', got {kind!r}")
+    archive = Path(archive)
+    out_dir = Path(out_dir)
+    # From here until the new dataset.json is written, the dataset is not "ready".
+    (out_dir / INFO_FILE).unlink(missing_ok=True)
+
+    scan = scan_archive(archive)
+    check_expected(
+        f"archive {archive}",
+        actual_size=scan.size,
+        actual_md5=scan.md5,
+        actual_sha256=scan.sha256,
+        size=size,
+        md5=md5,
+        sha256=sha256,
+    )
+
+    work = make_work_dir(out_dir, WORK_PREFIX)
+    try:
+        _unpack(archive, work)
+        tree = _find_dataset_root(archive, work)
+        stats = describe_tree(tree)
+        final = out_dir / (DEFAULT_TREE if tree == work else tree.name)
+        try:
+            install_tree(tree, final)
+        except OSError as exc:
+            raise DatasetError(f"could not move the extracted tree to {final}: {exc}") from exc
+    finally:
+        remove_tree(work)
+
+    return write_info(
+        out_dir,
+        name=name,
+        kind=kind,
+        root=final.name,
+        source=source,
+        sha256=scan.sha256,
+        stats=stats,
+    )
+
+
+def _unpack(archive: Path, dest: Path) -> None:
+    """Extract every member of ``archive`` into ``dest`` after checking all of them."""
+    try:
+        with tarfile.open(archive, "r:gz") as tar:
+            members = tar.getmembers()
+            for member in members:
+                refusal = unsafe_reason(member)
+                if refusal:
+                    raise DatasetError(
+                        f"refusing to extract {archive}: member {member.name!r} {refusal}; "
+                        "the archive is damaged or malicious, so nothing was extracted"
+                    )
+            kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
+            tar.extractall(dest, members=members, **kwargs)
+    except DatasetError:
+        raise
+    except _FilterError as exc:
+        member = getattr(exc, "tarinfo", None)
+        which = repr(member.name) if member is not None else "a member"
+        raise DatasetError(
+            f"refusing to extract {archive}: {which} was rejected by tarfile's data filter "
+            f"({exc}); the archive is damaged or malicious"
+        ) from exc
+    except (tarfile.TarError, EOFError, OSError) as exc:
+        raise DatasetError(f"could not extract {archive} into {dest}: {exc}") from exc
+
+
+def unsafe_reason(member: tarfile.TarInfo) -> str | None:
+    """Why ``member`` could write outside the extraction root, or None when it is safe.
+
+    Judged on the archive's own names, before anything is written: an absolute path, a ``..``
+    component, a symlink or hardlink whose target lies outside, or a special file.
+    """
+    name = member.name
+    if _is_absolute(name):
+        return "has an absolute path"
+    if ".." in PurePosixPath(name).parts:
+        return "has a '..' component"
+    if member.issym():
+        target = member.linkname
+        if _is_absolute(target):
+            return f"is a symlink to the absolute path {target!r}"
+        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
+        if _escapes(resolved):
+            return f"is a symlink to {target!r}, outside the archive"
+        return None
+    if member.islnk():
+        target = member.linkname
+        if _is_absolute(target) or _escapes(posixpath.normpath(target)):
+            return f"is a hardlink to {target!r}, outside the archive"
+        return None
+    if member.ischr() or member.isblk():
+        return "is a device file"
+    if member.isfifo():
+        return "is a fifo"
+    if not (member.isfile() or member.isdir()):
+        return f"has an unsupported type ({member.type!r})"
+    return None
+
+
+def _is_absolute(name: str) -> bool:
+    return name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":")
+
+
+def _escapes(normalised: str) -> bool:
+    return normalised == ".." or normalised.startswith("../") or _is_absolute(normalised)
+
+
+def _find_dataset_root(archive: Path, work: Path) -> Path:
+    """The folder holding train/ and val/: ``work`` itself or its single top-level folder."""
+    if has_splits(work):
+        return work
+    tops = sorted(
+        entry
+        for entry in work.iterdir()
+        if entry.is_dir() and not entry.is_symlink() and entry.name not in _IGNORED_TOP
+    )
+    candidates = [entry for entry in tops if has_splits(entry) and entry.name != INFO_FILE]
+    if len(candidates) == 1:
+        return candidates[0]
+    if candidates:
+        raise DatasetError(
+            f"{archive} holds several datasets ({', '.join(c.name for c in candidates)}); "
+            "repack it with just one folder holding train/ and val/"
+        )
+    found = ", ".join(entry.name + "/" for entry in tops) or "no folders"
+    raise DatasetError(
+        f"{archive} has no folder holding both train/ and val/ at its top or one level down "
+        f"(found {found}); an Imagenette-style archive looks like "
+        "<name>/train/<class>/*.JPEG and <name>/val/<class>/*.JPEG"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m nettebench.datasets.extract",
+        description="Verify and safely extract a dataset archive, then write dataset.json.",
+    )
+    parser.add_argument("--archive", required=True, help="the .tgz to extract")
+    parser.add_argument("--out-dir", required=True, help="folder that receives tree + json")
+    parser.add_argument("--name", required=True, help="dataset name recorded in dataset.json")
+    parser.add_argument("--size", type=int, help="expected archive size in bytes")
+    parser.add_argument("--md5", help="expected archive md5 (hex)")
+    parser.add_argument("--sha256", help="expected archive sha256 (hex)")
+    parser.add_argument("--source", help="where the archive came from (URL or path), recorded")
+    parser.add_argument("--kind", choices=("archive", "catalog"), default="archive")
+    args = parser.parse_args(argv)
+    try:
+        info = extract(
+            args.archive,
+            args.out_dir,
+            name=args.name,
+            size=args.size,
+            md5=args.md5,
+            sha256=args.sha256,
+            source=args.source,
+            kind=args.kind,
+        )
+    except DatasetError as exc:
+        return report(exc)
+    print(
+        f"extracted {args.archive} -> {Path(args.out_dir) / info['root']} "
+        f"({info['num_classes']} classes, {info['train_images']} train / "
+        f"{info['val_images']} val images)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

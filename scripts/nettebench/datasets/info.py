@@ -1,0 +1,253 @@
+"""``dataset.json``: the one file that says a dataset is ready, and what the trainer reads.
+
+Every way of getting a dataset (catalog download, user archive, user folder, synthetic) ends by
+writing ``<out_dir>/dataset.json`` last and atomically, so the workflow can depend on that file
+alone. Its keys (``INFO_KEYS``)::
+
+    name           str   the dataset's name in the study config
+    kind           str   "catalog" | "archive" | "directory" | "synthetic"
+    root           str   folder holding train/ and val/: relative to dataset.json's folder,
+                         or absolute (a user's own folder, which is not copied)
+    source         str | None   URL or path it came from (None for synthetic)
+    classes        list[str]    sorted class folder names (= ImageFolder's class order)
+    num_classes    int
+    train_images   int   image files under train/ (extensions torchvision's ImageFolder reads)
+    val_images     int
+    sha256         str | None   sha256 of the archive it was extracted from
+    synthetic      dict | None  generator parameters, for kind == "synthetic"
+
+The trainer calls :func:`load_data_root`, which also accepts a plain ImageFolder tree, so it can
+run without the workflow on any folder with ``train/`` and ``val/``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .atomic import write_json_atomic
+from .errors import DatasetError
+
+INFO_FILE = "dataset.json"
+KINDS = ("catalog", "archive", "directory", "synthetic")
+INFO_KEYS = (
+    "name",
+    "kind",
+    "root",
+    "source",
+    "classes",
+    "num_classes",
+    "train_images",
+    "val_images",
+    "sha256",
+    "synthetic",
+)
+# The extensions torchvision's ImageFolder accepts (torchvision.datasets.folder.IMG_EXTENSIONS),
+# so the counts here match what the trainer will load.
+IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+SPLITS = ("train", "val")
+
+
+@dataclass(frozen=True)
+class TreeStats:
+    """Classes and image counts of a folder holding ``train/`` and ``val/``."""
+
+    classes: tuple[str, ...]
+    train_images: int
+    val_images: int
+
+
+@dataclass(frozen=True)
+class DataRoot:
+    """Where the trainer finds a dataset: absolute paths plus the class order."""
+
+    root: Path
+    train_dir: Path
+    val_dir: Path
+    classes: tuple[str, ...]
+    name: str
+
+
+def has_splits(folder: str | os.PathLike[str]) -> bool:
+    """True when ``folder`` has both ``train/`` and ``val/`` sub-folders."""
+    folder = Path(folder)
+    return all((folder / split).is_dir() for split in SPLITS)
+
+
+def class_folders(split_dir: str | os.PathLike[str]) -> list[str]:
+    """Sorted names of the sub-folders of ``split_dir``, exactly as ImageFolder orders classes."""
+    with os.scandir(split_dir) as entries:
+        return sorted(entry.name for entry in entries if entry.is_dir())
+
+
+def describe_tree(root: str | os.PathLike[str]) -> TreeStats:
+    """Check ``root`` is a usable ImageFolder pair and count its images.
+
+    Raises DatasetError when ``train/`` or ``val/`` is missing, the two hold different class
+    folders, or a class folder holds no image: each would otherwise surface later as a
+    confusing error (or silently shifted labels) inside the trainer.
+    """
+    root = Path(root)
+    missing = [split for split in SPLITS if not (root / split).is_dir()]
+    if missing:
+        raise DatasetError(
+            f"{root} has no {' or '.join(s + '/' for s in missing)} folder; a dataset folder "
+            "must hold train/<class>/*.JPEG and val/<class>/*.JPEG" + _hint_children(root)
+        )
+    train_classes = class_folders(root / "train")
+    val_classes = class_folders(root / "val")
+    if not train_classes:
+        raise DatasetError(f"{root / 'train'} has no class folders")
+    if train_classes != val_classes:
+        only_train = sorted(set(train_classes) - set(val_classes))
+        only_val = sorted(set(val_classes) - set(train_classes))
+        raise DatasetError(
+            f"{root}: train/ and val/ hold different class folders "
+            f"(only in train/: {only_train or 'none'}; only in val/: {only_val or 'none'}); "
+            "labels would not line up, so make the two folders hold the same classes"
+        )
+    counts = {}
+    for split in SPLITS:
+        total = 0
+        for name in train_classes:
+            found = count_images(root / split / name)
+            if found == 0:
+                raise DatasetError(
+                    f"{root / split / name} holds no images (looked for "
+                    f"{', '.join(IMAGE_EXTENSIONS)}); remove the folder or add its images"
+                )
+            total += found
+        counts[split] = total
+    return TreeStats(tuple(train_classes), counts["train"], counts["val"])
+
+
+def count_images(folder: str | os.PathLike[str]) -> int:
+    """Image files under ``folder``, recursively, following links the way ImageFolder does."""
+    return sum(
+        1
+        for _dir, _subdirs, files in os.walk(folder, followlinks=True)
+        for name in files
+        if name.lower().endswith(IMAGE_EXTENSIONS)
+    )
+
+
+def write_info(
+    out_dir: str | os.PathLike[str],
+    *,
+    name: str,
+    kind: str,
+    root: str | os.PathLike[str],
+    source: str | None = None,
+    sha256: str | None = None,
+    synthetic: Mapping[str, Any] | None = None,
+    stats: TreeStats | None = None,
+) -> dict[str, Any]:
+    """Write ``<out_dir>/dataset.json`` atomically and return what was written.
+
+    ``root`` is relative to ``out_dir`` or absolute. ``stats`` is computed from the tree when not
+    given (callers that already validated the tree pass it to avoid a second walk).
+    """
+    if kind not in KINDS:
+        raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
+    out_dir = Path(out_dir)
+    root_path = Path(root)
+    if stats is None:
+        stats = describe_tree(root_path if root_path.is_absolute() else out_dir / root_path)
+    info = {
+        "name": name,
+        "kind": kind,
+        "root": str(root),
+        "source": None if source is None else str(source),
+        "classes": list(stats.classes),
+        "num_classes": len(stats.classes),
+        "train_images": stats.train_images,
+        "val_images": stats.val_images,
+        "sha256": sha256,
+        "synthetic": None if synthetic is None else dict(synthetic),
+    }
+    write_json_atomic(out_dir / INFO_FILE, info)
+    return info
+
+
+def read_info(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Parse a dataset.json, with an error that names the file when it is not one."""
+    path = Path(path)
+    try:
+        info = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise DatasetError(f"could not read {path}: {exc}") from exc
+    if not isinstance(info, dict) or "root" not in info:
+        raise DatasetError(f"{path} is not a dataset.json (no 'root' key)")
+    return info
+
+
+def load_data_root(path: str | os.PathLike[str]) -> DataRoot:
+    """Find the train/ and val/ folders for ``path``.
+
+    ``path`` may be a dataset.json, a folder holding one, or a plain folder holding train/ and
+    val/ (any ImageFolder tree, so the trainer also runs outside the workflow).
+    """
+    path = Path(path).expanduser()
+    if path.is_file():
+        return _from_info(path)
+    if (path / INFO_FILE).is_file():
+        return _from_info(path / INFO_FILE)
+    if has_splits(path):
+        root = path.resolve()
+        return DataRoot(
+            root=root,
+            train_dir=root / "train",
+            val_dir=root / "val",
+            classes=tuple(class_folders(root / "train")),
+            name=root.name,
+        )
+    if not path.exists():
+        raise DatasetError(f"dataset path {path} does not exist")
+    raise DatasetError(
+        f"{path} is neither a dataset.json, nor a folder holding one, nor a folder with train/ "
+        "and val/ sub-folders" + _hint_children(path)
+    )
+
+
+def _from_info(info_path: Path) -> DataRoot:
+    info = read_info(info_path)
+    root = Path(info["root"])
+    if not root.is_absolute():
+        root = info_path.parent / root
+    root = root.resolve()
+    if not has_splits(root):
+        raise DatasetError(
+            f"{info_path} says the data is in {root}, but that folder has no train/ and val/ "
+            "sub-folders; it was moved or deleted: delete dataset.json and prepare the dataset "
+            "again"
+        )
+    classes = tuple(class_folders(root / "train"))
+    recorded = info.get("classes")
+    if recorded is not None and tuple(recorded) != classes:
+        raise DatasetError(
+            f"{info_path} lists classes {list(recorded)} but {root / 'train'} holds "
+            f"{list(classes)}; the tree changed since it was prepared: delete dataset.json and "
+            "prepare the dataset again"
+        )
+    return DataRoot(
+        root=root,
+        train_dir=root / "train",
+        val_dir=root / "val",
+        classes=classes,
+        name=str(info.get("name") or root.name),
+    )
+
+
+def _hint_children(folder: Path) -> str:
+    """' (did you mean ...?)' naming sub-folders of ``folder`` that do hold train/ and val/."""
+    try:
+        children = sorted(c for c in folder.iterdir() if c.is_dir() and has_splits(c))
+    except OSError:
+        return ""
+    if not children:
+        return ""
+    return f" (did you mean {', '.join(str(c) for c in children)}?)"

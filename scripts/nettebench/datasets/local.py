@@ -1,0 +1,71 @@
+"""Use a dataset folder the user already has, without copying it.
+
+The user's folder (``source:`` in config.yaml pointing at a directory) must hold ``train/`` and
+``val/`` with the same class folders; it is checked, then ``<out_dir>/dataset.json`` records its
+absolute path. Copying a multi-gigabyte tree would only cost time and disk, and the trainer reads
+the folder in place.
+
+Command line::
+
+    python -m nettebench.datasets.local --source DIR --out-dir DIR --name NAME
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from .errors import DatasetError, report
+from .info import INFO_FILE, describe_tree, write_info
+
+
+def register_directory(
+    source_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, name: str
+) -> dict[str, Any]:
+    """Check ``source_dir`` holds train/ and val/ and write ``<out_dir>/dataset.json`` for it."""
+    out_dir = Path(out_dir)
+    (out_dir / INFO_FILE).unlink(missing_ok=True)
+    source = Path(source_dir).expanduser()
+    if not source.is_dir():
+        what = "does not exist" if not source.exists() else "is not a folder"
+        raise DatasetError(
+            f"dataset folder {source} {what}; set `source:` for dataset {name!r} in config.yaml "
+            "to a folder holding train/ and val/, or to a .tgz archive or URL"
+        )
+    root = source.resolve()
+    stats = describe_tree(root)
+    return write_info(
+        out_dir,
+        name=name,
+        kind="directory",
+        root=str(root),
+        source=str(root),
+        stats=stats,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m nettebench.datasets.local",
+        description="Check a folder holding train/ and val/ and write dataset.json for it.",
+    )
+    parser.add_argument("--source", required=True, help="folder holding train/ and val/")
+    parser.add_argument("--out-dir", required=True, help="where dataset.json is written")
+    parser.add_argument("--name", required=True, help="dataset name recorded in dataset.json")
+    args = parser.parse_args(argv)
+    try:
+        info = register_directory(args.source, args.out_dir, name=args.name)
+    except DatasetError as exc:
+        return report(exc)
+    print(
+        f"using {info['root']} in place ({info['num_classes']} classes, "
+        f"{info['train_images']} train / {info['val_images']} val images)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
