@@ -1,0 +1,639 @@
+"""Collect every cell's record into tidy CSVs and the study's markdown tables.
+
+Reads only what the cells wrote (``metrics.json`` and ``epochs.csv``, see
+:mod:`nettebench.records`), so a table can always be traced back to the cell directories in the
+``path`` column of ``runs.csv``. Everything after reading is built from the ``runs`` and
+``epochs`` frames, which is also all that :mod:`nettebench.figures` gets to see.
+
+Cells that did not run (``oom``, ``unsupported``) are kept as rows: the study's first lesson was an
+out-of-memory error, so "did not fit" is a result to show, not a hole. New cell parameters
+(``loader``, ``torchvision``, ...) pass through as columns and, once they vary, appear in the
+row labels of the tables, so adding an axis never needs a change here.
+
+Imports pandas and json only (no torch, no matplotlib): aggregation runs on any login node.
+
+Usage::
+
+    python -m nettebench.aggregate --out-dir results/tables METRICS_JSON [METRICS_JSON ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nettebench import records
+from nettebench import tables as T
+from nettebench.cell import PARAMETER_NAMES
+
+# Columns after the cell parameters, in this order (then summary, environment, path).
+RECORD_COLUMNS = ("kind", "status", "message", "cell_id", "device_type", "device_name", "threads")
+# Keys of metrics.json["environment"] (nettebench.environment.collect); unknown ones follow sorted.
+ENV_KEYS = (
+    "host",
+    "platform",
+    "python",
+    "cpu_model",
+    "cpu_count",
+    "gpu_name",
+    "gpu_count",
+    "driver",
+    "cuda",
+    "cudnn",
+    "torch",
+    "torchvision",
+    "efficientnet_pytorch",
+    "apex",
+    "git_commit",
+    "nettebench",
+)
+# Identity columns repeated on every row of the tidy epochs.csv.
+EPOCH_ID_COLUMNS = (
+    "kind",
+    "cell_id",
+    "dataset",
+    "model",
+    "precision",
+    "batch_size",
+    "epochs",
+    "seed",
+    "device_type",
+)
+KIND_ORDER = ("matrix", "cpu_baseline")
+# Output name -> file name; aggregate() returns {name: path} with these names.
+OUTPUTS = {
+    "runs": "runs.csv",
+    "epochs": "epochs.csv",
+    "time_by_model_precision": "time_by_model_precision.md",
+    "accuracy_by_epoch": "accuracy_by_epoch.md",
+    "throughput": "throughput.md",
+    "cpu_vs_gpu": "cpu_vs_gpu.md",
+}
+# Keys that a table groups by or puts in its columns, so they never go into its row labels.
+# max_steps is how a cell was timed, not what was timed: the "~" mark says it instead.
+_NOT_ROW_KEYS = ("dataset", "epochs", "device", "seed", "precision", "model", "max_steps")
+_LEGEND = (
+    "OOM: ran out of memory. n/a: precision not supported on this device. Blank: not in the study."
+)
+_APPROX_NOTE = (
+    f"{T.APPROX_MARK} extrapolated: only `max_steps` steps per epoch were run and timed, "
+    "and epoch times scaled to the full epoch."
+)
+_PARTIAL_NOTE = f"{T.PARTIAL_MARK} some seeds did not finish; mean over those that did."
+
+
+class RecordError(ValueError):
+    """A cell's files cannot be read as a record; the message names the file."""
+
+
+@dataclass
+class Cell:
+    """One cell as read from disk."""
+
+    record: dict[str, Any]
+    epochs: pd.DataFrame
+    directory: Path
+
+
+# --------------------------------------------------------------------------------------- reading
+
+
+def read_cell(metrics_path: str | os.PathLike) -> Cell:
+    """Read one cell's metrics.json and the epochs.csv beside it, naming the file on any error."""
+    path = Path(metrics_path)
+    try:
+        record = records.read_metrics(path)
+    except FileNotFoundError:
+        raise RecordError(f"{path}: no such metrics file") from None
+    except json.JSONDecodeError as error:
+        raise RecordError(f"{path}: not valid JSON ({error})") from None
+    except ValueError as error:  # wrong schema_version; the message already names the file
+        raise RecordError(str(error)) from None
+    missing = [key for key in records.METRICS_KEYS if key not in record]
+    if missing:
+        raise RecordError(f"{path}: metrics record lacks keys {missing}")
+
+    epochs_path = path.parent / records.EPOCHS_FILE
+    try:
+        epochs = pd.read_csv(epochs_path)
+    except (FileNotFoundError, pd.errors.EmptyDataError) as error:
+        if record["status"] == records.STATUS_OK:
+            raise RecordError(
+                f"{epochs_path}: cannot read the epochs of an ok cell ({error})"
+            ) from None
+        epochs = pd.DataFrame(columns=list(records.EPOCH_COLUMNS))
+    return Cell(record=record, epochs=epochs, directory=path.parent)
+
+
+def read_cells(metrics_paths: Iterable[str | os.PathLike]) -> list[Cell]:
+    """Read every cell once (a path given twice is read once), in the order given."""
+    seen: set[Path] = set()
+    cells = []
+    for metrics_path in metrics_paths:
+        key = Path(metrics_path).resolve()
+        if key not in seen:
+            seen.add(key)
+            cells.append(read_cell(metrics_path))
+    return cells
+
+
+# ------------------------------------------------------------------------------------ tidy frames
+
+
+def _jsonable(value: Any) -> Any:
+    """Nested parameter values (a dict-valued ``loader``) become one JSON string per CSV cell."""
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict | list | tuple) else value
+
+
+def _column(values: list[Any]) -> Any:
+    """Ints stay ints next to missing values (``128``, not ``128.0`` in the CSV)."""
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return pd.array(values, dtype="Int64")
+    return values
+
+
+def _ordered_keys(known: Sequence[str], seen: Iterable[str]) -> list[str]:
+    """Known keys in their documented order, then any others sorted by name."""
+    seen = set(seen)
+    return [k for k in known if k in seen] + sorted(seen - set(known))
+
+
+def runs_frame(cells: Sequence[Cell]) -> pd.DataFrame:
+    """One row per cell: parameters, outcome, device, summary, ``env_*``, path; sorted stably.
+
+    The index holds each cell's position in ``cells`` (used to order the epochs the same way).
+    """
+    # The documented keys are always columns, so the header is stable even for an empty study.
+    cell_keys = _ordered_keys(
+        PARAMETER_NAMES, [*PARAMETER_NAMES, *(k for c in cells for k in c.record["cell"])]
+    )
+    env_keys = _ordered_keys(
+        ENV_KEYS, [*ENV_KEYS, *(k for c in cells for k in c.record["environment"] or {})]
+    )
+    summary_keys = _ordered_keys(
+        records.SUMMARY_KEYS,
+        [*records.SUMMARY_KEYS, *(k for c in cells for k in c.record["summary"] or {})],
+    )
+    reserved = {*RECORD_COLUMNS, *summary_keys, "path", *(f"env_{k}" for k in env_keys)}
+    # A parameter that shares a name with a record column keeps its value under "cell_<name>".
+    cell_columns = {k: (f"cell_{k}" if k in reserved else k) for k in cell_keys}
+
+    columns: dict[str, list[Any]] = {
+        name: []
+        for name in [
+            *cell_columns.values(),
+            *RECORD_COLUMNS,
+            *summary_keys,
+            *(f"env_{k}" for k in env_keys),
+            "path",
+        ]
+    }
+    for cell in cells:
+        rec = cell.record
+        device = rec["device"] or {}
+        summary = rec["summary"] or {}
+        env = rec["environment"] or {}
+        row = {column: _jsonable(rec["cell"].get(key)) for key, column in cell_columns.items()}
+        row.update(
+            kind=rec["kind"],
+            status=rec["status"],
+            message=rec["message"],
+            cell_id=rec["cell_id"],
+            device_type=device.get("type"),
+            device_name=device.get("name"),
+            threads=device.get("threads"),
+            path=str(cell.directory),
+        )
+        row.update({k: summary.get(k) for k in summary_keys})
+        row.update({f"env_{k}": _jsonable(env.get(k)) for k in env_keys})
+        for name, values in columns.items():
+            values.append(row[name])
+    frame = pd.DataFrame({name: _column(values) for name, values in columns.items()})
+    return sort_runs(frame)
+
+
+def sort_runs(frame: pd.DataFrame) -> pd.DataFrame:
+    """Sort by kind (matrix first), dataset, model, batch size, precision (display order), seed.
+
+    Stable, so cells equal on all of these keep the order they were given in.
+    """
+    if frame.empty:
+        return frame
+    kinds = list(KIND_ORDER) + sorted(set(frame["kind"].dropna().astype(str)) - set(KIND_ORDER))
+    precision = frame["precision"].map(T.precision_rank)
+    keys = pd.DataFrame(
+        {
+            "kind": frame["kind"].map(lambda k: kinds.index(k) if k in kinds else len(kinds)),
+            "dataset": frame["dataset"].map(T.fmt_value),
+            "model": frame["model"].map(T.fmt_value),
+            "batch": pd.to_numeric(frame["batch_size"], errors="coerce").fillna(-1),
+            "precision_rank": precision.map(lambda rank: rank[0]),
+            "precision_name": precision.map(lambda rank: rank[1]),
+            "seed": pd.to_numeric(frame["seed"], errors="coerce").fillna(-1),
+        },
+        index=frame.index,
+    )
+    order = keys.sort_values(list(keys.columns), kind="stable").index
+    return frame.loc[order]
+
+
+def epochs_frame(cells: Sequence[Cell], runs: pd.DataFrame) -> pd.DataFrame:
+    """Every epoch of every cell, in the order of ``runs``, with the cell's identity in front."""
+    columns = [*EPOCH_ID_COLUMNS, *records.EPOCH_COLUMNS]
+    parts = []
+    for position, run in runs.iterrows():
+        epochs = cells[position].epochs
+        if epochs.empty:
+            continue
+        part = epochs.reindex(columns=list(records.EPOCH_COLUMNS))
+        for column in reversed(EPOCH_ID_COLUMNS):
+            part.insert(0, column, run.get(column))
+        parts.append(part)
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    frame = pd.concat(parts, ignore_index=True)[columns]
+    for column in ("batch_size", "epochs", "seed", "epoch"):
+        if pd.api.types.is_float_dtype(frame[column]) or frame[column].dtype == object:
+            numeric = pd.to_numeric(frame[column], errors="coerce")
+            if (numeric.dropna() % 1 == 0).all():
+                frame[column] = numeric.astype("Int64")
+    return frame
+
+
+# ------------------------------------------------------------------------------- table shaping
+
+
+def cell_keys(runs: pd.DataFrame) -> list[str]:
+    """The parameter columns of ``runs``: all columns before ``kind`` (true of runs.csv too)."""
+    return list(runs.columns[: runs.columns.get_loc("kind")]) if "kind" in runs else []
+
+
+def _row_keys(runs: pd.DataFrame) -> list[str]:
+    return [k for k in cell_keys(runs) if k not in _NOT_ROW_KEYS]
+
+
+def _device_title(frame: pd.DataFrame) -> str:
+    names = sorted({str(n) for n in frame["device_name"] if not T.is_missing(n)})
+    kinds = sorted({str(t) for t in frame["device_type"] if not T.is_missing(t)})
+    text = ", ".join(kinds) or "unknown device"
+    return f"{text} ({'; '.join(names)})" if names else text
+
+
+def _groups(frame: pd.DataFrame, keys: list[str]) -> Iterable[tuple[tuple, pd.DataFrame]]:
+    """Groups in order of first appearance, missing values kept as their own group."""
+    for key, group in frame.groupby(keys, sort=False, dropna=False):
+        yield (key if isinstance(key, tuple) else (key,)), group
+
+
+@dataclass
+class _Grid:
+    """One model x precision table and what its footnotes need to say."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    seed_counts: list[int]
+    approx: bool
+    partial: bool
+    not_ok: bool
+
+    def notes(self) -> list[str]:
+        notes = []
+        if self.approx:
+            notes.append(_APPROX_NOTE)
+        if self.partial:
+            notes.append(_PARTIAL_NOTE)
+        if self.not_ok:
+            notes.append(_LEGEND)
+        return notes
+
+
+def model_precision_grids(
+    runs: pd.DataFrame, value: str, fmt: Any, *, mark_extrapolated: bool
+) -> list[_Grid]:
+    """Matrix cells as model x precision tables, one per (dataset, epochs, device type).
+
+    A table cell is the mean of ``value`` over the seeds that finished.
+    """
+    matrix = runs[runs["kind"] == "matrix"]
+    grids = []
+    for (dataset, epochs, _), table in _groups(matrix, ["dataset", "epochs", "device_type"]):
+        labels = T.row_labels(table, _row_keys(runs))
+        precisions = T.sort_precisions(table["precision"])
+        rows, counts, approx, partial = [], [], False, False
+        for label in labels.unique():
+            row = [label]
+            for precision in precisions:
+                seeds = table[(labels == label) & (table["precision"] == precision)]
+                ok = seeds[seeds["status"] == records.STATUS_OK]
+                mean = ok[value].mean() if len(ok) else None
+                extrapolated = mark_extrapolated and any(map(T.as_bool, ok["extrapolated"]))
+                text = T.outcome_cell(list(seeds["status"]), mean, fmt, approx=extrapolated)
+                row.append(text)
+                if len(ok):
+                    counts.append(len(ok))
+                approx |= text.startswith(T.APPROX_MARK)
+                partial |= text.endswith(T.PARTIAL_MARK)
+            rows.append(row)
+        title = f"{dataset}, {T.fmt_value(epochs)} epochs, {_device_title(table)}"
+        grids.append(
+            _Grid(
+                title=title,
+                header=["model", *precisions],
+                rows=rows,
+                seed_counts=counts,
+                approx=approx,
+                partial=partial,
+                not_ok=bool((table["status"] != records.STATUS_OK).any()),
+            )
+        )
+    return grids
+
+
+def _grid_sections(grids: list[_Grid], level: int) -> list[str]:
+    return [
+        T.section(
+            g.title,
+            T.pipe_table(g.header, g.rows, "l" + "r" * (len(g.header) - 1)),
+            notes=g.notes(),
+            level=level,
+        )
+        for g in grids
+    ]
+
+
+def time_markdown(runs: pd.DataFrame) -> str:
+    """The study's "seconds for N epochs" table: model x precision, mean over seeds."""
+    grids = model_precision_grids(runs, "time_for_epochs_s", T.fmt_seconds, mark_extrapolated=True)
+    counts = [c for g in grids for c in g.seed_counts]
+    note = (
+        "Seconds to train and validate all epochs of a cell (sum of per-epoch wall times, "
+        f"`summary.time_for_epochs_s`), {T.seeds_note(counts)}."
+    )
+    return T.document(
+        "Time by model and precision",
+        note,
+        _grid_sections(grids, level=2),
+        empty="No matrix cells in the study yet.",
+    )
+
+
+def throughput_markdown(runs: pd.DataFrame) -> str:
+    """Steady-state training img/s and the share of training time spent waiting for data."""
+    rate = model_precision_grids(runs, "train_img_s", T.fmt_rate, mark_extrapolated=False)
+    wait = model_precision_grids(runs, "data_wait_share", T.fmt_percent, mark_extrapolated=False)
+    counts = [c for g in rate for c in g.seed_counts]
+    note = (
+        "Training images per second (median over epochs of the steady-state rate, warm-up "
+        "excluded, `summary.train_img_s`) and the percentage of training time spent waiting for "
+        f"the input pipeline (`summary.data_wait_share`), {T.seeds_note(counts)}."
+    )
+    if not rate:
+        return T.document("Throughput", note, [], empty="No matrix cells in the study yet.")
+    sections = [
+        "## Training throughput (img/s)\n",
+        *_grid_sections(rate, level=3),
+        "## Time waiting for data (% of training time)\n",
+        *_grid_sections(wait, level=3),
+    ]
+    return T.document("Throughput", note, sections)
+
+
+def accuracy_markdown(runs: pd.DataFrame, epochs: pd.DataFrame) -> str:
+    """Validation top-1/top-5 after every epoch, one table per model configuration."""
+    matrix = runs[runs["kind"] == "matrix"]
+    keys = [k for k in cell_keys(runs) if k not in ("seed", "precision", "device")]
+    shown = ("dataset", "model", "batch_size", "epochs")
+    extra = T.varying_keys(matrix, [k for k in keys if k not in shown], within=shown)
+    epochs = epochs[epochs["kind"] == "matrix"] if len(epochs) else epochs
+    sections, counts = [], []
+    for key, table in _groups(matrix, [*keys, "device_type"]):
+        params = dict(zip([*keys, "device_type"], key, strict=True))
+        title = ", ".join(
+            [
+                str(params["model"]),
+                f"batch {T.fmt_value(params['batch_size'])}",
+                *(f"{k} {T.fmt_value(params[k])}" for k in extra),
+                str(params["dataset"]),
+                f"{T.fmt_value(params['epochs'])} epochs",
+                _device_title(table),
+            ]
+        )
+        ok = table[table["status"] == records.STATUS_OK]
+        ep = epochs[epochs["cell_id"].isin(ok["cell_id"])] if len(epochs) else epochs
+        n_epochs = int(ep["epoch"].max()) if len(ep) else 0
+        rows, notes = [], []
+        for precision in T.sort_precisions(table["precision"]):
+            pe = ep[ep["precision"] == precision] if len(ep) else ep
+            seeds = table[table["precision"] == precision]
+            if pe.empty:
+                outcome = T.outcome_cell(list(seeds["status"]), None, str)
+                notes.append(f"{precision} ({outcome or 'no epochs recorded'})")
+                continue
+            counts.append(pe["cell_id"].nunique())
+            means = pe.groupby("epoch")[["val_top1", "val_top5"]].mean()
+            for column, name in (("val_top1", "Top1"), ("val_top5", "Top5")):
+                rows.append(
+                    [f"{precision} {name}"]
+                    + [
+                        T.fmt_accuracy(means[column].get(e)) if e in means.index else ""
+                        for e in range(1, n_epochs + 1)
+                    ]
+                )
+        body = (
+            T.pipe_table(["", *map(str, range(1, n_epochs + 1))], rows, "l" + "r" * n_epochs)
+            if rows
+            else "No cell of this configuration finished."
+        )
+        if notes:
+            notes = ["Not shown: " + "; ".join(notes) + ". " + _LEGEND]
+        sections.append(T.section(title, body, notes=notes, level=2))
+    note = (
+        "Validation accuracy (%) after each epoch (columns = epoch), top-1 and top-5, "
+        f"{T.seeds_note(counts)}."
+    )
+    return T.document(
+        "Accuracy by epoch", note, sections, empty="No matrix cells in the study yet."
+    )
+
+
+def _fastest_matrix(
+    matrix_ok: pd.DataFrame, dataset: Any, model: Any, batch_size: Any
+) -> dict[str, Any] | None:
+    """The fastest precision (per epoch) of the model's matrix cells, and O0 on the same setup.
+
+    Cells at the CPU baseline's batch size are preferred; otherwise any batch size counts (and
+    the table says which).
+    """
+    same = matrix_ok[(matrix_ok["dataset"] == dataset) & (matrix_ok["model"] == model)]
+    if same.empty:
+        return None
+    if (same["batch_size"] == batch_size).any():
+        same = same[same["batch_size"] == batch_size]
+    keys = ["device_name", "batch_size", "precision"]
+    means = (
+        same.assign(extrapolated=same["extrapolated"].map(T.as_bool))
+        .groupby(keys, sort=False, dropna=False)
+        .agg(epoch_s=("epoch_s_median", "mean"), approx=("extrapolated", "any"))
+        .dropna(subset=["epoch_s"])
+    )
+    if means.empty:
+        return None
+    device, batch, precision = means["epoch_s"].idxmin()
+    best = means.loc[(device, batch, precision)]
+    baseline = means.loc[(device, batch, "O0")] if (device, batch, "O0") in means.index else None
+    return {
+        "device": device,
+        "batch_size": batch,
+        "precision": precision,
+        "epoch_s": best["epoch_s"],
+        "approx": bool(best["approx"]),
+        "o0_epoch_s": None if baseline is None else baseline["epoch_s"],
+        "o0_approx": False if baseline is None else bool(baseline["approx"]),
+    }
+
+
+def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
+    """Each CPU baseline next to the same model's fastest matrix cell and its O0 cell."""
+    baselines = runs[runs["kind"] == "cpu_baseline"]
+    matrix_ok = runs[(runs["kind"] == "matrix") & (runs["status"] == records.STATUS_OK)]
+    note = (
+        "Seconds per epoch (median epoch wall time, `summary.epoch_s_median`, mean over seeds) "
+        "of each CPU baseline cell next to the same dataset and model in the matrix; "
+        "speed-up = CPU seconds / device seconds."
+    )
+    header = [
+        "dataset",
+        "model",
+        "batch",
+        "threads",
+        "CPU",
+        "CPU s/epoch",
+        "device",
+        "fastest precision",
+        "s/epoch",
+        "speed-up",
+        "O0 s/epoch",
+        "O0 speed-up",
+    ]
+    rows, unmatched, approx, not_ok = [], 0, False, False
+    for _, cpu in baselines.iterrows():
+        cpu_ok = cpu["status"] == records.STATUS_OK
+        cpu_s = cpu["epoch_s_median"] if cpu_ok else None
+        cpu_text = T.outcome_cell(
+            [cpu["status"]], cpu_s, T.fmt_seconds, approx=T.as_bool(cpu["extrapolated"])
+        )
+        not_ok |= not cpu_ok
+        row = [
+            cpu["dataset"],
+            cpu["model"],
+            T.fmt_value(cpu["batch_size"]),
+            T.fmt_value(cpu["threads"]),
+            "" if T.is_missing(cpu.get("env_cpu_model")) else cpu["env_cpu_model"],
+            cpu_text,
+        ]
+        match = _fastest_matrix(matrix_ok, cpu["dataset"], cpu["model"], cpu["batch_size"])
+        if match is None:
+            unmatched += 1
+            rows.append([*row, "no matching matrix cell"])
+            continue
+        precision = match["precision"]
+        if match["batch_size"] != cpu["batch_size"]:
+            precision += f" (batch {T.fmt_value(match['batch_size'])})"
+        o0 = match["o0_epoch_s"]
+        rows.append(
+            [
+                *row,
+                T.fmt_value(match["device"]),
+                precision,
+                T.outcome_cell(["ok"], match["epoch_s"], T.fmt_seconds, approx=match["approx"]),
+                T.fmt_speedup(cpu_s / match["epoch_s"]) if cpu_s is not None else "",
+                T.outcome_cell(
+                    ["ok"] if o0 is not None else [], o0, T.fmt_seconds, approx=match["o0_approx"]
+                ),
+                T.fmt_speedup(cpu_s / o0) if cpu_s is not None and o0 is not None else "",
+            ]
+        )
+        approx |= match["approx"] or match["o0_approx"]
+        approx |= cpu_text.startswith(T.APPROX_MARK)
+    if baselines.empty:
+        return T.document("CPU versus GPU", note, [], empty="No CPU baseline cells in the study.")
+    notes = []
+    if unmatched:
+        notes.append(
+            f"{unmatched} of {len(baselines)} CPU baseline cell(s) have no finished matrix cell "
+            "of the same dataset and model to compare with."
+        )
+    if approx:
+        notes.append(_APPROX_NOTE)
+    if not_ok:
+        notes.append(_LEGEND)
+    table = T.pipe_table(header, rows, "llrrlrllrrrr")
+    return T.document(
+        "CPU versus GPU", note, [T.section("CPU baselines", table, notes=notes, level=2)]
+    )
+
+
+# ------------------------------------------------------------------------------------- writing
+
+
+def _csv_text(frame: pd.DataFrame) -> str:
+    return frame.to_csv(index=False, lineterminator="\n")
+
+
+def aggregate(
+    metrics_paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike
+) -> dict[str, Path]:
+    """Read the cells, write runs.csv, epochs.csv and the markdown tables; return their paths."""
+    cells = read_cells(metrics_paths)
+    runs = runs_frame(cells)
+    epochs = epochs_frame(cells, runs)
+    runs = runs.reset_index(drop=True)
+    texts = {
+        "runs": _csv_text(runs),
+        "epochs": _csv_text(epochs),
+        "time_by_model_precision": time_markdown(runs),
+        "accuracy_by_epoch": accuracy_markdown(runs, epochs),
+        "throughput": throughput_markdown(runs),
+        "cpu_vs_gpu": cpu_vs_gpu_markdown(runs),
+    }
+    out = Path(out_dir)
+    written = {}
+    for name, text in texts.items():
+        written[name] = out / OUTPUTS[name]
+        records.atomic_write_text(written[name], text)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m nettebench.aggregate",
+        description="Aggregate cell records (metrics.json + epochs.csv) into tables.",
+    )
+    parser.add_argument("--out-dir", required=True, type=Path, help="folder for the tables")
+    parser.add_argument(
+        "metrics", nargs="+", metavar="METRICS_JSON", help="cell metrics.json files"
+    )
+    args = parser.parse_args(argv)
+    try:
+        written = aggregate(args.metrics, args.out_dir)
+    except RecordError as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
+    print(
+        f"aggregated {len(args.metrics)} cell(s) into {len(written)} files in {args.out_dir}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,247 @@
+"""Write realistic fake cell directories, for tests that need results without training.
+
+Everything goes through :func:`nettebench.records.write_metrics` / ``write_epochs``, so a fake cell
+is byte-for-byte the shape a real trainer writes, and a change to the record contract breaks
+these fakes (and the tests using them) rather than passing silently.
+
+Two entry points:
+
+- :func:`make_cell` writes one cell with every value overridable (status, times, accuracies,
+  extra parameters, the schema version) and returns its ``metrics.json`` path;
+- :func:`make_study` writes a small but complete study (several models, O0/O1/O3, two seeds, an
+  OOM, an unsupported precision, an extrapolated CPU baseline) and returns the paths.
+
+The numbers are deterministic functions of the parameters (see :func:`time_for`,
+:func:`top1_for`), so tests compute the expected table values from the same functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from nettebench import records
+
+DATASET = "imagenette2-320"
+TRAIN_IMAGES = 9469
+VAL_IMAGES = 3925
+GPU_NAME = "NVIDIA H200"
+CPU_MODEL = "AMD EPYC 9454 48-Core Processor"
+
+# The study: (model, batch size) -> precisions, as in SEED_STUDY.md's APEX table.
+STUDY_MODELS = {
+    ("resnet18", 256): ("O0", "O1", "O3"),
+    ("resnet34", 256): ("O0", "O1", "O3"),  # O3 is recorded "unsupported" below
+    ("resnet50", 128): ("O0", "O1", "O3"),
+    ("resnet50", 256): ("O0",),  # "oom", as on the study's 16 GB card
+}
+STUDY_SEEDS = (0, 1)
+STUDY_EPOCHS = 3
+UNSUPPORTED = {("resnet34", 256, "O3")}
+OOM = {("resnet50", 256, "O0")}
+# The CPU baseline: resnet34, one epoch, 5 timed steps extrapolated to the full epoch.
+CPU_BASELINE = {"model": "resnet34", "batch_size": 256, "precision": "fp32", "epochs": 1}
+
+_BASE_SECONDS = {"resnet18": 54.0, "resnet34": 72.0, "resnet50": 144.0, "vgg19": 150.0}
+_PRECISION_FACTOR = {"O0": 1.0, "tf32": 0.7, "O1": 0.55, "O2": 0.52, "O3": 0.5, "bf16": 0.6}
+
+
+def time_for(model: str, precision: str, seed: int, epochs: int, kind: str = "matrix") -> float:
+    """Seconds for all epochs of a fake cell (what ``summary.time_for_epochs_s`` will hold)."""
+    per_epoch = _BASE_SECONDS.get(model, 100.0) * _PRECISION_FACTOR.get(precision, 1.0)
+    if kind == "cpu_baseline":
+        per_epoch *= 40.0
+    return round(per_epoch * epochs + 1.5 * seed, 3)
+
+
+def top1_for(model: str, precision: str, seed: int, epoch: int) -> float:
+    """Validation top-1 (%) of a fake cell after ``epoch`` epochs."""
+    offset = {"O1": -0.6, "O2": -0.9, "O3": -1.8}.get(precision, 0.0)
+    return round(min(95.0, 30.0 + 12.0 * epoch + len(model) + offset + seed * 0.4), 2)
+
+
+def top5_for(model: str, precision: str, seed: int, epoch: int) -> float:
+    return round(min(99.9, top1_for(model, precision, seed, epoch) + 15.0), 2)
+
+
+def cell_id(cell: dict[str, Any]) -> str:
+    """A 12-hex-digit hash of the parameters (the trainer hashes the cell's identity)."""
+    return hashlib.sha256(json.dumps(cell, sort_keys=True, default=str).encode()).hexdigest()[:12]
+
+
+def environment(**overrides: Any) -> dict[str, Any]:
+    env = {
+        "host": "gpu-node-01",
+        "platform": "Linux-6.8.0-x86_64-with-glibc2.39",
+        "python": "3.11.9",
+        "cpu_model": CPU_MODEL,
+        "cpu_count": 16,
+        "gpu_name": GPU_NAME,
+        "gpu_count": 1,
+        "driver": "580.65.06",
+        "cuda": "13.0",
+        "cudnn": "91900",
+        "torch": "2.14.1",
+        "torchvision": "0.29.1",
+        "efficientnet_pytorch": "0.7.1",
+        "apex": None,
+        "git_commit": "0123456789abcdef0123456789abcdef01234567",
+        "nettebench": "0.1.0",
+    }
+    env.update(overrides)
+    return env
+
+
+def make_cell(
+    root: str | Path,
+    *,
+    kind: str = "matrix",
+    status: str = "ok",
+    dataset: str = DATASET,
+    model: str = "resnet18",
+    precision: str = "O0",
+    batch_size: int = 256,
+    epochs: int = STUDY_EPOCHS,
+    seed: int = 0,
+    max_steps: int | None = None,
+    time_for_epochs_s: float | None = None,
+    train_img_s: float | None = None,
+    data_wait_share: float = 0.25,
+    device_type: str | None = None,
+    device_name: str | None = None,
+    threads: int | None = None,
+    extra_cell: dict[str, Any] | None = None,
+    env: dict[str, Any] | None = None,
+    message: str | None = None,
+    schema_version: int = records.SCHEMA_VERSION,
+    write_epochs: bool = True,
+) -> Path:
+    """Write one fake cell under ``root`` and return its metrics.json path.
+
+    Defaults give an ``ok`` resnet18 O0 cell on a CUDA GPU; ``kind="cpu_baseline"`` defaults to
+    the CPU; a non-ok ``status`` writes None summaries and a header-only epochs.csv, as the
+    trainer does. ``max_steps`` makes the cell extrapolated.
+    """
+    cpu = kind == "cpu_baseline"
+    device_type = device_type or ("cpu" if cpu else "cuda")
+    device_name = device_name or (CPU_MODEL if device_type == "cpu" else GPU_NAME)
+    threads = threads if threads is not None else (4 if device_type == "cpu" else 16)
+    cell = {
+        "dataset": dataset,
+        "model": model,
+        "precision": precision,
+        "batch_size": batch_size,
+        "epochs": epochs,
+        "seed": seed,
+        "workers": 4,
+        "image_size": 224,
+        "device": "cpu" if cpu else "auto",
+        "max_steps": max_steps,
+        "lr": 0.1 * batch_size / 256,
+        "momentum": 0.9,
+        "weight_decay": 1e-4,
+        "lr_schedule": "step",
+        **(extra_cell or {}),
+    }
+    parts = [kind, dataset, f"model~{model}", f"precision~{precision}", f"batch~{batch_size}"]
+    parts += [f"epochs~{epochs}", f"seed~{seed}"]
+    parts += [f"{k}~{v}" for k, v in sorted((extra_cell or {}).items())]
+    cell_dir = Path(root).joinpath(*parts)
+
+    steps_per_epoch = -(-TRAIN_IMAGES // batch_size)
+    extrapolated = max_steps is not None
+    rows: list[dict[str, Any]] = []
+    summary: dict[str, Any] = dict.fromkeys(records.SUMMARY_KEYS)
+    if status == records.STATUS_OK:
+        total = time_for_epochs_s
+        if total is None:
+            total = time_for(model, precision, seed, epochs, kind)
+        epoch_s = total / epochs
+        img_s = train_img_s if train_img_s is not None else TRAIN_IMAGES / (0.8 * epoch_s)
+        for epoch in range(1, epochs + 1):
+            train_s = 0.8 * epoch_s
+            wait_s = data_wait_share * train_s
+            rows.append(
+                {
+                    "epoch": epoch,
+                    "train_loss": round(2.3 / epoch, 4),
+                    "val_loss": round(2.0 / epoch, 4),
+                    "val_top1": top1_for(model, precision, seed, epoch),
+                    "val_top5": top5_for(model, precision, seed, epoch),
+                    "lr": cell["lr"],
+                    "train_s": train_s,
+                    "val_s": epoch_s - train_s,
+                    "wall_s": epoch_s,
+                    "data_wait_s": wait_s,
+                    "compute_s": train_s - wait_s,
+                    "data_wait_share": data_wait_share,
+                    "train_img_s": img_s,
+                    "train_images": (max_steps or steps_per_epoch) * batch_size,
+                    "extrapolated": extrapolated,
+                }
+            )
+        summary.update(
+            epochs_run=epochs,
+            steps_per_epoch=steps_per_epoch,
+            steps_timed=max_steps or steps_per_epoch,
+            extrapolated=extrapolated,
+            wall_s=total + 20.0,
+            time_for_epochs_s=total,
+            epoch_s_median=epoch_s,
+            train_img_s=img_s,
+            data_wait_share=data_wait_share,
+            final_top1=rows[-1]["val_top1"],
+            final_top5=rows[-1]["val_top5"],
+            best_top1=max(r["val_top1"] for r in rows),
+            final_train_loss=rows[-1]["train_loss"],
+        )
+    elif message is None:
+        message = {
+            "oom": f"CUDA out of memory at batch_size={batch_size}; try a smaller batch_size",
+            "unsupported": f"precision {precision} is not supported on {device_type}",
+        }.get(status)
+
+    record = {
+        "schema_version": schema_version,
+        "status": status,
+        "message": message,
+        "kind": kind,
+        "cell": cell,
+        "cell_id": cell_id({**cell, "kind": kind}),
+        "device": {"type": device_type, "name": device_name, "threads": threads},
+        "environment": environment(**(env or {})),
+        "summary": summary,
+    }
+    path = records.write_metrics(cell_dir, record)
+    if write_epochs:
+        records.write_epochs(cell_dir, rows)
+    return path
+
+
+def make_study(root: str | Path) -> list[Path]:
+    """The small study described at the top of this module; returns the metrics.json paths."""
+    paths = []
+    for (model, batch_size), precisions in STUDY_MODELS.items():
+        for precision in precisions:
+            for seed in STUDY_SEEDS:
+                key = (model, batch_size, precision)
+                status = "oom" if key in OOM else "unsupported" if key in UNSUPPORTED else "ok"
+                paths.append(
+                    make_cell(
+                        root,
+                        model=model,
+                        batch_size=batch_size,
+                        precision=precision,
+                        seed=seed,
+                        status=status,
+                    )
+                )
+    paths.append(make_cell(root, kind="cpu_baseline", max_steps=5, **CPU_BASELINE))
+    return paths
+
+
+def study_mean_time(model: str, precision: str, epochs: int = STUDY_EPOCHS) -> float:
+    """The mean over :data:`STUDY_SEEDS` of :func:`time_for`: what the time table must show."""
+    return sum(time_for(model, precision, s, epochs) for s in STUDY_SEEDS) / len(STUDY_SEEDS)

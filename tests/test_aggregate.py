@@ -1,0 +1,267 @@
+"""Aggregation of fake cell records (tests/record_factory.py) into runs.csv, epochs.csv, tables."""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+
+import pandas as pd
+import pytest
+import record_factory as rf
+
+from nettebench import aggregate as agg
+from nettebench import records
+from nettebench import tables as T
+
+CELL_COUNT = 2 * (3 + 3 + 3 + 1) + 1  # (model, batch) x precisions x 2 seeds + CPU baseline
+
+
+def md_tables(text: str) -> list[tuple[str, list[list[str]]]]:
+    """(heading, rows: header first, rule dropped) for every pipe table in a markdown text."""
+    found: list[tuple[str, list[list[str]]]] = []
+    heading, rows = "", None
+    for line in text.splitlines():
+        if line.startswith("|"):
+            if re.fullmatch(r"\|(-+:?\|)+", line):
+                continue
+            if rows is None:
+                rows = []
+                found.append((heading, rows))
+            rows.append([c.strip() for c in re.split(r"(?<!\\)\|", line)[1:-1]])
+        else:
+            rows = None
+            if line.startswith("#"):
+                heading = line.lstrip("#").strip()
+    return found
+
+
+def headings(text: str) -> list[str]:
+    return [line.lstrip("#").strip() for line in text.splitlines() if line.startswith("## ")]
+
+
+def as_dict(rows: list[list[str]]) -> dict[str, dict[str, str]]:
+    """{row label: {column: text}} of one parsed table."""
+    header = rows[0]
+    return {row[0]: dict(zip(header[1:], row[1:], strict=True)) for row in rows[1:]}
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    root = tmp_path_factory.mktemp("study")
+    paths = rf.make_study(root / "cells")
+    written = agg.aggregate(paths, root / "tables")
+    return {"paths": paths, "written": written, "root": root}
+
+
+def test_writes_every_output(study):
+    assert sorted(study["written"]) == sorted(agg.OUTPUTS)
+    for name, path in study["written"].items():
+        assert path.name == agg.OUTPUTS[name]
+        assert path.stat().st_size > 0
+
+
+def test_runs_csv_has_one_row_per_cell_with_columns_in_order(study):
+    runs = pd.read_csv(study["written"]["runs"])
+    assert len(runs) == CELL_COUNT == len(study["paths"])
+    columns = list(runs.columns)
+    first_cell_keys = ["dataset", "model", "precision", "batch_size", "epochs", "seed"]
+    assert columns[:6] == first_cell_keys
+    kind = columns.index("kind")
+    assert columns[kind : kind + len(agg.RECORD_COLUMNS)] == list(agg.RECORD_COLUMNS)
+    summary_at = kind + len(agg.RECORD_COLUMNS)
+    assert columns[summary_at : summary_at + len(records.SUMMARY_KEYS)] == list(
+        records.SUMMARY_KEYS
+    )
+    assert [c for c in columns if c.startswith("env_")] == [f"env_{k}" for k in agg.ENV_KEYS]
+    assert columns[-1] == "path"
+    assert set(runs["path"]) == {str(p.parent) for p in study["paths"]}
+    assert runs["cell_id"].is_unique
+
+
+def test_runs_csv_is_sorted_and_keeps_ints_as_ints(study):
+    runs = pd.read_csv(study["written"]["runs"])
+    assert list(runs["kind"]) == ["matrix"] * (CELL_COUNT - 1) + ["cpu_baseline"]
+    resnet18 = runs[runs["model"] == "resnet18"]
+    assert list(resnet18["precision"]) == ["O0", "O0", "O1", "O1", "O3", "O3"]
+    assert list(resnet18["seed"]) == [0, 1] * 3
+    resnet50 = runs[runs["model"] == "resnet50"]
+    assert list(resnet50["batch_size"]) == [128] * 6 + [256] * 2
+    with open(study["written"]["runs"], newline="") as handle:
+        row = next(csv.DictReader(handle))
+    assert row["batch_size"] == "256"  # not "256.0"
+    assert row["max_steps"] == ""
+
+
+def test_non_ok_cells_are_rows_with_their_message(study):
+    runs = pd.read_csv(study["written"]["runs"])
+    oom = runs[runs["status"] == "oom"]
+    assert len(oom) == 2
+    assert oom["message"].str.contains("out of memory").all()
+    assert oom["time_for_epochs_s"].isna().all()
+    assert (runs["status"] == "unsupported").sum() == 2
+
+
+def test_epochs_csv_is_tidy(study):
+    epochs = pd.read_csv(study["written"]["epochs"])
+    assert list(epochs.columns) == [*agg.EPOCH_ID_COLUMNS, *records.EPOCH_COLUMNS]
+    ok_matrix = 2 * (3 + 2 + 3)
+    assert len(epochs) == ok_matrix * rf.STUDY_EPOCHS + 1  # + the one-epoch CPU baseline
+    assert set(epochs.groupby("cell_id").size()) == {rf.STUDY_EPOCHS, 1}
+
+
+def test_time_table_holds_the_means_and_the_outcomes(study):
+    text = study["written"]["time_by_model_precision"].read_text()
+    assert "mean over seeds (n=2)" in text
+    ((heading, rows),) = md_tables(text)
+    assert heading == f"{rf.DATASET}, {rf.STUDY_EPOCHS} epochs, cuda ({rf.GPU_NAME})"
+    assert rows[0] == ["model", "O0", "O1", "O3"]
+    table = as_dict(rows)
+    assert list(table) == [
+        "resnet18 (batch 256)", "resnet34 (batch 256)", "resnet50 (batch 128)",
+        "resnet50 (batch 256)",
+    ]  # fmt: skip
+    for label, model in [
+        ("resnet18 (batch 256)", "resnet18"),
+        ("resnet50 (batch 128)", "resnet50"),
+    ]:
+        for precision in ("O0", "O1", "O3"):
+            expected = T.fmt_seconds(rf.study_mean_time(model, precision))
+            assert table[label][precision] == expected
+    assert table["resnet34 (batch 256)"]["O3"] == "n/a"
+    assert table["resnet50 (batch 256)"] == {"O0": "OOM", "O1": "", "O3": ""}
+    assert "OOM: ran out of memory" in text
+    assert "~" not in text
+
+
+def test_time_table_marks_extrapolated_cells_and_partial_seeds(tmp_path):
+    paths = [
+        rf.make_cell(tmp_path, precision="O0", max_steps=10, time_for_epochs_s=30.0),
+        rf.make_cell(tmp_path, precision="O1", seed=0, time_for_epochs_s=20.0),
+        rf.make_cell(tmp_path, precision="O1", seed=1, status="oom"),
+    ]
+    text = agg.aggregate(paths, tmp_path / "out")["time_by_model_precision"].read_text()
+    table = as_dict(md_tables(text)[0][1])
+    assert table["resnet18"] == {"O0": "~30.0", "O1": "20.0†"}
+    assert "~ extrapolated" in text and "† some seeds did not finish" in text
+    assert "(n=1)" in text
+
+
+def test_accuracy_table_shape_and_values(study):
+    text = study["written"]["accuracy_by_epoch"].read_text()
+    assert len(headings(text)) == 4  # resnet18, resnet34, resnet50 at 128 and at 256 (OOM)
+    tables = dict(md_tables(text))
+    assert len(tables) == 3  # resnet50 at 256 has no epochs
+    heading = f"resnet18, batch 256, {rf.DATASET}, {rf.STUDY_EPOCHS} epochs, cuda ({rf.GPU_NAME})"
+    rows = tables[heading]
+    assert rows[0] == ["", "1", "2", "3"]
+    assert [r[0] for r in rows[1:]] == [
+        "O0 Top1", "O0 Top5", "O1 Top1", "O1 Top5", "O3 Top1", "O3 Top5"
+    ]  # fmt: skip
+    table = as_dict(rows)
+    for epoch in (1, 3):
+        mean1 = sum(rf.top1_for("resnet18", "O1", s, epoch) for s in rf.STUDY_SEEDS) / 2
+        mean5 = sum(rf.top5_for("resnet18", "O1", s, epoch) for s in rf.STUDY_SEEDS) / 2
+        assert table["O1 Top1"][str(epoch)] == f"{mean1:.1f}"
+        assert table["O1 Top5"][str(epoch)] == f"{mean5:.1f}"
+    resnet34 = as_dict(tables[heading.replace("resnet18", "resnet34")])
+    assert "O3 Top1" not in resnet34
+    assert "Not shown: O3 (n/a)" in text
+    assert "Not shown: O0 (OOM)" in text
+
+
+def test_throughput_tables(study):
+    text = study["written"]["throughput"].read_text()
+    tables = md_tables(text)
+    assert len(tables) == 2
+    rate, wait = (as_dict(rows) for _, rows in tables)
+    runs = pd.read_csv(study["written"]["runs"])
+    r18 = runs[(runs["model"] == "resnet18") & (runs["precision"] == "O1")]
+    assert rate["resnet18 (batch 256)"]["O1"] == T.fmt_rate(r18["train_img_s"].mean())
+    assert wait["resnet18 (batch 256)"]["O1"] == "25.0"
+    assert rate["resnet50 (batch 256)"]["O0"] == "OOM"
+
+
+def test_cpu_vs_gpu_speedups(study):
+    text = study["written"]["cpu_vs_gpu"].read_text()
+    ((_, rows),) = md_tables(text)
+    (row,) = [dict(zip(rows[0], r, strict=True)) for r in rows[1:]]
+    cpu_s = rf.time_for("resnet34", "fp32", 0, 1, kind="cpu_baseline")
+    fast_s = rf.study_mean_time("resnet34", "O1") / rf.STUDY_EPOCHS
+    o0_s = rf.study_mean_time("resnet34", "O0") / rf.STUDY_EPOCHS
+    assert row["model"] == "resnet34"
+    assert row["threads"] == "4"
+    assert row["CPU"] == rf.CPU_MODEL
+    assert row["CPU s/epoch"] == "~" + T.fmt_seconds(cpu_s)
+    assert row["device"] == rf.GPU_NAME
+    assert row["fastest precision"] == "O1"
+    assert row["s/epoch"] == T.fmt_seconds(fast_s)
+    assert row["speed-up"] == T.fmt_speedup(cpu_s / fast_s)
+    assert row["O0 s/epoch"] == T.fmt_seconds(o0_s)
+    assert row["O0 speed-up"] == T.fmt_speedup(cpu_s / o0_s)
+
+
+def test_cpu_vs_gpu_without_baselines_or_matches(tmp_path):
+    matrix_only = [rf.make_cell(tmp_path / "a")]
+    text = agg.aggregate(matrix_only, tmp_path / "a_out")["cpu_vs_gpu"].read_text()
+    assert "No CPU baseline cells" in text
+    cpu_only = [rf.make_cell(tmp_path / "b", kind="cpu_baseline", model="vgg19", epochs=1)]
+    text = agg.aggregate(cpu_only, tmp_path / "b_out")["cpu_vs_gpu"].read_text()
+    assert "no matching matrix cell" in text
+    assert "1 of 1 CPU baseline cell(s) have no finished matrix cell" in text
+
+
+def test_unknown_cell_keys_pass_through_and_label_rows(tmp_path):
+    paths = [
+        rf.make_cell(tmp_path, extra_cell={"loader": "pil", "status": "weird"}),
+        rf.make_cell(tmp_path, extra_cell={"loader": "dali", "torchvision": {"v": "0.29"}}),
+    ]
+    written = agg.aggregate(paths, tmp_path / "out")
+    runs = pd.read_csv(written["runs"])
+    assert list(runs.columns[: runs.columns.get_loc("kind")])[-3:] == [
+        "loader", "cell_status", "torchvision"
+    ]  # fmt: skip
+    assert sorted(runs["loader"]) == ["dali", "pil"]
+    assert set(runs["status"]) == {"ok"}  # the record's status, not the parameter
+    assert json.loads(runs["torchvision"].dropna().iloc[0]) == {"v": "0.29"}
+    table = as_dict(md_tables(written["time_by_model_precision"].read_text())[0][1])
+    assert set(table) == {
+        "resnet18 (loader pil, cell_status weird, torchvision unset)",
+        'resnet18 (loader dali, cell_status unset, torchvision {"v": "0.29"})',
+    }
+
+
+def test_no_cells_gives_empty_tables(tmp_path):
+    written = agg.aggregate([], tmp_path)
+    runs = pd.read_csv(written["runs"])
+    assert runs.empty and "dataset" in runs.columns and runs.columns[-1] == "path"
+    assert pd.read_csv(written["epochs"]).empty
+    assert "No matrix cells" in written["time_by_model_precision"].read_text()
+
+
+def test_wrong_schema_version_names_the_file(tmp_path):
+    path = rf.make_cell(tmp_path, schema_version=records.SCHEMA_VERSION + 1)
+    with pytest.raises(agg.RecordError, match=re.escape(str(path))):
+        agg.aggregate([path], tmp_path / "out")
+
+
+def test_missing_files_name_the_file(tmp_path):
+    missing = tmp_path / "nowhere" / "metrics.json"
+    with pytest.raises(agg.RecordError, match=re.escape(str(missing))):
+        agg.read_cell(missing)
+    no_epochs = rf.make_cell(tmp_path, write_epochs=False)
+    with pytest.raises(agg.RecordError, match="epochs.csv"):
+        agg.read_cell(no_epochs)
+    oom_without_epochs = rf.make_cell(tmp_path / "oom", status="oom", write_epochs=False)
+    assert agg.read_cell(oom_without_epochs).epochs.empty
+
+
+def test_cli(tmp_path, capsys):
+    paths = [str(rf.make_cell(tmp_path / "cells", precision=p)) for p in ("O0", "O3")]
+    assert agg.main(["--out-dir", str(tmp_path / "tables"), *paths]) == 0
+    assert (tmp_path / "tables" / "cpu_vs_gpu.md").exists()
+    bad = rf.make_cell(tmp_path / "bad", schema_version=0)
+    with pytest.raises(SystemExit) as exit_info:
+        agg.main(["--out-dir", str(tmp_path / "t2"), str(bad)])
+    assert exit_info.value.code == 2
+    assert "schema_version 0" in capsys.readouterr().err

@@ -1,0 +1,107 @@
+"""Figures drawn from the aggregate CSVs of fake studies: full, empty, and without O0."""
+
+from __future__ import annotations
+
+import pytest
+import record_factory as rf
+
+from nettebench import aggregate as agg
+from nettebench import figures
+
+EXPECTED_FILES = sorted(f"{name}.{fmt}" for name in figures.FIGURE_NAMES for fmt in ("png", "svg"))
+
+
+def texts(fig) -> list[str]:
+    """Every piece of text on a figure's axes (SVG glyphs are paths, so look before saving)."""
+    return [t.get_text() for ax in fig.axes for t in ax.texts]
+
+
+def check_written(written, out_dir) -> None:
+    assert sorted(written) == sorted(figures.FIGURE_NAMES)
+    assert sorted(p.name for p in out_dir.iterdir()) == EXPECTED_FILES
+    for path in out_dir.iterdir():
+        data = path.read_bytes()
+        assert len(data) > 1000, path
+        if path.suffix == ".png":
+            assert data.startswith(b"\x89PNG")
+        else:
+            assert b"<svg" in data and b"<dc:date>" not in data
+
+
+@pytest.fixture(scope="module")
+def study_tables(tmp_path_factory):
+    root = tmp_path_factory.mktemp("figures")
+    written = agg.aggregate(rf.make_study(root / "cells"), root / "tables")
+    return written["runs"], written["epochs"], root
+
+
+def test_full_study_writes_all_figures_deterministically(study_tables):
+    runs_csv, epochs_csv, root = study_tables
+    out = root / "figures"
+    written = figures.make_figures(runs_csv, epochs_csv, out)
+    check_written(written, out)
+    first = (out / "time_by_model_precision.svg").read_bytes()
+    figures.make_figures(runs_csv, epochs_csv, out)
+    assert (out / "time_by_model_precision.svg").read_bytes() == first
+
+
+def test_bars_mark_cells_that_did_not_run(study_tables):
+    runs = figures.read_table(study_tables[0], ())
+    assert {"OOM", "n/a"} <= set(texts(figures.plot_time(runs)))
+    throughput = figures.plot_throughput(runs)
+    legend = [t.get_text() for t in throughput.axes[0].get_legend().get_texts()]
+    assert legend == ["O0", "O1", "O3", "CPU fp32"]
+
+
+def test_speedup_is_o0_time_over_time(study_tables):
+    runs = figures.read_table(study_tables[0], ())
+    fig = figures.plot_speedup(runs)
+    heights = sorted(round(p.get_height(), 6) for p in fig.axes[0].patches)
+    expected = [
+        rf.study_mean_time(model, "O0") / rf.time_for(model, precision, seed, rf.STUDY_EPOCHS)
+        for model in ("resnet18", "resnet34", "resnet50")
+        for precision in ("O1", "O3")
+        for seed in rf.STUDY_SEEDS
+        if (model, precision) != ("resnet34", "O3")
+    ]
+    # one bar per (model, precision): the mean over seeds of the per-seed ratios
+    means = sorted(round(sum(expected[i : i + 2]) / 2, 6) for i in range(0, len(expected), 2))
+    assert heights == means
+
+
+def test_empty_inputs_still_render(tmp_path):
+    tables = agg.aggregate([], tmp_path / "tables")  # header-only CSVs
+    out = tmp_path / "figures"
+    check_written(figures.make_figures(tables["runs"], tables["epochs"], out), out)
+    runs = figures.read_table(tables["runs"], figures._RUN_COLUMNS)
+    assert any("no data" in t for t in texts(figures.plot_time(runs)))
+
+    blank_runs, blank_epochs = tmp_path / "runs.csv", tmp_path / "epochs.csv"
+    blank_runs.write_text("")
+    blank_epochs.write_text("")
+    out = tmp_path / "figures_blank"
+    check_written(figures.make_figures(blank_runs, blank_epochs, out), out)
+
+
+def test_study_without_o0(tmp_path):
+    paths = [
+        rf.make_cell(tmp_path / "cells", model=model, precision=precision)
+        for model in ("resnet18", "resnet50")
+        for precision in ("O1", "O3")
+    ]
+    tables = agg.aggregate(paths, tmp_path / "tables")
+    runs = figures.read_table(tables["runs"], ())
+    assert "no O0 cells to compare against" in texts(figures.plot_speedup(runs))
+    out = tmp_path / "figures"
+    check_written(figures.make_figures(tables["runs"], tables["epochs"], out), out)
+
+
+def test_cli(study_tables, tmp_path, capsys):
+    runs_csv, epochs_csv, _ = study_tables
+    args = ["--runs", str(runs_csv), "--epochs", str(epochs_csv), "--out-dir", str(tmp_path)]
+    assert figures.main(args) == 0
+    assert sorted(p.name for p in tmp_path.iterdir()) == EXPECTED_FILES
+    with pytest.raises(SystemExit) as exit_info:
+        figures.main(["--runs", str(tmp_path / "nope.csv"), *args[2:]])
+    assert exit_info.value.code == 2
+    assert "nope.csv" in capsys.readouterr().err

@@ -1,0 +1,111 @@
+"""The markdown helpers: number formats, cell outcomes, pipe tables, row labels."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from nettebench import tables as T
+
+
+def test_precisions_sort_in_display_order_unknown_last_alphabetically():
+    names = ["fp32", "zeta", "O3", "O0", "bf16", "alpha", "tf32", "O1", "O2", None, "O0"]
+    assert T.sort_precisions(names) == [
+        "O0", "tf32", "O1", "O2", "O3", "bf16", "fp32", "alpha", "zeta"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("fmt", "value", "text"),
+    [
+        (T.fmt_seconds, 1440.268, "1440.3"),
+        (T.fmt_seconds, 7.0, "7.0"),
+        (T.fmt_rate, 5765.4, "5,765"),
+        (T.fmt_rate, 12.6, "13"),
+        (T.fmt_percent, 0.125, "12.5"),
+        (T.fmt_accuracy, 79.16, "79.2"),
+        (T.fmt_speedup, 72.34, "72.3x"),
+        (T.fmt_speedup, math.inf, ""),
+        (T.fmt_value, 256.0, "256"),
+        (T.fmt_value, 0.05, "0.05"),
+        (T.fmt_value, None, "unset"),
+    ],
+)
+def test_number_formats(fmt, value, text):
+    assert fmt(value) == text
+
+
+@pytest.mark.parametrize("fmt", [T.fmt_seconds, T.fmt_rate, T.fmt_percent, T.fmt_accuracy])
+@pytest.mark.parametrize("missing", [None, float("nan"), pd.NA])
+def test_missing_numbers_are_blank(fmt, missing):
+    assert fmt(missing) == ""
+
+
+@pytest.mark.parametrize(
+    ("statuses", "value", "approx", "text"),
+    [
+        (["ok", "ok"], 12.34, False, "12.3"),
+        (["ok"], 12.34, True, "~12.3"),
+        (["ok", "oom"], 12.34, False, "12.3†"),
+        (["oom", "oom"], None, False, "OOM"),
+        (["unsupported"], None, False, "n/a"),
+        (["unsupported", "oom"], None, False, "OOM"),
+        ([], None, False, ""),
+    ],
+)
+def test_outcome_cell(statuses, value, approx, text):
+    assert T.outcome_cell(statuses, value, T.fmt_seconds, approx=approx) == text
+
+
+@pytest.mark.parametrize(
+    ("value", "flag"),
+    [(True, True), ("True", True), ("false", False), (None, False), (float("nan"), False)],
+)
+def test_as_bool(value, flag):
+    assert T.as_bool(value) is flag
+
+
+def test_pipe_table_aligns_escapes_and_pads():
+    text = T.pipe_table(["model", "O0", "O1"], [["a|b", "1.0"], ["c", "2.0", "3.0"]], "lrr")
+    assert text.splitlines() == [
+        "| model | O0 | O1 |",
+        "|---|---:|---:|",
+        "| a\\|b | 1.0 |  |",
+        "| c | 2.0 | 3.0 |",
+    ]
+
+
+def test_document_and_sections():
+    doc = T.document("Title", "One line note.", [T.section("Part", "body", notes=["foot"])])
+    assert doc == "# Title\n\nOne line note.\n\n### Part\n\nbody\n\nfoot\n"
+    assert "Nothing yet." in T.document("Title", "Note.", [], empty="Nothing yet.")
+
+
+def test_seeds_note():
+    assert T.seeds_note([2, 2]) == "mean over seeds (n=2)"
+    assert T.seeds_note([1, 3, 2]) == "mean over seeds (n=1-3)"
+    assert T.seeds_note([]) == "mean over seeds"
+
+
+def test_row_labels_show_only_parameters_that_tell_rows_apart():
+    frame = pd.DataFrame(
+        {
+            "model": ["resnet18", "resnet50", "resnet50", "resnet50"],
+            "batch_size": [256, 128, 128, 256],
+            "lr": [0.1, 0.05, 0.05, 0.1],  # follows the batch size: never shown
+            "loader": ["pil", "pil", "dali", "pil"],  # varies for resnet50 at 128: shown
+            "workers": [4, 4, 4, 4],  # constant: never shown
+        }
+    )
+    labels = T.row_labels(frame, ["batch_size", "lr", "loader", "workers"])
+    assert list(labels) == [
+        "resnet18 (batch 256, loader pil)",
+        "resnet50 (batch 128, loader pil)",
+        "resnet50 (batch 128, loader dali)",
+        "resnet50 (batch 256, loader pil)",
+    ]
+    same_batch = frame[frame["batch_size"] == 128]
+    assert list(T.row_labels(same_batch, ["batch_size", "lr"])) == ["resnet50", "resnet50"]
+    assert T.row_labels(frame.iloc[:0], ["batch_size"]).empty
