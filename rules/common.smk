@@ -1,6 +1,7 @@
 # Every helper of the workflow: config validation, the table of cells, input functions and
 # wildcard constraints. Rule files hold rules only.
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -11,8 +12,9 @@ from snakemake.utils import validate
 SCRIPTS_DIR = Path(workflow.basedir) / "scripts"
 if str(SCRIPTS_DIR) not in sys.path:
     sys.path.insert(0, str(SCRIPTS_DIR))
-os.environ["PYTHONPATH"] = os.pathsep.join(
-    p for p in (str(SCRIPTS_DIR), os.environ.get("PYTHONPATH")) if p
+shell.prefix(
+    f"set -euo pipefail; export PYTHONPATH={shlex.quote(str(SCRIPTS_DIR))}"
+    "${{PYTHONPATH:+:$PYTHONPATH}}; "
 )
 
 from nettebench.study import (

@@ -38,10 +38,11 @@ rule dataset_extract:
             if STUDY.plan(wildcards.dataset).how == "archive"
             else ""
         ),
+        kind=lambda wildcards: STUDY.plan(wildcards.dataset).record_kind,
         out_dir=lambda wildcards, output: os.path.dirname(output.info),
     shell:
         "python -m nettebench.datasets.extract --archive {input.archive} --out-dir {params.out_dir}"
-        " --name {wildcards.dataset} {params.checks} > {log} 2>&1"
+        " --name {wildcards.dataset} --kind {params.kind} {params.checks} > {log} 2>&1"
 
 
 rule dataset_synthesize:

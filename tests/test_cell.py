@@ -66,7 +66,7 @@ def test_unsafe_path_values_are_refused():
 
 def test_schema_documents_the_trainer_defaults():
     schema = yaml.safe_load(SCHEMA.read_text())
-    properties = schema["definitions"]["cell_parameters"]["properties"]
+    properties = schema["$defs"]["cell_parameters"]["properties"]
     assert set(properties) == {f.name for f in dataclasses.fields(CellSpec)}
-    schema_defaults = {k: v["default"] for k, v in properties.items() if "default" in v}
+    schema_defaults = {k: v["x-default"] for k, v in properties.items() if "x-default" in v}
     assert schema_defaults == field_defaults()

@@ -88,4 +88,5 @@ def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
             break
         counts[match.group(1)] = int(match.group(2))
     counts.pop("all", None)
+    counts.pop("total", None)
     return counts

@@ -68,6 +68,14 @@ class DatasetPlan:
     md5: str | None = None
     sha256: str | None = None
     synthetic: Mapping[str, Any] | None = None
+    from_catalog: bool = False  # fetched from the catalog's own URL
+
+    @property
+    def record_kind(self) -> str:
+        """What dataset.json calls how the data came: catalog, archive, directory, synthetic."""
+        if self.how == "download":
+            return "catalog" if self.from_catalog else "archive"
+        return self.how
 
 
 @dataclass
@@ -118,9 +126,7 @@ class Study:
     def metrics_files(self, kind: str | None = None) -> list[str]:
         """metrics.json of every configured cell (of one kind, or all)."""
         kinds = [kind] if kind else list(KIND_ROOTS)
-        return [
-            f"{KIND_ROOTS[k]}/{path}/metrics.json" for k in kinds for path in self.cells[k]
-        ]
+        return [f"{KIND_ROOTS[k]}/{path}/metrics.json" for k in kinds for path in self.cells[k]]
 
     def existing_metrics_files(self) -> list[str]:
         """metrics.json files already on disk, configured or not (aggregate-only mode)."""
@@ -173,7 +179,7 @@ def plan_dataset(name: str, spec: Mapping[str, Any] | None) -> DatasetPlan:
                 "neither `source:` (a .tgz, a directory, a file:// or http(s):// URL) nor "
                 "`synthetic:`"
             )
-        return DatasetPlan(name, "download", url=entry.url, **known)
+        return DatasetPlan(name, "download", url=entry.url, from_catalog=True, **known)
     source = str(source)
     if re.match(r"^(https?|file)://", source):
         return DatasetPlan(name, "download", url=source, **known)
