@@ -22,6 +22,7 @@ QUICKSTART_STUDY = REPO / "profiles" / "quickstart" / "study.yaml"
 
 def copy_workflow(dest: Path) -> Path:
     """Copy the workflow's files (no results, no caches) into ``dest``."""
+    dest.mkdir(parents=True, exist_ok=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.egg-info", ".snakemake", "results")
     for part in WORKFLOW_PARTS:
         source = REPO / part

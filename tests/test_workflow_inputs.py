@@ -1,0 +1,149 @@
+"""End to end: the seed study's plan, datasets through the real rules, and bad input.
+
+Bad config must fail before any job runs, naming the key and the allowed values; bad data must
+fail naming the file and the check, leaving nothing half-made; finished cells survive failures.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from nettebench.datasets.testing import LocalHTTPServer, make_image_tree, make_tgz
+from tests.workflow_helpers import (
+    copy_workflow,
+    planned_jobs,
+    run_study,
+    snakemake,
+    write_config,
+)
+
+pytestmark = pytest.mark.workflow
+
+
+@pytest.fixture
+def workdir(tmp_path):
+    return copy_workflow(tmp_path / "wf")
+
+
+@pytest.fixture(scope="module")
+def tiny_archive(tmp_path_factory):
+    root = tmp_path_factory.mktemp("archive")
+    tree = make_image_tree(root / "tinynette", train_per_class=2, val_per_class=1)
+    return make_tgz(tree, root / "tinynette.tgz")
+
+
+def test_seed_study_config_plans_the_studys_cells(workdir):
+    jobs = planned_jobs(snakemake(workdir, "-n", "--cores", "1"))
+    # resnet18/34 at 256 and resnet50 at 128, each in O0..O3; the resnet34 CPU baseline.
+    assert jobs["cell_train"] == 12
+    assert jobs["cpu_baseline_train"] == 1
+    assert jobs["dataset_download"] == 1 and jobs["dataset_extract"] == 1
+    listing = snakemake(workdir, "-n", "--cores", "1", "--quiet", "all", "--printshellcmds")
+    text = listing.stdout + listing.stderr
+    for precision in ("O0", "O1", "O2", "O3"):
+        assert f"model~resnet50/precision~{precision}/batch~128/" in text
+    assert "model~resnet50/precision~O0/batch~256/" not in text
+    assert "results/cpu/imagenette2-320/model~resnet34/precision~fp32/batch~256/epochs~1/" in text
+    assert "s3.amazonaws.com/fast-ai-imageclas/imagenette2-320.tgz" in text
+    assert "--md5 1f1f74f133caff120e575856659b87a2" in text
+
+
+BAD_CONFIGS = [
+    ({"matrix": {"model": "resnet51"}}, ["matrix.model", "resnet51", "did you mean resnet50"]),
+    ({"matrix": {"precision": "O5"}}, ["matrix.precision", "'O5'", "O0, tf32, O1, O2, O3"]),
+    ({"matrix": {"dataset": "imagewoof"}}, ["matrix.dataset", "configured datasets: tiny"]),
+    ({"matrix": {"epochs": 0}}, ["matrix.epochs", "integer >= 1"]),
+    ({"matrix": {"modle": "resnet18"}}, ["unknown key(s) modle", "allowed: dataset, model"]),
+    ({"matrx": {}}, ["unknown config key(s) matrx", "allowed: datasets, matrix"]),
+    ({"datasets": {"imagenet": None}}, ["datasets.imagenet", "imagenette2-320", "synthetic"]),
+]
+
+
+@pytest.mark.parametrize(("change", "expected"), BAD_CONFIGS, ids=lambda v: str(v)[:30])
+def test_bad_config_fails_before_any_job_naming_key_and_allowed_values(workdir, change, expected):
+    config = {"datasets": {"tiny": {"synthetic": {"size": 16}}}, "matrix": {"epochs": 1}}
+    for section, value in change.items():
+        if isinstance(value, dict) and isinstance(config.get(section), dict):
+            config[section] = {**config[section], **value}
+        else:
+            config[section] = value
+    result = run_study(workdir, write_config(workdir, config), check=False)
+    text = result.stdout + result.stderr
+    assert result.returncode != 0
+    for fragment in expected:
+        assert fragment in text, (fragment, text[-2000:])
+    assert not (workdir / "results").exists(), "no job may run on a bad config"
+
+
+def test_download_through_the_workflow_verifies_and_records_sha256(workdir, tiny_archive):
+    data = tiny_archive.read_bytes()
+    with LocalHTTPServer({"/tinynette.tgz": data}) as server:
+        config = {
+            "datasets": {"tinynette": {"source": server.url("/tinynette.tgz")}},
+            "matrix": {"epochs": 1},
+        }
+        run_study(workdir, write_config(workdir, config), "results/data/tinynette/dataset.json")
+    manifest = json.loads((workdir / "results/downloads/tinynette.tgz.json").read_text())
+    assert len(manifest["sha256"]) == 64 and manifest["size"] == len(data)
+    info = json.loads((workdir / "results/data/tinynette/dataset.json").read_text())
+    assert info["num_classes"] == 3 and info["train_images"] == 6
+
+
+def test_unreachable_url_points_to_source_and_synthetic(workdir):
+    with LocalHTTPServer({}) as server:  # every path is a 404
+        config = {
+            "datasets": {"gone": {"source": server.url("/gone.tgz")}},
+            "matrix": {"epochs": 1},
+        }
+        result = run_study(
+            workdir,
+            write_config(workdir, config),
+            "results/data/gone/dataset.json",
+            check=False,
+        )
+    assert result.returncode != 0
+    log = (workdir / "results/logs/datasets/gone.download.log").read_text()
+    assert "could not" in log.lower() and "source:" in log and "synthetic" in log
+    assert not list((workdir / "results" / "downloads").glob("gone*"))
+
+
+def test_corrupt_archive_names_the_file_and_leaves_no_dataset(workdir, tiny_archive, tmp_path):
+    broken = tmp_path / "broken.tgz"
+    broken.write_bytes(tiny_archive.read_bytes()[: len(tiny_archive.read_bytes()) // 2])
+    config = {"datasets": {"broken": {"source": str(broken)}}, "matrix": {"epochs": 1}}
+    result = run_study(
+        workdir, write_config(workdir, config), "results/data/broken/dataset.json", check=False
+    )
+    assert result.returncode != 0
+    log = (workdir / "results/logs/datasets/broken.extract.log").read_text()
+    assert "broken.tgz" in log
+    data_dir = workdir / "results" / "data" / "broken"
+    leftovers = [p.name for p in data_dir.iterdir()] if data_dir.exists() else []
+    assert leftovers == [], leftovers
+
+
+def test_finished_cells_survive_a_failing_cell(workdir):
+    """inception_v3 cannot take 32 px crops; the resnet18 cell's results must stay."""
+    config = {
+        "datasets": {"tiny": {"synthetic": {"size": 40, "train_images": 40, "val_images": 20}}},
+        "matrix": {
+            "model": ["resnet18", "inception_v3"],
+            "epochs": 1,
+            "batch_size": 20,
+            "image_size": 32,
+            "workers": 0,
+        },
+    }
+    path = write_config(workdir, config)
+    result = run_study(workdir, path, "--keep-going", check=False)
+    assert result.returncode != 0
+    runs = workdir / "results" / "runs" / "tiny"
+    assert (next(runs.glob("model~resnet18/**/metrics.json"))).is_file()
+    assert not list(runs.glob("model~inception_v3/**/metrics.json"))
+    assert planned_jobs(run_study(workdir, path, "-n")) == {
+        "cell_train": 1,
+        "tables_aggregate": 1,
+        "figures_plot": 1,
+    }
