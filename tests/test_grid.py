@@ -94,3 +94,24 @@ def test_overrides_apply_unless_an_axis_names_the_parameter():
         overrides={"device": "cpu", "precision": "fp32"},
     )
     assert [c.precision for c in cells] == ["bf16"]
+
+
+@pytest.mark.parametrize(
+    ("matrix", "expected"),
+    [
+        ({"amp_backend": "apex", "precision": "bf16"}, "apex takes precision O0, O1, O2, O3"),
+        ({"amp_backend": "apex", "device": "cpu"}, "apex needs a CUDA device"),
+        ({"amp_backend": "apex", "batch_size": "auto"}, "fixed batch_size"),
+        ({"amp_backend": "amp"}, "'amp' is not allowed; allowed: native, apex"),
+        ({"batch_size": "big"}, "batch_size must be an integer >= 1 or auto"),
+        ({"channels_last": "yes"}, "channels_last must be true or false"),
+    ],
+)
+def test_trainer_options_are_validated(matrix, expected):
+    with pytest.raises(ConfigError, match=expected):
+        expand(matrix, section="matrix", datasets=DATASETS)
+
+
+def test_batch_size_auto_is_a_cell_of_its_own():
+    (cell,) = expand({"batch_size": "auto"}, section="matrix", datasets=DATASETS)
+    assert "/batch~auto/" in cell.path()

@@ -110,3 +110,30 @@ def test_a_mode_the_device_cannot_run_is_recorded_unsupported(tiny_tree, tmp_pat
     assert record["status"] == "unsupported"
     assert "float16 training needs CUDA" in record["message"]
     assert not (tmp_path / records.EPOCHS_FILE).read_text().strip().count("\n")
+
+
+def test_batch_size_auto_halves_until_a_step_fits(tiny_tree, tmp_path, monkeypatch):
+    """Simulate a card on which only 64 images fit: auto settles on 64 and records it."""
+    real_step = TrainingStep.step
+
+    def step(self, images, targets):
+        if images.shape[0] > 64:
+            raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
+        return real_step(self, images, targets)
+
+    monkeypatch.setattr(TrainingStep, "step", step)
+    record = run_cell(small_cell(batch_size="auto", epochs=1), tiny_tree, tmp_path)
+    assert record["status"] == "ok"
+    assert record["cell"]["batch_size"] == "auto"
+    assert record["summary"]["batch_size_used"] == 64
+
+
+def test_summary_separates_first_epoch_overhead(tiny_tree, tmp_path):
+    record = run_cell(small_cell(epochs=3), tiny_tree, tmp_path)
+    summary = record["summary"]
+    epochs = pd.read_csv(tmp_path / records.EPOCHS_FILE)
+    assert summary["steady_epoch_s"] == pytest.approx(epochs["wall_s"].iloc[1:].median())
+    assert summary["first_epoch_overhead_s"] == pytest.approx(
+        epochs["wall_s"].iloc[0] - summary["steady_epoch_s"]
+    )
+    assert summary["peak_mem_mb"] > 0 and (epochs["peak_mem_mb"] > 0).all()

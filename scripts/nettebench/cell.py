@@ -36,7 +36,7 @@ class CellSpec:
     dataset: str
     model: str = "resnet18"
     precision: str = "O0"
-    batch_size: int = 256
+    batch_size: int | str = 256  # or "auto": halve from 256 until a training step fits
     epochs: int = 10
     seed: int = 0
     workers: int = 4  # DataLoader worker processes (the study's -j)
@@ -47,10 +47,17 @@ class CellSpec:
     momentum: float = 0.9
     weight_decay: float = 1e-4
     lr_schedule: str = "step"  # step (x0.1 every 30 epochs, the reference) or cosine
+    channels_last: bool = False  # NHWC memory format for the model and its inputs
+    deterministic: bool = False  # deterministic algorithms, cuDNN autotuning off
+    pretrained: bool = False  # start from the libraries' ImageNet weights (new classifier head)
+    amp_backend: str = "native"  # native (torch.autocast) or apex (NVIDIA apex.amp, O0-O3)
 
-    def effective_lr(self) -> float:
-        """The learning rate used: explicit, or the reference recipe scaled with batch size."""
-        return self.lr if self.lr is not None else 0.1 * self.batch_size / 256
+    def effective_lr(self, batch_size: int | None = None) -> float:
+        """The learning rate used: explicit, or the reference 0.1 scaled with the batch size
+        (``batch_size`` is the size actually used, which ``auto`` only knows at run time)."""
+        if self.lr is not None:
+            return self.lr
+        return 0.1 * (self.batch_size if batch_size is None else batch_size) / 256
 
     def identity(self) -> dict[str, Any]:
         """Core keys plus every parameter that differs from its default, in field order."""

@@ -24,6 +24,7 @@ class Loaders:
     val: DataLoader
     num_classes: int
     classes: list[str]
+    generator: torch.Generator  # drives the training shuffle and the workers' seeds
 
 
 def build_pil_loaders(
@@ -33,10 +34,15 @@ def build_pil_loaders(
     image_size: int,
     batch_size: int,
     workers: int,
-    seed: int,
     pin_memory: bool,
 ) -> Loaders:
-    """Train and val DataLoaders over ImageFolder trees, shuffled reproducibly by ``seed``."""
+    """Train and val DataLoaders over ImageFolder trees.
+
+    The training shuffle and the workers' seeds come from ``Loaders.generator``, which the
+    trainer re-seeds every epoch. Workers are not persistent (the reference's behaviour): each
+    epoch starts fresh workers seeded from that generator, so an epoch's augmentations depend
+    only on its seed, which is what lets a resumed run repeat them exactly.
+    """
     from torchvision import datasets, transforms
 
     normalize = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
@@ -67,18 +73,13 @@ def build_pil_loaders(
             f"train/ and val/ hold different class folders: {train_set.classes} vs "
             f"{val_set.classes}"
         )
-    generator = torch.Generator().manual_seed(seed)
-    common = {
-        "batch_size": batch_size,
-        "num_workers": workers,
-        "pin_memory": pin_memory,
-        "persistent_workers": workers > 0,
-    }
+    generator = torch.Generator()
+    common = {"batch_size": batch_size, "num_workers": workers, "pin_memory": pin_memory}
     train = DataLoader(
         train_set, shuffle=True, generator=generator, worker_init_fn=_seed_worker, **common
     )
     val = DataLoader(val_set, shuffle=False, **common)
-    return Loaders(train, val, len(train_set.classes), list(train_set.classes))
+    return Loaders(train, val, len(train_set.classes), list(train_set.classes), generator)
 
 
 def _seed_worker(worker_id: int) -> None:

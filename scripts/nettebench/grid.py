@@ -25,7 +25,10 @@ from nettebench.cell import PARAMETER_NAMES, CellSpec, field_defaults
 
 DEVICES = ("auto", "cpu", "cuda")
 LR_SCHEDULES = ("step", "cosine")
-_POSITIVE_INTS = ("batch_size", "epochs", "image_size")
+AMP_BACKENDS = ("native", "apex")
+APEX_OPT_LEVELS = ("O0", "O1", "O2", "O3")
+_POSITIVE_INTS = ("epochs", "image_size")
+_BOOLEANS = ("channels_last", "deterministic", "pretrained")
 _NON_NEGATIVE_INTS = ("workers", "seed")
 
 
@@ -73,6 +76,17 @@ def build_cell(values: Mapping[str, Any], *, section: str, datasets: Sequence[st
         reason = precision.unsupported_reason(cell.precision, cell.device)
         if reason:
             raise ConfigError(f"{section}: {reason}")
+    if cell.amp_backend == "apex":
+        if cell.precision not in APEX_OPT_LEVELS:
+            raise ConfigError(
+                f"{section}: amp_backend apex takes precision {', '.join(APEX_OPT_LEVELS)} "
+                f"(apex's opt-levels), got {cell.precision!r}"
+            )
+        if cell.device == "cpu" or cell.batch_size == "auto":
+            raise ConfigError(
+                f"{section}: amp_backend apex needs a CUDA device and a fixed batch_size "
+                "(apex's amp.initialize runs once per process)"
+            )
     if cell.max_steps is not None and cell.max_steps < 1:
         raise ConfigError(f"{section}.max_steps must be >= 1 or null, got {cell.max_steps!r}")
     cell.path()  # raises on values that cannot be a path component
@@ -94,6 +108,14 @@ def _check_value(key: str, value: Any, *, section: str, datasets: Sequence[str])
         _one_of(where, value, DEVICES)
     elif key == "lr_schedule":
         _one_of(where, value, LR_SCHEDULES)
+    elif key == "amp_backend":
+        _one_of(where, value, AMP_BACKENDS)
+    elif key == "batch_size":
+        if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"{where} must be an integer >= 1 or auto, got {value!r}")
+    elif key in _BOOLEANS:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, got {value!r}")
     elif key in _POSITIVE_INTS or key in _NON_NEGATIVE_INTS:
         lowest = 1 if key in _POSITIVE_INTS else 0
         if isinstance(value, bool) or not isinstance(value, int) or value < lowest:

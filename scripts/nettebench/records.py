@@ -48,7 +48,8 @@ SUMMARY_KEYS = (
     "steps_per_epoch",  # int: optimiser steps in one full epoch
     "steps_timed",  # int: steps actually run per epoch (< steps_per_epoch when extrapolated)
     "extrapolated",  # bool: epoch times were scaled from steps_timed to steps_per_epoch
-    "wall_s",  # float: process start to metrics written (includes model build, data setup)
+    "wall_s",  # float: process start to metrics written (includes model build, data setup);
+    # for a resumed cell, plus what earlier processes spent on the epochs they finished
     "time_for_epochs_s",  # float: sum of epoch wall times = the study's "seconds for N epochs"
     "epoch_s_median",  # float: median epoch wall time
     "train_img_s",  # float: median over epochs of steady-state training images per second
@@ -57,6 +58,11 @@ SUMMARY_KEYS = (
     "final_top5",  # float: val top-5 (%) after the last epoch
     "best_top1",  # float: best val top-1 (%) over epochs
     "final_train_loss",  # float
+    "batch_size_used",  # int: the batch size trained with (chosen when the cell says auto)
+    "steady_epoch_s",  # float: median wall time of the epochs after the first
+    "first_epoch_overhead_s",  # float: first epoch's wall time minus steady_epoch_s (warm-up)
+    "peak_mem_mb",  # float: peak device memory (CUDA allocator) or peak RSS on a CPU
+    "resumed_from_epoch",  # int | None: epochs an earlier, killed process had finished
 )
 
 # Columns of epochs.csv, in order.
@@ -75,6 +81,7 @@ EPOCH_COLUMNS = (
     "data_wait_share",  # data_wait_s / train_s
     "train_img_s",  # training images per second, warm-up steps excluded
     "train_images",  # images trained on in the timed steps of this epoch
+    "peak_mem_mb",  # peak device memory in the epoch (CPU: process peak RSS so far)
     "extrapolated",  # bool
 )
 

@@ -21,13 +21,12 @@ _IMPORTED_AT = time.time()  # before the heavy imports, in case the process star
 import argparse  # noqa: E402
 import dataclasses  # noqa: E402
 import math  # noqa: E402
-import random  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from nettebench import environment, precision, records  # noqa: E402
+from nettebench import checkpoint, environment, precision, records  # noqa: E402
 from nettebench.cell import CellSpec  # noqa: E402
 
 WARMUP_STEPS = 5  # first-epoch steps excluded from img/s (autotuning, allocator, workers)
@@ -60,23 +59,6 @@ def resolve_device(requested: str):
     return torch.device(requested)
 
 
-def lr_at(cell: CellSpec, epoch: int) -> float:
-    """Learning rate of a 0-based epoch: the reference step schedule or cosine."""
-    base = cell.effective_lr()
-    if cell.lr_schedule == "cosine":
-        return base * 0.5 * (1 + math.cos(math.pi * epoch / cell.epochs))
-    return base * 0.1 ** (epoch // 30)
-
-
-def seed_everything(seed: int) -> None:
-    import numpy as np
-    import torch
-
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
 def run_cell(
     cell: CellSpec,
     data: str | Path,
@@ -91,6 +73,7 @@ def run_cell(
     import torch
 
     from nettebench.datasets.info import load_data_root
+    from nettebench.fit import fit
 
     started_at = process_start_time() if started_at is None else started_at
     out_dir = Path(out_dir)
@@ -107,7 +90,19 @@ def run_cell(
 
     rows: list[dict[str, Any]] = []
     try:
-        _train(cell, load_data_root(data), out_dir, device, warmup_steps, rows)
+        if cell.amp_backend == "apex":
+            from nettebench.apex_amp import require_apex_amp
+
+            require_apex_amp()
+        result = fit(
+            cell,
+            load_data_root(data),
+            out_dir,
+            device,
+            warmup_steps=warmup_steps,
+            rows=rows,
+            started_at=started_at,
+        )
     except (torch.OutOfMemoryError, MemoryError) as error:
         return _finish(
             record,
@@ -117,96 +112,8 @@ def run_cell(
             status=records.STATUS_OOM,
             message=_oom_message(cell, device, error),
         )
-    return _finish(record, out_dir, rows, started_at, status=records.STATUS_OK, message=None)
-
-
-def _train(cell: CellSpec, data_root, out_dir: Path, device, warmup_steps: int, rows) -> None:
-    """Train epoch by epoch, appending to ``rows`` so an OOM keeps the epochs that finished."""
-    from tqdm import tqdm
-
-    from nettebench.data import build_pil_loaders
-    from nettebench.loop import evaluate, train_epoch
-    from nettebench.models import build_model
-    from nettebench.training_step import TrainingStep
-
-    seed_everything(cell.seed)
-    loaders = build_pil_loaders(
-        data_root.train_dir,
-        data_root.val_dir,
-        image_size=cell.image_size,
-        batch_size=cell.batch_size,
-        workers=cell.workers,
-        seed=cell.seed,
-        pin_memory=device.type == "cuda",
-    )
-    model = build_model(cell.model, loaders.num_classes)
-    runner = TrainingStep(
-        model,
-        precision.get(cell.precision),
-        device,
-        lr=lr_at(cell, 0),
-        momentum=cell.momentum,
-        weight_decay=cell.weight_decay,
-    )
-    steps_per_epoch = len(loaders.train)
-    for epoch in range(cell.epochs):
-        lr = lr_at(cell, epoch)
-        runner.set_lr(lr)
-        total = steps_per_epoch if cell.max_steps is None else min(cell.max_steps, steps_per_epoch)
-        with tqdm(
-            total=total,
-            desc=f"epoch {epoch + 1}/{cell.epochs}",
-            unit="step",
-            disable=None,
-            leave=False,
-        ) as progress:
-            train = train_epoch(
-                runner,
-                loaders.train,
-                steps_per_epoch=steps_per_epoch,
-                max_steps=cell.max_steps,
-                warmup_steps=warmup_steps if epoch == 0 else 0,
-                progress=progress,
-            )
-        val = evaluate(runner, loaders.val, total_steps=len(loaders.val), max_steps=cell.max_steps)
-        row = _epoch_row(epoch + 1, lr, train, val)
-        row["_steps_per_epoch"] = steps_per_epoch
-        rows.append(row)
-        records.write_epochs(out_dir, rows)
-        _log_epoch(cell, row)
-
-
-def _epoch_row(epoch: int, lr: float, train, val) -> dict[str, Any]:
-    return {
-        "epoch": epoch,
-        "train_loss": train.loss,
-        "val_loss": val.loss,
-        "val_top1": val.top1,
-        "val_top5": val.top5,
-        "lr": lr,
-        "train_s": train.seconds,
-        "val_s": val.seconds,
-        "wall_s": train.seconds + val.seconds,
-        "data_wait_s": train.data_wait_s,
-        "compute_s": train.seconds - train.data_wait_s,
-        "data_wait_share": train.data_wait_s / train.seconds if train.seconds else float("nan"),
-        "train_img_s": train.img_s,
-        "train_images": train.images,
-        "extrapolated": train.extrapolated or val.extrapolated,
-        "_steps_run": train.steps_run,
-    }
-
-
-def _log_epoch(cell: CellSpec, row: dict[str, Any]) -> None:
-    """One line per epoch: readable in a log file, where the progress bar stays quiet."""
-    approx = "~" if row["extrapolated"] else ""
-    print(
-        f"epoch {row['epoch']}/{cell.epochs}  train_loss {row['train_loss']:.4f}  "
-        f"val_top1 {row['val_top1']:.1f}%  val_top5 {row['val_top5']:.1f}%  "
-        f"{approx}{row['wall_s']:.1f} s  {row['train_img_s']:.0f} img/s  "
-        f"data wait {100 * row['data_wait_share']:.0f}%",
-        file=sys.stderr,
-        flush=True,
+    return _finish(
+        record, out_dir, rows, started_at, status=records.STATUS_OK, message=None, fit=result
     )
 
 
@@ -228,14 +135,21 @@ def _record_skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
     }
 
 
-def _finish(record, out_dir: Path, rows, started_at: float, *, status: str, message):
+def _finish(record, out_dir: Path, rows, started_at: float, *, status, message, fit=None):
+    """Write the cell's outcome; the checkpoint goes once the results are safely written."""
     record["status"] = status
     record["message"] = message
+    earlier_wall_s = 0.0
     if rows:
         record["summary"] = _summary(rows)
-    record["summary"]["wall_s"] = time.time() - started_at
+    if fit is not None:
+        record["summary"]["batch_size_used"] = fit.batch_size
+        record["summary"]["resumed_from_epoch"] = fit.resumed_from_epoch
+        earlier_wall_s = fit.earlier_wall_s
+    record["summary"]["wall_s"] = earlier_wall_s + time.time() - started_at
     records.write_epochs(out_dir, rows)
     records.write_metrics(out_dir, record)
+    checkpoint.remove(out_dir)
     if message:
         print(f"{status}: {message}", file=sys.stderr, flush=True)
     return record
@@ -245,6 +159,8 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     train_s = sum(r["train_s"] for r in rows)
     img_s = [r["train_img_s"] for r in rows if not math.isnan(r["train_img_s"])]
     last = rows[-1]
+    later = [r["wall_s"] for r in rows[1:]]
+    steady = statistics.median(later) if later else None
     return {
         "epochs_run": len(rows),
         "steps_per_epoch": last["_steps_per_epoch"],
@@ -259,16 +175,26 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "final_top5": last["val_top5"],
         "best_top1": max(r["val_top1"] for r in rows),
         "final_train_loss": last["train_loss"],
+        "batch_size_used": None,
+        "steady_epoch_s": steady,
+        "first_epoch_overhead_s": rows[0]["wall_s"] - steady if steady is not None else None,
+        "peak_mem_mb": max(r["peak_mem_mb"] for r in rows),
+        "resumed_from_epoch": None,
     }
 
 
 def _oom_message(cell: CellSpec, device, error: BaseException) -> str:
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    smaller = max(cell.batch_size // 2, 1)
+    if cell.batch_size == "auto":
+        hint = "even batch size 1 does not fit: try a smaller image_size or model"
+    else:
+        hint = (
+            f"lower batch_size for this cell (e.g. {max(cell.batch_size // 2, 1)}, or auto) "
+            "in the matrix; large models need their batch size tuned per card"
+        )
     return (
         f"out of memory at batch size {cell.batch_size} on {device.type}: {first_line}. "
-        f"Hint: lower batch_size for this cell (e.g. {smaller}) in the matrix; large models "
-        "need their batch size tuned per card."
+        f"Hint: {hint}."
     )
 
 
@@ -301,14 +227,41 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _parser_type(annotation: str):
-    """Argument type from a CellSpec annotation; ``none`` stands for None where allowed."""
-    base = {"int": int, "float": float, "str": str}[annotation.split(" | ")[0]]
-    if "None" not in annotation:
-        return base
-    return lambda text: None if text.lower() == "none" else base(text)
+    """Argument type from a CellSpec annotation (``int | str`` tries int first; ``none``
+    stands for None where allowed; booleans read true/false)."""
+    kinds = annotation.split(" | ")
+
+    def parse(text: str):
+        if "None" in kinds and text.lower() == "none":
+            return None
+        if kinds[0] == "bool":
+            if text.lower() not in ("true", "false"):
+                raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+            return text.lower() == "true"
+        for kind in kinds:
+            try:
+                return {"int": int, "float": float, "str": str}[kind](text)
+            except (KeyError, ValueError):
+                continue
+        raise argparse.ArgumentTypeError(f"expected {annotation}, got {text!r}")
+
+    return parse
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one cell; a problem the user must fix (missing weights, apex, data) is one line."""
+    from nettebench.apex_amp import ApexAmpUnavailable
+    from nettebench.datasets import DatasetError
+    from nettebench.models import PretrainedWeightsUnavailable
+
+    try:
+        return _main(argv)
+    except (ApexAmpUnavailable, PretrainedWeightsUnavailable, DatasetError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
     started_at = process_start_time()
     args = build_parser().parse_args(argv)
     values = {f.name: getattr(args, f.name) for f in dataclasses.fields(CellSpec)}

@@ -35,6 +35,13 @@ def cast_model(model: nn.Module, mode: PrecisionMode) -> nn.Module:
     return model
 
 
+def main_logits(outputs):
+    """The main classifier's logits: inception_v3 and googlenet return (logits, aux) tuples in
+    training mode; their auxiliary heads are not trained here (the reference script cannot
+    train them either)."""
+    return outputs[0] if isinstance(outputs, tuple) else outputs
+
+
 class TrainingStep:
     """One optimiser step under a precision mode: forward, loss, backward, (un)scale, update."""
 
@@ -47,12 +54,14 @@ class TrainingStep:
         lr: float,
         momentum: float,
         weight_decay: float,
+        channels_last: bool = False,
     ) -> None:
         self.mode = mode
         self.device = device
         self.input_dtype = torch_dtype(mode.model_dtype)
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         set_tf32(device, mode.allow_tf32)
-        self.model = cast_model(model.to(device), mode)
+        self.model = cast_model(model.to(device, memory_format=self.memory_format), mode)
         self.criterion = nn.CrossEntropyLoss()
         self.model_params = [p for p in self.model.parameters() if p.requires_grad]
         if mode.master_weights:
@@ -80,12 +89,17 @@ class TrainingStep:
 
     def prepare_inputs(self, images: torch.Tensor) -> torch.Tensor:
         """Move a batch to the device in the dtype the model's first layer expects."""
-        return images.to(self.device, dtype=self.input_dtype, non_blocking=True)
+        return images.to(
+            self.device,
+            dtype=self.input_dtype,
+            memory_format=self.memory_format,
+            non_blocking=True,
+        )
 
     def step(self, images: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Train on one batch; returns the (detached, fp32) loss without synchronising."""
         with self.autocast():
-            outputs = self.model(images)
+            outputs = main_logits(self.model(images))
             loss = self.criterion(outputs.float(), targets)
         # The model's own gradients, not the optimiser's: with master weights they differ.
         self.model.zero_grad(set_to_none=True)
@@ -110,3 +124,24 @@ class TrainingStep:
     def set_lr(self, lr: float) -> None:
         for group in self.optimizer.param_groups:
             group["lr"] = lr
+
+    def state_dict(self) -> dict:
+        """Everything a resumed run needs to continue exactly: weights, optimiser, scaler."""
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": None if self.scaler is None else self.scaler.state_dict(),
+            "master_params": None
+            if self.master_params is None
+            else [p.detach().clone() for p in self.master_params],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        if self.master_params is not None:
+            with torch.no_grad():
+                for master, saved in zip(self.master_params, state["master_params"], strict=True):
+                    master.copy_(saved)
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scaler is not None:
+            self.scaler.load_state_dict(state["scaler"])

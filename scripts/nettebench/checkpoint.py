@@ -1,0 +1,53 @@
+"""Per-epoch checkpoints, so a killed cell resumes from its last finished epoch.
+
+A SLURM preemption or a laptop going to sleep must not cost the whole cell. After every epoch
+the trainer writes ``checkpoint.pt`` next to the cell's results, atomically (a temporary file
+renamed over the old one), so a kill at any moment leaves either the previous checkpoint or the
+new one. A rerun of the same cell (same identity hash) continues from it; a checkpoint of a
+different cell is ignored. Randomness is re-seeded per epoch from (seed, epoch), so a resumed
+run draws the same data order and augmentations as an uninterrupted one. The checkpoint is
+deleted once the cell's metrics are written: results, not checkpoints, are what a study keeps.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+CHECKPOINT_FILE = "checkpoint.pt"
+
+
+def save(out_dir: str | os.PathLike, state: dict[str, Any]) -> Path:
+    """Write ``state`` (must hold ``cell_id``) as the cell's checkpoint, atomically."""
+    path = Path(out_dir) / CHECKPOINT_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            torch.save(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def load(out_dir: str | os.PathLike, cell_id: str) -> dict[str, Any] | None:
+    """The cell's checkpoint, or None when there is none or it belongs to another cell."""
+    path = Path(out_dir) / CHECKPOINT_FILE
+    if not path.is_file():
+        return None
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    if state.get("cell_id") != cell_id:
+        return None
+    return state
+
+
+def remove(out_dir: str | os.PathLike) -> None:
+    (Path(out_dir) / CHECKPOINT_FILE).unlink(missing_ok=True)
