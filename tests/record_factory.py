@@ -4,24 +4,32 @@ Everything goes through :func:`nettebench.records.write_metrics` / ``write_epoch
 is byte-for-byte the shape a real trainer writes, and a change to the record contract breaks
 these fakes (and the tests using them) rather than passing silently.
 
-Two entry points:
+Three entry points:
 
 - :func:`make_cell` writes one cell with every value overridable (status, times, accuracies,
   extra parameters, the schema version) and returns its ``metrics.json`` path;
+- :func:`make_ceiling` writes the ``ceiling.json`` that ``python -m nettebench.bench`` puts
+  beside a cell's metrics.json (every key of ``nettebench.bench.CEILING_KEYS``, read from the
+  module's source so this file needs no torch and still follows the contract);
 - :func:`make_study` writes a small but complete study (several models, O0/O1/O3, two seeds, an
-  OOM, an unsupported precision, an extrapolated CPU baseline) and returns the paths.
+  OOM, an unsupported precision, an extrapolated CPU baseline, optionally compute ceilings) and
+  returns the paths.
 
 The numbers are deterministic functions of the parameters (see :func:`time_for`,
-:func:`top1_for`), so tests compute the expected table values from the same functions.
+:func:`top1_for`, :func:`ceiling_for`), so tests compute the expected table values from the same
+functions.
 """
 
 from __future__ import annotations
 
+import ast
+import functools
 import hashlib
 import json
 from pathlib import Path
 from typing import Any
 
+import nettebench
 from nettebench import records
 
 DATASET = "imagenette2-320"
@@ -62,6 +70,17 @@ def top1_for(model: str, precision: str, seed: int, epoch: int) -> float:
     return round(min(95.0, 30.0 + 12.0 * epoch + len(model) + offset + seed * 0.4), 2)
 
 
+def ceiling_for(model: str, precision: str, batch_size: int) -> float:
+    """The compute ceiling (img/s) of a fake cell: what ``ceiling.json``'s ``img_s`` will hold."""
+    per_epoch = _BASE_SECONDS.get(model, 100.0) * _PRECISION_FACTOR.get(precision, 1.0)
+    return round(TRAIN_IMAGES / (0.5 * per_epoch) * (1 + batch_size / 4096), 3)
+
+
+def peak_mem_for(model: str, batch_size: int) -> float:
+    """Peak device memory (MB) of a fake cell."""
+    return round(_BASE_SECONDS.get(model, 100.0) * 10 + 9.5 * batch_size, 1)
+
+
 def top5_for(model: str, precision: str, seed: int, epoch: int) -> float:
     return round(min(99.9, top1_for(model, precision, seed, epoch) + 15.0), 2)
 
@@ -88,7 +107,9 @@ def environment(**overrides: Any) -> dict[str, Any]:
         "efficientnet_pytorch": "0.7.1",
         "apex": None,
         "git_commit": "0123456789abcdef0123456789abcdef01234567",
+        "git_dirty": False,
         "nettebench": "0.1.0",
+        "slurm_job_id": None,
     }
     env.update(overrides)
     return env
@@ -179,6 +200,7 @@ def make_cell(
                     "data_wait_share": data_wait_share,
                     "train_img_s": img_s,
                     "train_images": (max_steps or steps_per_epoch) * batch_size,
+                    "peak_mem_mb": peak_mem_for(model, batch_size),
                     "extrapolated": extrapolated,
                 }
             )
@@ -196,6 +218,11 @@ def make_cell(
             final_top5=rows[-1]["val_top5"],
             best_top1=max(r["val_top1"] for r in rows),
             final_train_loss=rows[-1]["train_loss"],
+            batch_size_used=batch_size,
+            steady_epoch_s=epoch_s,  # every fake epoch takes as long as the others
+            first_epoch_overhead_s=0.0,
+            peak_mem_mb=peak_mem_for(model, batch_size),
+            resumed_from_epoch=None,
         )
     elif message is None:
         message = {
@@ -220,24 +247,91 @@ def make_cell(
     return path
 
 
-def make_study(root: str | Path) -> list[Path]:
-    """The small study described at the top of this module; returns the metrics.json paths."""
+@functools.cache
+def ceiling_keys() -> tuple[str, ...]:
+    """``nettebench.bench.CEILING_KEYS``, read from the source (importing bench imports torch)."""
+    source = (Path(nettebench.__file__).parent / "bench.py").read_text(encoding="utf-8")
+    for node in ast.parse(source).body:
+        if isinstance(node, ast.Assign) and any(
+            isinstance(t, ast.Name) and t.id == "CEILING_KEYS" for t in node.targets
+        ):
+            return tuple(ast.literal_eval(node.value))
+    raise LookupError("nettebench/bench.py defines no CEILING_KEYS")
+
+
+def make_ceiling(
+    metrics_path: str | Path,
+    *,
+    status: str = "ok",
+    img_s: float | None = None,
+    message: str | None = None,
+) -> Path:
+    """Write a ``ceiling.json`` beside ``metrics_path`` as ``nettebench.bench`` would; its path.
+
+    The model, precision and batch size come from the cell's metrics.json; ``img_s`` defaults
+    to :func:`ceiling_for`. A non-ok status writes no timings, as the bench does.
+    """
+    metrics = json.loads(Path(metrics_path).read_text(encoding="utf-8"))
+    cell = metrics["cell"]
+    model, precision, batch_size = cell["model"], cell["precision"], cell["batch_size"]
+    ok = status == records.STATUS_OK
+    if ok and img_s is None:
+        img_s = ceiling_for(model, precision, batch_size)
+    step_ms = 1000 * batch_size / img_s if ok and img_s else None
+    if not ok and message is None:
+        message = f"ceiling {status} at batch_size={batch_size}"
+    values = {
+        "status": status,
+        "message": message,
+        "img_s": img_s if ok else None,
+        "step_ms_median": step_ms,
+        "step_ms_p10": None if step_ms is None else 0.97 * step_ms,
+        "step_ms_p90": None if step_ms is None else 1.05 * step_ms,
+        "steps": 30,
+        "warmup_steps": 10,
+        "peak_mem_mb": 0.8 * peak_mem_for(model, batch_size),
+        "peak_mem_kind": "cpu_max_rss" if metrics["device"]["type"] == "cpu" else "cuda_allocated",
+        "device": metrics["device"],
+        "model": model,
+        "precision": precision,
+        "batch_size": batch_size,
+        "batch_size_requested": batch_size,
+        "image_size": cell.get("image_size", 224),
+        "num_classes": 10,
+        "channels_last": False,
+        "cell": cell,
+        "cell_id": metrics["cell_id"],
+        "environment": metrics["environment"],
+    }
+    record = {key: values.get(key) for key in ceiling_keys()}
+    path = Path(metrics_path).parent / "ceiling.json"
+    records.atomic_write_text(path, json.dumps(record, indent=2) + "\n")
+    return path
+
+
+def make_study(root: str | Path, *, ceilings: bool = False) -> list[Path]:
+    """The small study described at the top of this module; returns the metrics.json paths.
+
+    With ``ceilings``, every matrix cell gets a ceiling.json with the cell's own outcome
+    (OOM where the cell ran out of memory, n/a where its precision is unsupported).
+    """
     paths = []
     for (model, batch_size), precisions in STUDY_MODELS.items():
         for precision in precisions:
             for seed in STUDY_SEEDS:
                 key = (model, batch_size, precision)
                 status = "oom" if key in OOM else "unsupported" if key in UNSUPPORTED else "ok"
-                paths.append(
-                    make_cell(
-                        root,
-                        model=model,
-                        batch_size=batch_size,
-                        precision=precision,
-                        seed=seed,
-                        status=status,
-                    )
+                path = make_cell(
+                    root,
+                    model=model,
+                    batch_size=batch_size,
+                    precision=precision,
+                    seed=seed,
+                    status=status,
                 )
+                if ceilings:
+                    make_ceiling(path, status=status)
+                paths.append(path)
     paths.append(make_cell(root, kind="cpu_baseline", max_steps=5, **CPU_BASELINE))
     return paths
 

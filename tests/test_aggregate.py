@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import csv
+import html
 import json
+import math
 import re
 
 import pandas as pd
@@ -70,10 +72,11 @@ def test_runs_csv_has_one_row_per_cell_with_columns_in_order(study):
     kind = columns.index("kind")
     assert columns[kind : kind + len(agg.RECORD_COLUMNS)] == list(agg.RECORD_COLUMNS)
     summary_at = kind + len(agg.RECORD_COLUMNS)
-    assert columns[summary_at : summary_at + len(records.SUMMARY_KEYS)] == list(
-        records.SUMMARY_KEYS
-    )
+    ceiling_at = summary_at + len(records.SUMMARY_KEYS)
+    assert columns[summary_at:ceiling_at] == list(records.SUMMARY_KEYS)
+    assert columns[ceiling_at : ceiling_at + 3] == list(agg.CEILING_COLUMNS)
     assert [c for c in columns if c.startswith("env_")] == [f"env_{k}" for k in agg.ENV_KEYS]
+    assert {"env_git_dirty", "env_slurm_job_id"} <= set(columns)
     assert columns[-1] == "path"
     assert set(runs["path"]) == {str(p.parent) for p in study["paths"]}
     assert runs["cell_id"].is_unique
@@ -173,7 +176,8 @@ def test_accuracy_table_shape_and_values(study):
 def test_throughput_tables(study):
     text = study["written"]["throughput"].read_text()
     tables = md_tables(text)
-    assert len(tables) == 2
+    assert len(tables) == 2  # no ceiling tables: no cell has a ceiling.json
+    assert "No compute ceilings were measured" in text
     rate, wait = (as_dict(rows) for _, rows in tables)
     runs = pd.read_csv(study["written"]["runs"])
     r18 = runs[(runs["model"] == "resnet18") & (runs["precision"] == "O1")]
@@ -233,10 +237,25 @@ def test_unknown_cell_keys_pass_through_and_label_rows(tmp_path):
 
 def test_no_cells_gives_empty_tables(tmp_path):
     written = agg.aggregate([], tmp_path)
+    assert sorted(written) == sorted(agg.OUTPUTS)
     runs = pd.read_csv(written["runs"])
     assert runs.empty and "dataset" in runs.columns and runs.columns[-1] == "path"
+    assert {"ceiling_img_s", "ceiling_share", "env_git_dirty", "env_slurm_job_id"} <= set(
+        runs.columns
+    )
     assert pd.read_csv(written["epochs"]).empty
-    assert "No matrix cells" in written["time_by_model_precision"].read_text()
+    for name in (*agg.MARKDOWN_TABLES, "runs_html"):
+        assert "No cells have finished yet" in written[name].read_text(), name
+    for name in agg.MARKDOWN_TABLES:
+        assert "No cells have finished yet" in written[f"{name}_html"].read_text(), name
+    assert "No compute ceilings were measured" in written["throughput"].read_text()
+
+
+def test_cli_without_metrics_files(tmp_path, capsys):
+    out = tmp_path / "tables"
+    assert agg.main(["--out-dir", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(agg.OUTPUTS.values())
+    assert "aggregated 0 cell(s)" in capsys.readouterr().err
 
 
 def test_wrong_schema_version_names_the_file(tmp_path):
@@ -265,3 +284,121 @@ def test_cli(tmp_path, capsys):
         agg.main(["--out-dir", str(tmp_path / "t2"), str(bad)])
     assert exit_info.value.code == 2
     assert "schema_version 0" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------- compute ceiling
+
+
+@pytest.fixture(scope="module")
+def ceiling_study(tmp_path_factory):
+    root = tmp_path_factory.mktemp("ceiling_study")
+    paths = rf.make_study(root / "cells", ceilings=True)
+    written = agg.aggregate(paths, root / "tables")
+    return {"paths": paths, "written": written, "runs": pd.read_csv(written["runs"])}
+
+
+def test_ceiling_record_carries_what_aggregation_reads():
+    assert {"status", "message", "img_s", "step_ms_median", "peak_mem_mb"} <= set(rf.ceiling_keys())
+
+
+def test_ceiling_columns_are_the_ceiling_and_the_share_of_it(ceiling_study):
+    runs = ceiling_study["runs"]
+    ok = runs[(runs["kind"] == "matrix") & (runs["status"] == "ok")]
+    assert len(ok) == 2 * (3 + 2 + 3) and (ok["ceiling_status"] == "ok").all()
+    for _, row in ok.iterrows():
+        ceiling = rf.ceiling_for(row["model"], row["precision"], row["batch_size"])
+        assert row["ceiling_img_s"] == pytest.approx(ceiling)
+        assert row["ceiling_share"] == pytest.approx(row["train_img_s"] / ceiling)
+    not_ok = runs[(runs["kind"] == "matrix") & (runs["status"] != "ok")]
+    assert sorted(not_ok["ceiling_status"]) == ["oom", "oom", "unsupported", "unsupported"]
+    assert not_ok[["ceiling_img_s", "ceiling_share"]].isna().all().all()
+    cpu = runs[runs["kind"] == "cpu_baseline"]  # no ceiling.json beside it
+    assert cpu[list(agg.CEILING_COLUMNS)].isna().all().all()
+
+
+def test_throughput_ceiling_tables(ceiling_study):
+    text = ceiling_study["written"]["throughput"].read_text()
+    assert "No compute ceilings" not in text
+    assert headings(text) == [
+        "Training throughput (img/s)",
+        "Time waiting for data (% of training time)",
+        "Share of the compute ceiling (%)",
+        "Compute ceiling (img/s)",
+    ]
+    rate, wait, share, ceiling = (as_dict(rows) for _, rows in md_tables(text))
+    runs = ceiling_study["runs"]
+    for model, batch in (("resnet18", 256), ("resnet50", 128)):
+        label = f"{model} (batch {batch})"
+        for precision in ("O0", "O1", "O3"):
+            cells = runs[(runs["model"] == model) & (runs["precision"] == precision)]
+            cells = cells[cells["batch_size"] == batch]
+            shares = cells["train_img_s"] / rf.ceiling_for(model, precision, batch)
+            assert share[label][precision] == T.fmt_percent(shares.mean())
+            assert ceiling[label][precision] == T.fmt_rate(rf.ceiling_for(model, precision, batch))
+    assert ceiling["resnet50 (batch 256)"]["O0"] == "OOM"
+    assert ceiling["resnet34 (batch 256)"]["O3"] == "n/a"
+    assert share["resnet50 (batch 256)"]["O0"] == "OOM"  # the cell itself ran out of memory
+
+
+def test_oom_or_missing_ceiling_gives_no_number(tmp_path):
+    measured = rf.make_cell(tmp_path, precision="O0", train_img_s=500.0)
+    rf.make_ceiling(measured, img_s=1000.0)
+    oom = rf.make_cell(tmp_path, precision="O1", train_img_s=800.0)
+    rf.make_ceiling(oom, status="oom")
+    absent = rf.make_cell(tmp_path, precision="O3", train_img_s=900.0)
+    written = agg.aggregate([measured, oom, absent], tmp_path / "out")
+    runs = pd.read_csv(written["runs"]).set_index("precision")
+    assert runs.loc["O0", "ceiling_img_s"] == 1000.0
+    assert runs.loc["O0", "ceiling_share"] == 0.5
+    assert runs.loc["O1", "ceiling_status"] == "oom"
+    assert math.isnan(runs.loc["O1", "ceiling_img_s"])
+    assert math.isnan(runs.loc["O1", "ceiling_share"])
+    assert math.isnan(runs.loc["O3", "ceiling_img_s"]) and pd.isna(runs.loc["O3", "ceiling_status"])
+    tables = md_tables(written["throughput"].read_text())
+    assert len(tables) == 4
+    share, ceiling = (as_dict(rows) for _, rows in tables[2:])
+    assert share["resnet18"] == {"O0": "50.0", "O1": "", "O3": ""}
+    assert ceiling["resnet18"] == {"O0": "1,000", "O1": "OOM", "O3": ""}
+
+
+def test_broken_ceiling_names_the_file(tmp_path):
+    path = rf.make_cell(tmp_path)
+    ceiling = path.parent / agg.CEILING_FILE
+    ceiling.write_text("{not json")
+    with pytest.raises(agg.RecordError, match=re.escape(str(ceiling))):
+        agg.aggregate([path], tmp_path / "out")
+    ceiling.write_text("[]")
+    with pytest.raises(agg.RecordError, match="not a ceiling record"):
+        agg.read_cell(path)
+
+
+# ------------------------------------------------------------------------------------------ HTML
+
+
+def test_every_table_has_an_html_page_with_its_values(ceiling_study):
+    written = ceiling_study["written"]
+    for name in agg.MARKDOWN_TABLES:
+        page = written[f"{name}_html"]
+        assert page.name == f"{name}.html" and page.parent == written[name].parent
+        text = page.read_text()
+        assert text.startswith("<!DOCTYPE html>") and text.rstrip().endswith("</html>")
+        assert "<style>" in text and "<script" not in text
+        tables = md_tables(written[name].read_text())
+        assert text.count("<table>") == len(tables) > 0
+        for heading, rows in tables:
+            assert html.escape(heading) in text
+            for row in rows:
+                for value in row:
+                    assert f">{html.escape(value.replace(chr(92) + '|', '|'))}</t" in text
+
+
+def test_runs_html_holds_every_cell(ceiling_study):
+    text = ceiling_study["written"]["runs_html"].read_text()
+    runs = ceiling_study["runs"]
+    assert text.count("<tr>") == len(runs) + 1
+    with open(ceiling_study["written"]["runs"], newline="") as handle:
+        first = next(csv.DictReader(handle))
+    for column in ("cell_id", "train_img_s", "ceiling_img_s", "ceiling_share", "path"):
+        assert f">{html.escape(column)}</th>" in text
+        assert f'<td class="{"l" if column in ("cell_id", "path") else "r"}">' in text
+        assert f">{html.escape(first[column])}</td>" in text

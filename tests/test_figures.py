@@ -53,6 +53,38 @@ def test_bars_mark_cells_that_did_not_run(study_tables):
     assert legend == ["O0", "O1", "O3", "CPU fp32"]
 
 
+def ceiling_outlines(fig) -> list:
+    """The unfilled dashed bars that mark compute ceilings on the throughput figure."""
+    return [p for ax in fig.axes for p in ax.patches if not p.get_fill()]
+
+
+def test_throughput_without_ceilings_has_no_outlines(study_tables):
+    runs = figures.read_table(study_tables[0], figures._RUN_COLUMNS)
+    fig = figures.plot_throughput(runs)
+    assert ceiling_outlines(fig) == []
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert figures.CEILING_LABEL not in legend
+
+
+def test_throughput_outlines_the_ceiling_over_each_measured_bar(tmp_path):
+    tables = agg.aggregate(rf.make_study(tmp_path / "cells", ceilings=True), tmp_path / "tables")
+    runs = figures.read_table(tables["runs"], figures._RUN_COLUMNS)
+    fig = figures.plot_throughput(runs)
+    ok = runs[runs["ceiling_status"] == "ok"]
+    expected = ok.groupby(["model", "batch_size", "precision"])["ceiling_img_s"].mean()
+    heights = sorted(round(p.get_height(), 3) for p in ceiling_outlines(fig))
+    assert heights == sorted(round(v, 3) for v in expected)
+    legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
+    assert legend == ["O0", "O1", "O3", "CPU fp32", figures.CEILING_LABEL]
+    png, svg = figures.save(fig, tmp_path / "figures", "throughput")
+    assert png.read_bytes().startswith(b"\x89PNG") and b"<svg" in svg.read_bytes()
+
+    old_csv = tmp_path / "old_runs.csv"  # a runs.csv from before ceilings were aggregated
+    runs.drop(columns=list(agg.CEILING_COLUMNS)).to_csv(old_csv, index=False)
+    old = figures.plot_throughput(figures.read_table(old_csv, ()))
+    assert ceiling_outlines(old) == []
+
+
 def test_speedup_is_o0_time_over_time(study_tables):
     runs = figures.read_table(study_tables[0], ())
     fig = figures.plot_speedup(runs)

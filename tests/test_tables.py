@@ -109,3 +109,75 @@ def test_row_labels_show_only_parameters_that_tell_rows_apart():
     same_batch = frame[frame["batch_size"] == 128]
     assert list(T.row_labels(same_batch, ["batch_size", "lr"])) == ["resnet50", "resnet50"]
     assert T.row_labels(frame.iloc[:0], ["batch_size"]).empty
+
+
+SAMPLE_MD = """# Throughput <all> & more
+
+Images per second, `summary.train_img_s`,
+mean over seeds.
+
+## Training throughput (img/s)
+
+### imagenette, 3 epochs
+
+| model | O0 | O1 | mid |
+|:---|---:|--:|:-:|
+| resnet18 (a\\|b) | 5,765 | <b>x</b> | c |
+| vgg19 | OOM |
+
+~ extrapolated: `max_steps` steps.
+
+#### Deeper
+Paragraph right under a heading.
+"""
+
+
+def test_markdown_to_html_headings_paragraphs_tables_and_escaping():
+    page = T.markdown_to_html(SAMPLE_MD)
+    assert page.startswith("<!DOCTYPE html>\n") and page.endswith("</html>\n")
+    assert "<title>Throughput &lt;all&gt; &amp; more</title>" in page
+    assert "<style>" in page and "<script" not in page and "<link" not in page
+    assert "<h1>Throughput &lt;all&gt; &amp; more</h1>" in page
+    assert "<h2>Training throughput (img/s)</h2>" in page
+    assert "<h3>imagenette, 3 epochs</h3>" in page
+    assert "<h4>Deeper</h4>" in page
+    assert "<p>Images per second, <code>summary.train_img_s</code>, mean over seeds.</p>" in page
+    assert (
+        '<thead><tr><th class="l">model</th><th class="r">O0</th><th class="r">O1</th>'
+        '<th class="c">mid</th></tr></thead>'
+    ) in page
+    assert (
+        '<tr><td class="l">resnet18 (a|b)</td><td class="r">5,765</td>'
+        '<td class="r">&lt;b&gt;x&lt;/b&gt;</td><td class="c">c</td></tr>'
+    ) in page
+    assert '<tr><td class="l">vgg19</td><td class="r">OOM</td><td class="r"></td>' in page
+    assert "<b>" not in page
+    assert '<p class="note">~ extrapolated: <code>max_steps</code> steps.</p>' in page
+    assert "<p>Paragraph right under a heading.</p>" in page
+    assert page.count("<table>") == 1
+
+
+def test_markdown_to_html_renders_what_pipe_table_writes():
+    md = T.document(
+        "T", "n", [T.section("S", T.pipe_table(["a", "b"], [["x|y", "1"]], "lr"), notes=["f"])]
+    )
+    page = T.markdown_to_html(md, title="Given")
+    assert "<title>Given</title>" in page
+    assert '<td class="l">x|y</td><td class="r">1</td>' in page
+    assert '<p class="note">f</p>' in page
+
+
+def test_a_pipe_line_without_an_alignment_row_is_text():
+    page = T.markdown_to_html("| not | a table |\nmore")
+    assert "<table>" not in page and "<p>| not | a table | more</p>" in page
+
+
+def test_csv_to_html_right_aligns_numeric_columns_and_keeps_csv_text():
+    page = T.csv_to_html("model,img_s,note\nresnet18,5765.25,<ok>\nvgg19,,\n", "Runs", "A `note`.")
+    assert "<h1>Runs</h1>" in page and "<p>A <code>note</code>.</p>" in page
+    assert '<th class="l">model</th><th class="r">img_s</th><th class="l">note</th>' in page
+    assert '<td class="r">5765.25</td><td class="l">&lt;ok&gt;</td>' in page
+    assert '<td class="l">vgg19</td><td class="r"></td><td class="l"></td>' in page
+    empty = T.csv_to_html("model,img_s\n", "Runs", empty="Nothing ran.")
+    assert "<p>Nothing ran.</p>" in empty and "<th" in empty and "<td" not in empty
+    assert "Nothing ran." in T.csv_to_html("", "Runs", empty="Nothing ran.")

@@ -1,7 +1,8 @@
-"""Collect every cell's record into tidy CSVs and the study's markdown tables.
+"""Collect every cell's record into tidy CSVs and the study's markdown and HTML tables.
 
 Reads only what the cells wrote (``metrics.json`` and ``epochs.csv``, see
-:mod:`nettebench.records`), so a table can always be traced back to the cell directories in the
+:mod:`nettebench.records`, and the optional ``ceiling.json`` that ``python -m nettebench.bench``
+writes beside some of them), so a table can always be traced back to the cell directories in the
 ``path`` column of ``runs.csv``. Everything after reading is built from the ``runs`` and
 ``epochs`` frames, which is also all that :mod:`nettebench.figures` gets to see.
 
@@ -10,17 +11,24 @@ out-of-memory error, so "did not fit" is a result to show, not a hole. New cell 
 (``loader``, ``torchvision``, ...) pass through as columns and, once they vary, appear in the
 row labels of the tables, so adding an axis never needs a change here.
 
+Every markdown table is also written as a self-contained HTML page of the same name (and
+runs.csv as ``runs.html``), because Snakemake's report shows HTML inline but offers markdown and
+CSV only as downloads.
+
 Imports pandas and json only (no torch, no matplotlib): aggregation runs on any login node.
 
 Usage::
 
-    python -m nettebench.aggregate --out-dir results/tables METRICS_JSON [METRICS_JSON ...]
+    python -m nettebench.aggregate --out-dir results/tables [METRICS_JSON ...]
+
+With no metrics files (an aggregate-only run that finds none) it writes empty tables that say so.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Iterable, Sequence
@@ -53,8 +61,15 @@ ENV_KEYS = (
     "efficientnet_pytorch",
     "apex",
     "git_commit",
+    "git_dirty",
     "nettebench",
+    "slurm_job_id",
 )
+# The compute ceiling (nettebench.bench) a cell may have beside its metrics.json.
+CEILING_FILE = "ceiling.json"
+# Columns after the summary: the ceiling's status, its img/s (missing unless the status is ok),
+# and the cell's training img/s as a share of it.
+CEILING_COLUMNS = ("ceiling_status", "ceiling_img_s", "ceiling_share")
 # Identity columns repeated on every row of the tidy epochs.csv.
 EPOCH_ID_COLUMNS = (
     "kind",
@@ -68,14 +83,15 @@ EPOCH_ID_COLUMNS = (
     "device_type",
 )
 KIND_ORDER = ("matrix", "cpu_baseline")
+# The markdown tables; each is also written as HTML under the same name.
+MARKDOWN_TABLES = ("time_by_model_precision", "accuracy_by_epoch", "throughput", "cpu_vs_gpu")
 # Output name -> file name; aggregate() returns {name: path} with these names.
 OUTPUTS = {
     "runs": "runs.csv",
+    "runs_html": "runs.html",
     "epochs": "epochs.csv",
-    "time_by_model_precision": "time_by_model_precision.md",
-    "accuracy_by_epoch": "accuracy_by_epoch.md",
-    "throughput": "throughput.md",
-    "cpu_vs_gpu": "cpu_vs_gpu.md",
+    **{name: f"{name}.md" for name in MARKDOWN_TABLES},
+    **{f"{name}_html": f"{name}.html" for name in MARKDOWN_TABLES},
 }
 # Keys that a table groups by or puts in its columns, so they never go into its row labels.
 # max_steps is how a cell was timed, not what was timed: the "~" mark says it instead.
@@ -88,6 +104,19 @@ _APPROX_NOTE = (
     "and epoch times scaled to the full epoch."
 )
 _PARTIAL_NOTE = f"{T.PARTIAL_MARK} some seeds did not finish; mean over those that did."
+_NO_CELLS = "No cells have finished yet: no metrics.json files were aggregated."
+_NO_CEILINGS = (
+    "No compute ceilings were measured (no `ceiling.json` beside any cell's metrics.json)."
+)
+_CEILING_NOTE = (
+    "The compute ceiling is the training img/s of the same model, precision and batch size on a "
+    "batch already on the device, with no input pipeline (`ceiling.json`, written by "
+    "`python -m nettebench.bench`). Blank: no ceiling measured for that cell."
+)
+_RUNS_NOTE = (
+    "One row per cell, exactly as in `runs.csv`: parameters, outcome, device, summary, compute "
+    "ceiling, environment (`env_*`) and the cell directory (`path`)."
+)
 
 
 class RecordError(ValueError):
@@ -101,6 +130,7 @@ class Cell:
     record: dict[str, Any]
     epochs: pd.DataFrame
     directory: Path
+    ceiling: dict[str, Any] | None = None  # the ceiling.json beside metrics.json, if any
 
 
 # --------------------------------------------------------------------------------------- reading
@@ -130,7 +160,23 @@ def read_cell(metrics_path: str | os.PathLike) -> Cell:
                 f"{epochs_path}: cannot read the epochs of an ok cell ({error})"
             ) from None
         epochs = pd.DataFrame(columns=list(records.EPOCH_COLUMNS))
-    return Cell(record=record, epochs=epochs, directory=path.parent)
+    ceiling = read_ceiling(path.parent / CEILING_FILE)
+    return Cell(record=record, epochs=epochs, directory=path.parent, ceiling=ceiling)
+
+
+def read_ceiling(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The compute ceiling record at ``path``, or None when there is none (it is optional)."""
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            ceiling = json.load(handle)
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError as error:
+        raise RecordError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(ceiling, dict) or "status" not in ceiling:
+        raise RecordError(f"{path}: not a ceiling record (no 'status' key)")
+    return ceiling
 
 
 def read_cells(metrics_paths: Iterable[str | os.PathLike]) -> list[Cell]:
@@ -167,8 +213,37 @@ def _ordered_keys(known: Sequence[str], seen: Iterable[str]) -> list[str]:
     return [k for k in known if k in seen] + sorted(seen - set(known))
 
 
+def _number(value: Any) -> float | None:
+    """A finite float, or None for a missing, non-numeric or infinite value."""
+    if isinstance(value, bool) or T.is_missing(value):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def ceiling_columns(record: dict[str, Any], ceiling: dict[str, Any] | None) -> dict[str, Any]:
+    """``ceiling_status``, ``ceiling_img_s`` (None unless ok), ``ceiling_share`` of one cell.
+
+    The share is the cell's ``summary.train_img_s`` over the ceiling's ``img_s``; it is None
+    when either is missing (a cell or a ceiling that did not run, or no ceiling).
+    """
+    if ceiling is None:
+        return dict.fromkeys(CEILING_COLUMNS)
+    status = ceiling.get("status")
+    img_s = _number(ceiling.get("img_s")) if status == records.STATUS_OK else None
+    train = _number((record["summary"] or {}).get("train_img_s"))
+    ok = record["status"] == records.STATUS_OK
+    share = train / img_s if ok and train is not None and img_s else None
+    return {"ceiling_status": status, "ceiling_img_s": img_s, "ceiling_share": share}
+
+
 def runs_frame(cells: Sequence[Cell]) -> pd.DataFrame:
-    """One row per cell: parameters, outcome, device, summary, ``env_*``, path; sorted stably.
+    """One row per cell: parameters, outcome, device, summary, ceiling, ``env_*``, path.
+
+    Sorted stably (see :func:`sort_runs`).
 
     The index holds each cell's position in ``cells`` (used to order the epochs the same way).
     """
@@ -183,7 +258,13 @@ def runs_frame(cells: Sequence[Cell]) -> pd.DataFrame:
         records.SUMMARY_KEYS,
         [*records.SUMMARY_KEYS, *(k for c in cells for k in c.record["summary"] or {})],
     )
-    reserved = {*RECORD_COLUMNS, *summary_keys, "path", *(f"env_{k}" for k in env_keys)}
+    reserved = {
+        *RECORD_COLUMNS,
+        *summary_keys,
+        *CEILING_COLUMNS,
+        "path",
+        *(f"env_{k}" for k in env_keys),
+    }
     # A parameter that shares a name with a record column keeps its value under "cell_<name>".
     cell_columns = {k: (f"cell_{k}" if k in reserved else k) for k in cell_keys}
 
@@ -193,6 +274,7 @@ def runs_frame(cells: Sequence[Cell]) -> pd.DataFrame:
             *cell_columns.values(),
             *RECORD_COLUMNS,
             *summary_keys,
+            *CEILING_COLUMNS,
             *(f"env_{k}" for k in env_keys),
             "path",
         ]
@@ -214,6 +296,7 @@ def runs_frame(cells: Sequence[Cell]) -> pd.DataFrame:
             path=str(cell.directory),
         )
         row.update({k: summary.get(k) for k in summary_keys})
+        row.update(ceiling_columns(rec, cell.ceiling))
         row.update({f"env_{k}": _jsonable(env.get(k)) for k in env_keys})
         for name, values in columns.items():
             values.append(row[name])
@@ -318,15 +401,25 @@ class _Grid:
 
 
 def model_precision_grids(
-    runs: pd.DataFrame, value: str, fmt: Any, *, mark_extrapolated: bool
+    runs: pd.DataFrame,
+    value: str,
+    fmt: Any,
+    *,
+    mark_extrapolated: bool,
+    status: str = "status",
+    require: str | None = None,
 ) -> list[_Grid]:
     """Matrix cells as model x precision tables, one per (dataset, epochs, device type).
 
-    A table cell is the mean of ``value`` over the seeds that finished.
+    A table cell is the mean of ``value`` over the seeds whose ``status`` column is ok (the
+    ceiling's tables pass ``ceiling_status``). With ``require``, a table is left out unless some
+    of its cells have a value in that column.
     """
     matrix = runs[runs["kind"] == "matrix"]
     grids = []
     for (dataset, epochs, _), table in _groups(matrix, ["dataset", "epochs", "device_type"]):
+        if require is not None and table[require].map(T.is_missing).all():
+            continue
         labels = T.row_labels(table, _row_keys(runs))
         precisions = T.sort_precisions(table["precision"])
         rows, counts, approx, partial = [], [], False, False
@@ -334,10 +427,10 @@ def model_precision_grids(
             row = [label]
             for precision in precisions:
                 seeds = table[(labels == label) & (table["precision"] == precision)]
-                ok = seeds[seeds["status"] == records.STATUS_OK]
-                mean = ok[value].mean() if len(ok) else None
+                ok = seeds[seeds[status] == records.STATUS_OK]
+                mean = pd.to_numeric(ok[value], errors="coerce").mean() if len(ok) else None
                 extrapolated = mark_extrapolated and any(map(T.as_bool, ok["extrapolated"]))
-                text = T.outcome_cell(list(seeds["status"]), mean, fmt, approx=extrapolated)
+                text = T.outcome_cell(list(seeds[status]), mean, fmt, approx=extrapolated)
                 row.append(text)
                 if len(ok):
                     counts.append(len(ok))
@@ -353,10 +446,15 @@ def model_precision_grids(
                 seed_counts=counts,
                 approx=approx,
                 partial=partial,
-                not_ok=bool((table["status"] != records.STATUS_OK).any()),
+                not_ok=bool(table[status].isin(list(T.OUTCOME_TEXT)).any()),
             )
         )
     return grids
+
+
+def _no_matrix(runs: pd.DataFrame) -> str:
+    """What a model x precision document says when it has no table to show."""
+    return _NO_CELLS if runs.empty else "No matrix cells in the study yet."
 
 
 def _grid_sections(grids: list[_Grid], level: int) -> list[str]:
@@ -383,28 +481,65 @@ def time_markdown(runs: pd.DataFrame) -> str:
         "Time by model and precision",
         note,
         _grid_sections(grids, level=2),
-        empty="No matrix cells in the study yet.",
+        empty=_no_matrix(runs),
     )
 
 
 def throughput_markdown(runs: pd.DataFrame) -> str:
-    """Steady-state training img/s and the share of training time spent waiting for data."""
+    """Training img/s, the share of it spent waiting for data, and the compute ceiling.
+
+    The two ceiling tables (pipeline img/s as a percentage of the ceiling, and the ceiling's own
+    img/s) appear only when some matrix cell has a ``ceiling.json``; otherwise one line says
+    that no ceilings were measured.
+    """
     rate = model_precision_grids(runs, "train_img_s", T.fmt_rate, mark_extrapolated=False)
     wait = model_precision_grids(runs, "data_wait_share", T.fmt_percent, mark_extrapolated=False)
+    ceiling_grids = {
+        "share": model_precision_grids(
+            runs,
+            "ceiling_share",
+            T.fmt_percent,
+            mark_extrapolated=False,
+            require="ceiling_status",
+        ),
+        "ceiling": model_precision_grids(
+            runs,
+            "ceiling_img_s",
+            T.fmt_rate,
+            mark_extrapolated=False,
+            status="ceiling_status",
+            require="ceiling_status",
+        ),
+    }
     counts = [c for g in rate for c in g.seed_counts]
     note = (
         "Training images per second (median over epochs of the steady-state rate, warm-up "
-        "excluded, `summary.train_img_s`) and the percentage of training time spent waiting for "
-        f"the input pipeline (`summary.data_wait_share`), {T.seeds_note(counts)}."
+        "excluded, `summary.train_img_s`), the percentage of training time spent waiting for "
+        "the input pipeline (`summary.data_wait_share`) and, where measured, the same img/s as a "
+        f"percentage of the compute ceiling, {T.seeds_note(counts)}."
     )
     if not rate:
-        return T.document("Throughput", note, [], empty="No matrix cells in the study yet.")
+        return T.document("Throughput", note, [], empty=f"{_no_matrix(runs)}\n\n{_NO_CEILINGS}")
     sections = [
         "## Training throughput (img/s)\n",
         *_grid_sections(rate, level=3),
         "## Time waiting for data (% of training time)\n",
         *_grid_sections(wait, level=3),
     ]
+    if ceiling_grids["share"]:
+        sections += [
+            "## Share of the compute ceiling (%)\n",
+            "Training img/s of the cell as a percentage of its compute ceiling "
+            "(`ceiling_share` in runs.csv; 100 = the input pipeline costs nothing). "
+            f"{_CEILING_NOTE}\n",
+            *_grid_sections(ceiling_grids["share"], level=3),
+            "## Compute ceiling (img/s)\n",
+            "Training img/s with the batch already on the device (`ceiling_img_s` in runs.csv; "
+            "median step time of `nettebench.bench`), mean over the seeds measured.\n",
+            *_grid_sections(ceiling_grids["ceiling"], level=3),
+        ]
+    else:
+        sections.append(_NO_CEILINGS + "\n")
     return T.document("Throughput", note, sections)
 
 
@@ -461,9 +596,7 @@ def accuracy_markdown(runs: pd.DataFrame, epochs: pd.DataFrame) -> str:
         "Validation accuracy (%) after each epoch (columns = epoch), top-1 and top-5, "
         f"{T.seeds_note(counts)}."
     )
-    return T.document(
-        "Accuracy by epoch", note, sections, empty="No matrix cells in the study yet."
-    )
+    return T.document("Accuracy by epoch", note, sections, empty=_no_matrix(runs))
 
 
 def _fastest_matrix(
@@ -566,7 +699,8 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         approx |= match["approx"] or match["o0_approx"]
         approx |= cpu_text.startswith(T.APPROX_MARK)
     if baselines.empty:
-        return T.document("CPU versus GPU", note, [], empty="No CPU baseline cells in the study.")
+        empty = _NO_CELLS if runs.empty else "No CPU baseline cells in the study."
+        return T.document("CPU versus GPU", note, [], empty=empty)
     notes = []
     if unmatched:
         notes.append(
@@ -593,7 +727,11 @@ def _csv_text(frame: pd.DataFrame) -> str:
 def aggregate(
     metrics_paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike
 ) -> dict[str, Path]:
-    """Read the cells, write runs.csv, epochs.csv and the markdown tables; return their paths."""
+    """Read the cells; write runs.csv, epochs.csv, the markdown tables and their HTML pages.
+
+    Returns {output name: path} for every entry of :data:`OUTPUTS`. No cells at all still
+    writes every file (header-only CSVs, tables that say no cell has finished).
+    """
     cells = read_cells(metrics_paths)
     runs = runs_frame(cells)
     epochs = epochs_frame(cells, runs)
@@ -606,6 +744,8 @@ def aggregate(
         "throughput": throughput_markdown(runs),
         "cpu_vs_gpu": cpu_vs_gpu_markdown(runs),
     }
+    texts["runs_html"] = T.csv_to_html(texts["runs"], "Runs", _RUNS_NOTE, empty=_NO_CELLS)
+    texts.update({f"{name}_html": T.markdown_to_html(texts[name]) for name in MARKDOWN_TABLES})
     out = Path(out_dir)
     written = {}
     for name, text in texts.items():
@@ -617,11 +757,15 @@ def aggregate(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m nettebench.aggregate",
-        description="Aggregate cell records (metrics.json + epochs.csv) into tables.",
+        description="Aggregate cell records (metrics.json, epochs.csv and an optional "
+        "ceiling.json) into CSV, markdown and HTML tables.",
     )
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for the tables")
     parser.add_argument(
-        "metrics", nargs="+", metavar="METRICS_JSON", help="cell metrics.json files"
+        "metrics",
+        nargs="*",
+        metavar="METRICS_JSON",
+        help="cell metrics.json files (none: write empty tables)",
     )
     args = parser.parse_args(argv)
     try:

@@ -7,7 +7,8 @@ PNG (for the report and quick looks) and SVG (for papers), under fixed names:
 - ``time_by_model_precision``: seconds for all epochs by model, one bar per precision;
 - ``speedup_over_O0``: how many times faster each precision is than O0 (pure fp32);
 - ``accuracy_curves``: validation top-1 (solid) and top-5 (dashed) after each epoch;
-- ``throughput``: steady-state training img/s, CPU baselines beside the matrix cells.
+- ``throughput``: steady-state training img/s, CPU baselines beside the matrix cells, and the
+  compute ceiling (img/s with no input pipeline) as a dashed outline over a bar where measured.
 
 A partial study must never break the workflow, so every figure renders something: an empty or
 missing input gives a panel saying "no data" instead of an exception. Cells that did not run are
@@ -52,6 +53,8 @@ FORMATS = ("png", "svg")
 DPI = 150
 BASELINE_PRECISION = "O0"  # what the speed-up figure divides by: the study's pure-fp32 level
 CPU_HATCH = "//"
+CEILING_LABEL = "compute ceiling"  # legend entry of the dashed outline over a throughput bar
+CEILING_EDGE = "0.1"
 # Keys the bar figures put on the x axis, the hue or the facet title rather than in row labels
 # (max_steps is how a cell was timed, not what was timed).
 _NOT_ROW_KEYS = ("dataset", "epochs", "device", "seed", "precision", "model", "max_steps")
@@ -72,6 +75,8 @@ _RUN_COLUMNS = (
     "time_for_epochs_s",
     "epoch_s_median",
     "train_img_s",
+    "ceiling_status",
+    "ceiling_img_s",
 )
 _EPOCH_COLUMNS = (
     "kind",
@@ -95,6 +100,7 @@ _NUMERIC = (
     "time_for_epochs_s",
     "epoch_s_median",
     "train_img_s",
+    "ceiling_img_s",
     "val_top1",
     "val_top5",
 )
@@ -202,15 +208,31 @@ def _grouped_bars(
 
     ``frame`` has columns label, hue, status, value (one row per seed). Where a (label, hue)
     has rows but none finished, its outcome (``OOM``, ``n/a``) is written where the bar would be.
+    An optional column ``outline`` (the compute ceiling) is drawn, as its mean over the seeds
+    that have one, as an unfilled dashed bar over the bar, and gets a legend entry.
     """
     width = 0.8 / max(len(hues), 1)
     text_transform = ax.get_xaxis_transform()  # x in data, y in axes fraction
+    outlined = False
     for j, hue in enumerate(hues):
         offsets = np.arange(len(categories)) - 0.4 + width * (j + 0.5)
         for i, category in enumerate(categories):
             seeds = frame[(frame["label"] == category) & (frame["hue"] == hue)]
             if seeds.empty:
                 continue
+            outline = seeds["outline"].dropna() if "outline" in seeds else pd.Series(dtype=float)
+            if len(outline):
+                outlined = True
+                ax.bar(
+                    offsets[i],
+                    outline.mean(),
+                    width,
+                    fill=False,
+                    edgecolor=CEILING_EDGE,
+                    linestyle="--",
+                    linewidth=0.9,
+                    zorder=3,  # over the filled bar, so it shows where the bar is taller
+                )
             values = seeds.loc[seeds["status"] == "ok", "value"].dropna()
             if len(values):
                 spread = values.std(ddof=1) if len(values) > 1 else None
@@ -251,6 +273,10 @@ def _grouped_bars(
         )
         for h in hues
     ]
+    if outlined:
+        handles.append(
+            Patch(fill=False, edgecolor=CEILING_EDGE, linestyle="--", label=CEILING_LABEL)
+        )
     ax.legend(handles=handles, title="precision", fontsize=7, title_fontsize=8, frameon=True)
 
 
@@ -279,15 +305,18 @@ def _row_keys(runs: pd.DataFrame) -> list[str]:
     return [k for k in cell_keys(runs) if k not in _NOT_ROW_KEYS]
 
 
-def _bar_frame(frame: pd.DataFrame, value: str, hue: str = "precision") -> pd.DataFrame:
-    return pd.DataFrame(
-        {
-            "label": frame["label"],
-            "hue": frame[hue].astype(str),
-            "status": frame["status"],
-            "value": pd.to_numeric(frame[value], errors="coerce"),
-        }
-    )
+def _bar_frame(
+    frame: pd.DataFrame, value: str, hue: str = "precision", outline: str | None = None
+) -> pd.DataFrame:
+    columns = {
+        "label": frame["label"],
+        "hue": frame[hue].astype(str),
+        "status": frame["status"],
+        "value": pd.to_numeric(frame[value], errors="coerce"),
+    }
+    if outline is not None and outline in frame:  # an older runs.csv has no ceiling columns
+        columns["outline"] = pd.to_numeric(frame[outline], errors="coerce")
+    return pd.DataFrame(columns)
 
 
 def plot_time(runs: pd.DataFrame) -> Figure:
@@ -424,7 +453,11 @@ def plot_accuracy(epochs: pd.DataFrame) -> Figure:
 
 
 def plot_throughput(runs: pd.DataFrame) -> Figure:
-    """Training img/s by model and precision; CPU baselines as grey hatched bars beside them."""
+    """Training img/s by model and precision; CPU baselines as grey hatched bars beside them.
+
+    Where a cell has a compute ceiling (``ceiling_img_s``: img/s with the batch already on the
+    device), a dashed outline shows it over the cell's bar, so the gap is the input pipeline's.
+    """
     title = "Training throughput (steady state, warm-up excluded)"
     wanted = runs[runs["kind"].isin(["matrix", "cpu_baseline"])]
     if wanted.empty:
@@ -464,13 +497,16 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
         hues = matrix_hues + sorted(set(frame["hue"]) - set(matrix_hues))
         _grouped_bars(
             ax,
-            _bar_frame(frame, "train_img_s", hue="hue"),
+            _bar_frame(frame, "train_img_s", hue="hue", outline="ceiling_img_s"),
             categories=list(frame["label"].unique()),
             hues=hues,
             colors=colors,
             hatched=cpu_hues,
         )
         ok = pd.to_numeric(frame.loc[frame["status"] == "ok", "train_img_s"], errors="coerce")
+        if "ceiling_img_s" in frame:  # the log scale decision and limits include the ceilings
+            ceilings = pd.to_numeric(frame["ceiling_img_s"], errors="coerce").dropna()
+            ok = pd.Series([*ok, *ceilings], dtype=float)
         ok = ok[ok > 0]
         if len(ok) and ok.max() / ok.min() > 30:  # CPU next to GPU: keep both readable
             ax.set_yscale("log")

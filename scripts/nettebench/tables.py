@@ -7,11 +7,18 @@ for cells that did not run, ``~`` for extrapolated times) lives in one place wit
 of the same data list precisions and models the same way.
 
 Tables are GitHub pipe tables written by hand: the ``tabulate`` package is not a dependency.
+Snakemake's report shows only images, PDF and HTML inline, so :func:`markdown_to_html` renders the
+same markdown text as a small self-contained HTML page (the subset these tables use: headings,
+paragraphs, pipe tables, inline code), and :func:`csv_to_html` does the same for runs.csv; the
+``markdown`` package is not a dependency either.
 """
 
 from __future__ import annotations
 
+import html
+import io
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -214,3 +221,186 @@ def row_labels(frame: pd.DataFrame, keys: Sequence[str]) -> pd.Series:
         index=frame.index,
         dtype=object,
     )
+
+
+# ------------------------------------------------------------------------------------------ HTML
+
+# One style for every HTML table: readable font, bordered cells, numbers right-aligned in
+# tabular figures, zebra rows, a header that stays visible while scrolling a long table.
+PAGE_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
+  font-size: 14px; line-height: 1.45; color: #1f2328; margin: 1.2em 1.5em; max-width: none; }
+h1 { font-size: 1.5em; margin: 0 0 0.6em; }
+h2 { font-size: 1.25em; margin: 1.4em 0 0.5em; border-bottom: 1px solid #d0d7de; }
+h3, h4, h5, h6 { font-size: 1.05em; margin: 1.2em 0 0.4em; }
+p { margin: 0.4em 0 0.8em; max-width: 60em; }
+p.note { font-size: 0.9em; color: #57606a; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.9em;
+  background: #f3f4f6; padding: 0.05em 0.3em; border-radius: 3px; }
+.scroll { overflow-x: auto; margin: 0.5em 0 0.8em; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { border: 1px solid #c6cbd1; padding: 0.25em 0.6em; vertical-align: top; }
+th { background: #eaeef2; font-weight: 600; position: sticky; top: 0; white-space: nowrap; }
+tbody tr:nth-child(even) { background: #f6f8fa; }
+tbody tr:hover { background: #fff8c5; }
+.l { text-align: left; }
+.r { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.c { text-align: center; }
+"""
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_RULE_CELL = re.compile(r"^\s*(:?)-+(:?)\s*$")
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def inline_html(text: Any) -> str:
+    """Escape ``text`` for HTML, then turn markdown code spans (`` `x` ``) into ``<code>``."""
+    return _CODE.sub(r"<code>\1</code>", html.escape(str(text)))
+
+
+def html_table(
+    header: Sequence[Any],
+    rows: Iterable[Sequence[Any]],
+    align: str = "",
+    *,
+    render: Callable[[Any], str] = html.escape,
+) -> str:
+    """An HTML table; ``align`` has one letter per column, ``l``, ``r`` or ``c`` (default ``l``).
+
+    ``render`` turns a cell's text into HTML (escaping it); short rows are padded with blanks.
+    """
+    width = len(header)
+    align = (align + "l" * width)[:width]
+    head = "".join(f'<th class="{a}">{render(h)}</th>' for h, a in zip(header, align, strict=True))
+    body = []
+    for row in rows:
+        cells = [render(c) for c in row][:width]
+        cells += [""] * (width - len(cells))
+        body.append(
+            "<tr>"
+            + "".join(f'<td class="{a}">{c}</td>' for c, a in zip(cells, align, strict=True))
+            + "</tr>"
+        )
+    return (
+        '<div class="scroll"><table>\n'
+        f"<thead><tr>{head}</tr></thead>\n"
+        "<tbody>\n" + "".join(line + "\n" for line in body) + "</tbody>\n"
+        "</table></div>"
+    )
+
+
+def html_page(title: str, body: str) -> str:
+    """A whole self-contained HTML page (inline CSS, no scripts, no external files)."""
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n"
+        f"<style>{PAGE_CSS}</style>\n"
+        "</head>\n<body>\n"
+        f"{body.rstrip()}\n"
+        "</body>\n</html>\n"
+    )
+
+
+def _is_row(line: str) -> bool:
+    return line.lstrip().startswith("|")
+
+
+def _split_row(line: str) -> list[str]:
+    """The cells of a pipe-table line, outer pipes dropped, ``\\|`` turned back into ``|``."""
+    text = line.strip()
+    text = text[1:] if text.startswith("|") else text
+    text = text[:-1] if text.endswith("|") and not text.endswith("\\|") else text
+    return [cell.strip().replace("\\|", "|") for cell in _CELL_SPLIT.split(text)]
+
+
+def _rule_align(line: str) -> str | None:
+    """``lrc`` letters of a table's alignment row (``|---|---:|:-:|``), or None if it is not one."""
+    if not _is_row(line):
+        return None
+    letters = []
+    for cell in _split_row(line):
+        match = _RULE_CELL.match(cell)
+        if match is None:
+            return None
+        left, right = match.groups()
+        letters.append("c" if left and right else "r" if right else "l")
+    return "".join(letters)
+
+
+def markdown_to_html(text: str, title: str | None = None) -> str:
+    """Render the markdown these tables are written in as a self-contained HTML page.
+
+    Understands ATX headings (``#`` to ``######``), paragraphs (consecutive lines), GitHub pipe
+    tables (a header line, then the alignment row, then rows) and inline code. Paragraphs between
+    a table and the next heading are its footnotes and are set smaller. Everything is
+    HTML-escaped. ``title`` defaults to the first heading.
+    """
+    lines = text.splitlines()
+    parts: list[str] = []
+    first_heading = None
+    after_table = False
+    i = 0
+
+    def starts_block(index: int) -> bool:
+        line = lines[index]
+        if _HEADING.match(line):
+            return True
+        return (
+            index + 1 < len(lines) and _is_row(line) and _rule_align(lines[index + 1]) is not None
+        )
+
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            level, content = len(heading.group(1)), heading.group(2)
+            first_heading = content if first_heading is None else first_heading
+            parts.append(f"<h{level}>{inline_html(content)}</h{level}>")
+            after_table = False
+            i += 1
+        elif starts_block(i):
+            header = _split_row(line)
+            align = _rule_align(lines[i + 1]) or ""
+            i += 2
+            rows = []
+            while i < len(lines) and _is_row(lines[i]):
+                rows.append(_split_row(lines[i]))
+                i += 1
+            parts.append(html_table(header, rows, align, render=inline_html))
+            after_table = True
+        else:
+            paragraph = []
+            while i < len(lines) and lines[i].strip() and not (paragraph and starts_block(i)):
+                paragraph.append(lines[i].strip())
+                i += 1
+            css = ' class="note"' if after_table else ""
+            parts.append(f"<p{css}>{inline_html(' '.join(paragraph))}</p>")
+    page_title = title or (first_heading or "nettebench").replace("`", "")
+    return html_page(page_title, "\n".join(parts))
+
+
+def csv_to_html(csv_text: str, title: str, note: str = "", *, empty: str = "No rows.") -> str:
+    """A CSV as an HTML page: each value exactly as the CSV spells it, numeric columns right."""
+    try:
+        frame = pd.read_csv(io.StringIO(csv_text), dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        frame = pd.DataFrame()
+    align = "".join("r" if _numeric_column(frame[c]) else "l" for c in frame.columns)
+    parts = [f"<h1>{html.escape(title)}</h1>"]
+    if note:
+        parts.append(f"<p>{inline_html(note)}</p>")
+    if frame.empty:
+        parts.append(f"<p>{inline_html(empty)}</p>")
+    if len(frame.columns):
+        parts.append(html_table(list(frame.columns), frame.itertuples(index=False), align))
+    return html_page(title, "\n".join(parts))
+
+
+def _numeric_column(values: pd.Series) -> bool:
+    present = values[values != ""]
+    return bool(len(present)) and pd.to_numeric(present, errors="coerce").notna().all()
