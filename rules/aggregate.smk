@@ -4,18 +4,20 @@
 
 rule tables_aggregate:
     input:
-        metrics=STUDY.aggregate_inputs(),
+        **STUDY.aggregate_inputs(),
         code=code("aggregate"),
     output:
-        runs=report(
-            "results/tables/runs.csv",
+        runs="results/tables/runs.csv",
+        runs_html=report(
+            "results/tables/runs.html",
             caption="../report/tables/runs.rst",
             category="Tables",
         ),
         epochs="results/tables/epochs.csv",
-        tables=[
+        markdown=[f"results/tables/{name}.md" for name in TABLES],
+        html=[
             report(
-                f"results/tables/{name}.md",
+                f"results/tables/{name}.html",
                 caption=f"../report/tables/{name}.rst",
                 category="Tables",
             )

@@ -49,13 +49,22 @@ def code(group):
 
 
 def final_outputs():
-    """Every cell's metrics (unless only aggregating), the tables and the figures."""
-    cells = [] if STUDY.aggregate_only else STUDY.metrics_files()
-    tables = [f"results/tables/{name}.md" for name in TABLES]
+    """Every cell's metrics and ceiling (unless only aggregating), the tables, the figures."""
+    cells = (
+        [] if STUDY.aggregate_only else STUDY.metrics_files() + STUDY.ceiling_files()
+    )
+    tables = [
+        f"results/tables/{name}.{ext}" for name in TABLES for ext in ("md", "html")
+    ]
     figures = [
         f"results/figures/{name}.{ext}" for name in FIGURES for ext in ("png", "svg")
     ]
-    return cells + ["results/tables/runs.csv"] + tables + figures
+    return (
+        cells
+        + ["results/tables/runs.csv", "results/tables/runs.html"]
+        + tables
+        + figures
+    )
 
 
 def dataset_archive(wildcards):

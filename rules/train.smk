@@ -1,4 +1,5 @@
-# Training: one job per cell of the study's matrix, and the CPU baselines. Threads are a runtime
+# Training: one job per cell of the study's matrix, and the CPU baselines; and each matrix
+# cell's compute ceiling (its training step on batches already on the device). Threads are a runtime
 # knob (--set-threads, profiles/), not study config; the trainer records what it used.
 
 
@@ -37,3 +38,21 @@ use rule cell_train as cpu_baseline_train with:
         cell=cell_args("cpu_baseline"),
         kind="cpu_baseline",
         out_dir=cell_dir,
+
+
+rule cell_bench:
+    input:
+        data="results/data/{dataset}/dataset.json",
+        code=code("bench"),
+    output:
+        ceiling="results/runs/{dataset}/{cell}/ceiling.json",
+    log:
+        "results/logs/runs/{dataset}/{cell}.bench.log",
+    conda:
+        "../envs/train.yaml"
+    threads: workflow.cores
+    params:
+        cell=cell_args("matrix"),
+    shell:
+        "python -m nettebench.bench --data {input.data} --out {output.ceiling}"
+        " --threads {threads} {params.cell} > {log} 2>&1"

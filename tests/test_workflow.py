@@ -47,6 +47,8 @@ def test_every_cell_ran_and_learned(quickstart):
     chance = 100 / study["datasets"]["synthetic-quick"]["synthetic"]["classes"]
     # Learnable synthetic data: the training path works end to end only if accuracy beats chance.
     assert (matrix["final_top1"] > 2 * chance).all(), matrix[["precision", "final_top1"]]
+    # every matrix cell's compute ceiling was measured beside it
+    assert (matrix["ceiling_img_s"] > 0).all() and (matrix["ceiling_share"] > 0).all()
     baseline = runs[runs["kind"] == "cpu_baseline"].iloc[0]
     assert bool(baseline["extrapolated"]) is True
     assert baseline["steps_timed"] < baseline["steps_per_epoch"]
@@ -69,8 +71,9 @@ def test_tables_figures_and_report_exist(quickstart):
     workdir, _ = quickstart
     results = workdir / "results"
     for name in TABLES:
-        text = (results / "tables" / f"{name}.md").read_text()
-        assert "resnet" in text, name
+        for ext in ("md", "html"):
+            text = (results / "tables" / f"{name}.{ext}").read_text()
+            assert "resnet" in text, name
     time_table = (results / "tables" / "time_by_model_precision.md").read_text()
     assert "O0" in time_table and "bf16" in time_table
     for name in FIGURES:
@@ -91,7 +94,7 @@ def test_a_new_batch_size_schedules_only_new_cells_and_aggregates(quickstart):
     study["matrix"]["batch_size"] = [study["matrix"]["batch_size"], 16]
     bigger = write_config(workdir, study, "bigger.yaml")
     jobs = planned_jobs(run_study(workdir, bigger, "-n"))
-    assert jobs == {"cell_train": 2, "tables_aggregate": 1, "figures_plot": 1}
+    assert jobs == {"cell_train": 2, "cell_bench": 2, "tables_aggregate": 1, "figures_plot": 1}
 
 
 def test_editing_plotting_code_reruns_only_figures(quickstart):
@@ -107,6 +110,7 @@ def test_editing_training_code_marks_training_outdated(quickstart):
     jobs = planned_jobs(run_study(workdir, config, "-n"))
     assert jobs == {
         "cell_train": 2,
+        "cell_bench": 2,
         "cpu_baseline_train": 1,
         "tables_aggregate": 1,
         "figures_plot": 1,

@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from nettebench import environment, records
-from nettebench.cell import CellSpec
+from nettebench.cell import CellSpec, add_cell_options, cell_from_args
 from nettebench.precision import unsupported_reason
 
 WARMUP_STEPS = 10
@@ -122,7 +122,7 @@ def measure_cell(
     """
     from nettebench.fit import choose_batch_size, configure_determinism
     from nettebench.loop import peak_memory_mb, reset_peak_memory
-    from nettebench.train import _oom_message, resolve_device
+    from nettebench.train import oom_message, resolve_device
 
     if steps < 1 or warmup_steps < 0:
         raise ValueError(f"need steps >= 1 and warmup_steps >= 0, got {steps} and {warmup_steps}")
@@ -156,10 +156,6 @@ def measure_cell(
 
     runnable = dataclasses.replace(cell, pretrained=False)
     try:
-        if cell.amp_backend == "apex":
-            from nettebench.apex_amp import require_apex_amp
-
-            require_apex_amp()
         configure_determinism(runnable, device)
         record["batch_size"] = choose_batch_size(runnable, device, num_classes)
         reset_peak_memory(device)  # after the auto search's trials
@@ -167,7 +163,7 @@ def measure_cell(
             runnable, device, num_classes, record["batch_size"], warmup_steps, steps
         )
     except (torch.OutOfMemoryError, MemoryError) as error:
-        record.update(status=records.STATUS_OOM, message=_oom_message(cell, device, error))
+        record.update(status=records.STATUS_OOM, message=oom_message(cell, device, error))
     else:
         median = statistics.median(step_s)
         p10, p90 = _percentiles(step_s)
@@ -244,46 +240,37 @@ def summary_line(record: dict[str, Any]) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The trainer's options (every CellSpec parameter, --threads) plus the ceiling's own.
-
-    The trainer's --data, --out-dir and --kind are accepted but hidden and ignored, so a
-    workflow rule can pass a cell's arguments exactly as it passes them to the trainer.
-    """
-    from nettebench import train
-
-    parser = train.build_parser()
-    parser.prog = "python -m nettebench.bench"
-    parser.description = __doc__
-    parser.set_defaults(warmup_steps=WARMUP_STEPS)
-    actions = {action.dest: action for action in parser._actions}
-    for dest in ("data", "out_dir", "kind"):
-        actions[dest].required = False
-        actions[dest].help = argparse.SUPPRESS
-    actions["warmup_steps"].help = "untimed steps before the timed ones (default: %(default)s)"
-    # A cell option taking true/false (as CellSpec.cli_args writes it); bare, it means true.
-    actions["channels_last"].nargs = "?"
-    actions["channels_last"].const = True
-    actions["channels_last"].help = "model and inputs in torch.channels_last (default: false)"
+    """Every CellSpec option (so a rule passes a cell's arguments as it does to the trainer),
+    plus the ceiling's own."""
+    parser = argparse.ArgumentParser(prog="python -m nettebench.bench", description=__doc__)
+    parser.add_argument("--out", help="write the record here as JSON")
     parser.add_argument(
-        "--steps", type=int, default=STEPS, help="timed steps (default: %(default)s)"
+        "--data",
+        help="dataset.json or a train/ + val/ folder: the number of classes comes from it",
     )
     parser.add_argument(
         "--num-classes",
         type=int,
         default=NUM_CLASSES,
-        help="classifier width and target range (default: %(default)s, Imagenette's)",
+        help="classifier width when there is no --data (default: %(default)s, Imagenette's)",
     )
-    parser.add_argument("--out", help="write the record here as JSON")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--warmup-steps", type=int, default=WARMUP_STEPS)
+    parser.add_argument("--steps", type=int, default=STEPS, help="timed steps")
+    add_cell_options(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    values = {field.name: getattr(args, field.name) for field in dataclasses.fields(CellSpec)}
-    values["dataset"] = values["dataset"] or CEILING_DATASET
+    num_classes = args.num_classes
+    if args.data:
+        from nettebench.datasets.info import load_data_root
+
+        num_classes = len(load_data_root(args.data).classes)
     record = measure_cell(
-        CellSpec(**values),
-        num_classes=args.num_classes,
+        cell_from_args(args, dataset=CEILING_DATASET),
+        num_classes=num_classes,
         warmup_steps=args.warmup_steps,
         steps=args.steps,
         threads=args.threads,

@@ -77,8 +77,9 @@ def make_runner(cell: CellSpec, device: torch.device, num_classes: int, batch_si
     )
     model = build_model(cell.model, num_classes, pretrained=cell.pretrained)
     if cell.amp_backend == "apex":
-        from nettebench.apex_amp import ApexTrainingStep
+        from nettebench.apex_amp import ApexTrainingStep, require_apex_amp
 
+        require_apex_amp()  # fails with what to do instead, before any work
         return ApexTrainingStep(model, mode, device, **kwargs)
     from nettebench.training_step import TrainingStep
 

@@ -20,7 +20,7 @@ from nettebench.cell import CellSpec
 from nettebench.datasets.catalog import CATALOG
 from nettebench.grid import ConfigError
 
-TOP_LEVEL_KEYS = ("datasets", "matrix", "cpu_baseline", "aggregate_only")
+TOP_LEVEL_KEYS = ("datasets", "matrix", "cpu_baseline", "ceiling", "aggregate_only")
 
 # Where each kind of cell lives under results/.
 KIND_ROOTS = {"matrix": "results/runs", "cpu_baseline": "results/cpu"}
@@ -29,24 +29,33 @@ CPU_BASELINE_OVERRIDES = {"device": "cpu", "precision": "fp32"}
 
 # The modules each group of rules runs, relative to the package. They are inputs of those rules,
 # so editing one reruns exactly the rules that use it (tests/test_study.py keeps them complete).
+_TRAINER_MODULES = (
+    "train.py",
+    "fit.py",
+    "checkpoint.py",
+    "cell.py",
+    "precision.py",
+    "training_step.py",
+    "apex_amp.py",
+    "loop.py",
+    "data.py",
+    "models.py",
+    "model_names.py",
+    "records.py",
+    "environment.py",
+    "datasets/__init__.py",
+    "datasets/catalog.py",
+    "datasets/errors.py",
+    "datasets/info.py",
+    "datasets/atomic.py",
+)
 CODE_GROUPS = {
-    "train": (
-        "train.py",
-        "cell.py",
-        "precision.py",
-        "training_step.py",
-        "loop.py",
-        "data.py",
-        "models.py",
-        "model_names.py",
-        "records.py",
-        "environment.py",
-        "datasets/__init__.py",
-        "datasets/info.py",
-    ),
-    "aggregate": ("aggregate.py", "tables.py", "records.py"),
-    "figures": ("figures.py",),
+    "train": _TRAINER_MODULES,
+    "bench": ("bench.py", *_TRAINER_MODULES),
+    "aggregate": ("aggregate.py", "tables.py", "records.py", "precision.py", "cell.py"),
+    "figures": ("figures.py", "aggregate.py", "tables.py", "records.py", "precision.py", "cell.py"),
 }
+CEILING_FILE = "ceiling.json"
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -83,6 +92,7 @@ class Study:
     datasets: dict[str, DatasetPlan]
     cells: dict[str, dict[str, CellSpec]] = field(default_factory=dict)  # kind -> path -> cell
     aggregate_only: bool = False
+    ceiling: bool = True  # measure every matrix cell's compute ceiling next to it
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Study:
@@ -101,7 +111,11 @@ class Study:
             if baseline_config
             else []
         )
-        study = cls(datasets=datasets, aggregate_only=bool(config.get("aggregate_only")))
+        study = cls(
+            datasets=datasets,
+            aggregate_only=bool(config.get("aggregate_only")),
+            ceiling=bool(config.get("ceiling", True)),
+        )
         study.cells = {
             "matrix": {cell.path(): cell for cell in matrix},
             "cpu_baseline": {cell.path(): cell for cell in baselines},
@@ -128,15 +142,22 @@ class Study:
         kinds = [kind] if kind else list(KIND_ROOTS)
         return [f"{KIND_ROOTS[k]}/{path}/metrics.json" for k in kinds for path in self.cells[k]]
 
-    def existing_metrics_files(self) -> list[str]:
-        """metrics.json files already on disk, configured or not (aggregate-only mode)."""
-        found = []
-        for root in KIND_ROOTS.values():
-            found += glob.glob(f"{root}/**/metrics.json", recursive=True)
-        return sorted(found)
+    def ceiling_files(self) -> list[str]:
+        """ceiling.json beside every matrix cell, when ceilings are measured."""
+        if not self.ceiling:
+            return []
+        return [f"{KIND_ROOTS['matrix']}/{path}/{CEILING_FILE}" for path in self.cells["matrix"]]
 
-    def aggregate_inputs(self) -> list[str]:
-        return self.existing_metrics_files() if self.aggregate_only else self.metrics_files()
+    def aggregate_inputs(self) -> dict[str, list[str]]:
+        """The files aggregation reads: the configured cells' records, or in aggregate-only
+        mode whatever records are on disk, configured or not."""
+        if not self.aggregate_only:
+            return {"metrics": self.metrics_files(), "ceilings": self.ceiling_files()}
+        found: dict[str, list[str]] = {"metrics": [], "ceilings": []}
+        for root in KIND_ROOTS.values():
+            found["metrics"] += glob.glob(f"{root}/**/metrics.json", recursive=True)
+            found["ceilings"] += glob.glob(f"{root}/**/{CEILING_FILE}", recursive=True)
+        return {key: sorted(paths) for key, paths in found.items()}
 
     # -- datasets --------------------------------------------------------------------------
 

@@ -19,7 +19,6 @@ import time
 _IMPORTED_AT = time.time()  # before the heavy imports, in case the process start is unknown
 
 import argparse  # noqa: E402
-import dataclasses  # noqa: E402
 import math  # noqa: E402
 import statistics  # noqa: E402
 import sys  # noqa: E402
@@ -27,7 +26,7 @@ from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
 from nettebench import checkpoint, environment, precision, records  # noqa: E402
-from nettebench.cell import CellSpec  # noqa: E402
+from nettebench.cell import CellSpec, add_cell_options, cell_from_args  # noqa: E402
 
 WARMUP_STEPS = 5  # first-epoch steps excluded from img/s (autotuning, allocator, workers)
 KINDS = ("matrix", "cpu_baseline")
@@ -90,10 +89,6 @@ def run_cell(
 
     rows: list[dict[str, Any]] = []
     try:
-        if cell.amp_backend == "apex":
-            from nettebench.apex_amp import require_apex_amp
-
-            require_apex_amp()
         result = fit(
             cell,
             load_data_root(data),
@@ -110,7 +105,7 @@ def run_cell(
             rows,
             started_at,
             status=records.STATUS_OOM,
-            message=_oom_message(cell, device, error),
+            message=oom_message(cell, device, error),
         )
     return _finish(
         record, out_dir, rows, started_at, status=records.STATUS_OK, message=None, fit=result
@@ -183,7 +178,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _oom_message(cell: CellSpec, device, error: BaseException) -> str:
+def oom_message(cell: CellSpec, device, error: BaseException) -> str:
     first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
     if cell.batch_size == "auto":
         hint = "even batch size 1 does not fit: try a smaller image_size or model"
@@ -214,38 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kind", choices=KINDS, default="matrix")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--warmup-steps", type=int, default=WARMUP_STEPS)
-    for field in dataclasses.fields(CellSpec):
-        default = None if field.default is dataclasses.MISSING else field.default
-        parser.add_argument(
-            f"--{field.name.replace('_', '-')}",
-            type=_parser_type(field.type),
-            default=default,
-            required=field.default is dataclasses.MISSING and field.name != "dataset",
-            help=f"(default: {default})",
-        )
+    add_cell_options(parser)
     return parser
-
-
-def _parser_type(annotation: str):
-    """Argument type from a CellSpec annotation (``int | str`` tries int first; ``none``
-    stands for None where allowed; booleans read true/false)."""
-    kinds = annotation.split(" | ")
-
-    def parse(text: str):
-        if "None" in kinds and text.lower() == "none":
-            return None
-        if kinds[0] == "bool":
-            if text.lower() not in ("true", "false"):
-                raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-            return text.lower() == "true"
-        for kind in kinds:
-            try:
-                return {"int": int, "float": float, "str": str}[kind](text)
-            except (KeyError, ValueError):
-                continue
-        raise argparse.ArgumentTypeError(f"expected {annotation}, got {text!r}")
-
-    return parse
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -264,12 +229,11 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     started_at = process_start_time()
     args = build_parser().parse_args(argv)
-    values = {f.name: getattr(args, f.name) for f in dataclasses.fields(CellSpec)}
-    if values["dataset"] is None:
+    if args.dataset is None:
         from nettebench.datasets.info import load_data_root
 
-        values["dataset"] = load_data_root(args.data).name
-    cell = CellSpec(**values)
+        args.dataset = load_data_root(args.data).name
+    cell = cell_from_args(args)
     record = run_cell(
         cell,
         args.data,

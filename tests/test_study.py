@@ -1,0 +1,112 @@
+"""The study object the workflow reads: dataset plans, cell lookups, and code groups that are
+complete (editing any module a rule runs must rerun that rule)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from nettebench import study as study_module
+from nettebench.grid import ConfigError
+from nettebench.study import CODE_GROUPS, PACKAGE_DIR, Study, plan_dataset
+
+ENTRY_POINTS = {
+    "train": "train.py",
+    "bench": "bench.py",
+    "aggregate": "aggregate.py",
+    "figures": "figures.py",
+}
+
+
+def _imports(path: Path) -> set[str]:
+    """nettebench modules a file imports, at any depth of the file (functions included)."""
+    tree = ast.parse(path.read_text())
+    package = ".".join(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts[:-1])
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("nettebench")}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                parent = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{parent}.{base}" if base else parent
+            if not base.startswith("nettebench"):
+                continue
+            found.add(base)
+            found |= {f"{base}.{a.name}" for a in node.names}
+    return found
+
+
+def _module_file(name: str) -> Path | None:
+    parts = name.split(".")[1:]
+    if not parts:
+        return PACKAGE_DIR / "__init__.py"
+    relative = Path(*parts)
+    for candidate in (relative.with_suffix(".py"), relative / "__init__.py"):
+        if (PACKAGE_DIR / candidate).is_file():
+            return PACKAGE_DIR / candidate
+    return None
+
+
+def _closure(entry: str) -> set[str]:
+    todo, seen = [PACKAGE_DIR / entry], set()
+    while todo:
+        path = todo.pop()
+        relative = str(path.relative_to(PACKAGE_DIR))
+        if relative in seen:
+            continue
+        seen.add(relative)
+        for name in _imports(path):
+            module = _module_file(name)
+            if module is not None:
+                todo.append(module)
+    seen.discard("__init__.py")
+    return seen
+
+
+@pytest.mark.parametrize("group", sorted(ENTRY_POINTS))
+def test_code_groups_cover_every_module_their_rules_import(group):
+    missing = _closure(ENTRY_POINTS[group]) - set(CODE_GROUPS[group])
+    assert not missing, f"add {sorted(missing)} to CODE_GROUPS[{group!r}] in study.py"
+
+
+def test_no_group_names_a_missing_file():
+    for group, modules in CODE_GROUPS.items():
+        for module in modules:
+            assert (PACKAGE_DIR / module).is_file(), (group, module)
+
+
+def test_dataset_plans(tmp_path):
+    assert plan_dataset("imagenette2-320", None).how == "download"
+    assert plan_dataset("imagenette2-320", None).md5 == "1f1f74f133caff120e575856659b87a2"
+    archive = tmp_path / "copy.tgz"
+    archive.write_bytes(b"x")
+    local = plan_dataset("imagenette2-320", {"source": str(archive)})
+    assert (local.how, local.md5, local.record_kind) == ("archive", local.md5, "archive")
+    assert local.md5 == "1f1f74f133caff120e575856659b87a2"  # a copy still verifies
+    assert plan_dataset("mine", {"source": str(tmp_path)}).how == "directory"
+    assert plan_dataset("mine", {"source": "file:///x.tgz"}).how == "download"
+    assert plan_dataset("s", {"synthetic": {"size": 8}}).how == "synthetic"
+    with pytest.raises(ConfigError, match="neither an existing file or directory"):
+        plan_dataset("mine", {"source": str(tmp_path / "absent.tgz")})
+
+
+def test_cells_are_looked_up_by_path_and_args_hold_only_the_identity():
+    config = {
+        "datasets": {"s": {"synthetic": {}}},
+        "matrix": {"model": "resnet18", "workers": [4, 2]},
+    }
+    study = Study.from_config(config)
+    paths = sorted(study.cells["matrix"])
+    assert paths == [
+        "s/model~resnet18/precision~O0/batch~256/epochs~10/seed~0",
+        "s/model~resnet18/precision~O0/batch~256/epochs~10/seed~0/workers~2",
+    ]
+    dataset, rest = paths[1].split("/", 1)
+    assert study.cell_args("matrix", dataset, rest).endswith("--seed 0 --workers 2")
+    with pytest.raises(ConfigError, match="not a cell of this study"):
+        study.cell("matrix", dataset, "model~vgg19/precision~O0/batch~1/epochs~1/seed~0")
+    assert study_module.KIND_ROOTS["matrix"] == "results/runs"
