@@ -230,8 +230,8 @@ def test_unknown_cell_keys_pass_through_and_label_rows(tmp_path):
     assert json.loads(runs["torchvision"].dropna().iloc[0]) == {"v": "0.29"}
     table = as_dict(md_tables(written["time_by_model_precision"].read_text())[0][1])
     assert set(table) == {
-        "resnet18 (loader pil, cell_status weird, torchvision unset)",
-        'resnet18 (loader dali, cell_status unset, torchvision {"v": "0.29"})',
+        "resnet18 (loader pil, cell_status weird, torchvision default)",
+        'resnet18 (loader dali, cell_status default, torchvision {"v": "0.29"})',
     }
 
 

@@ -30,7 +30,7 @@ def test_precisions_sort_in_display_order_unknown_last_alphabetically():
         (T.fmt_speedup, math.inf, ""),
         (T.fmt_value, 256.0, "256"),
         (T.fmt_value, 0.05, "0.05"),
-        (T.fmt_value, None, "unset"),
+        (T.fmt_value, None, "default"),
     ],
 )
 def test_number_formats(fmt, value, text):

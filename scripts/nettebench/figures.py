@@ -448,7 +448,7 @@ def plot_accuracy(epochs: pd.DataFrame) -> Figure:
             Line2D([], [], color="0.3", linestyle="--", label="top-5"),
         ]
         ax.legend(handles=handles, fontsize=7, loc="lower right")
-    fig.suptitle(f"{title} (mean over seeds, band = min-max)")
+    fig.suptitle(f"{title}\n(mean over seeds, band = min-max)")
     return fig
 
 

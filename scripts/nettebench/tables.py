@@ -34,7 +34,7 @@ PRECISION_ORDER: tuple[str, ...] = tuple(PRECISION_NAMES)
 OUTCOME_TEXT = {"oom": "OOM", "unsupported": "n/a"}
 APPROX_MARK = "~"  # prefix of an extrapolated time
 PARTIAL_MARK = "†"  # suffix when only some seeds of a cell finished
-MISSING_LABEL = "unset"  # a parameter a cell does not have (added after it ran)
+MISSING_LABEL = "default"  # None, or a parameter added after the cell ran: its default
 
 
 def precision_rank(name: Any) -> tuple[int, str]:
@@ -70,7 +70,7 @@ def as_bool(value: Any) -> bool:
 
 
 def fmt_value(value: Any) -> str:
-    """A parameter value for a label: ints without ``.0``, missing as ``unset``."""
+    """A parameter value for a label: ints without ``.0``, missing or None as ``default``."""
     if is_missing(value):
         return MISSING_LABEL
     if isinstance(value, float) and value.is_integer():
