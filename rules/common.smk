@@ -17,6 +17,15 @@ shell.prefix(
     "${{PYTHONPATH:+:$PYTHONPATH}}; "
 )
 
+from snakemake_interface_executor_plugins.settings import DeploymentMethod
+
+# The interpreter the rules run: the one running Snakemake (so an unactivated virtual
+# environment still works), or the rule's own conda environment's under --sdm conda.
+if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+    PYTHON = "python"
+else:
+    PYTHON = shlex.quote(sys.executable)
+
 from nettebench.study import (
     CODE_GROUPS,
     KIND_ROOTS,

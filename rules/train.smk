@@ -22,7 +22,7 @@ rule cell_train:
         kind="matrix",
         out_dir=cell_dir,
     shell:
-        "python -m nettebench.train --kind {params.kind} --data {input.data}"
+        "{PYTHON} -m nettebench.train --kind {params.kind} --data {input.data}"
         " --out-dir {params.out_dir} --threads {threads} {params.cell} > {log} 2>&1"
 
 
@@ -54,5 +54,5 @@ rule cell_bench:
     params:
         cell=cell_args("matrix"),
     shell:
-        "python -m nettebench.bench --data {input.data} --out {output.ceiling}"
+        "{PYTHON} -m nettebench.bench --data {input.data} --out {output.ceiling}"
         " --threads {threads} {params.cell} > {log} 2>&1"

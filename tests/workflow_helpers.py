@@ -42,7 +42,11 @@ def write_config(workdir: Path, config: dict, name: str = "study.yaml") -> Path:
 
 def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
     """Run snakemake in ``workdir``; on failure show its output (and the job logs) in the error."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    # The virtual environment's bin/ is taken off PATH: the rules must run the interpreter that
+    # runs Snakemake, not whatever `python` a user's shell happens to find.
+    venv_bin = os.path.dirname(sys.executable)
+    path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin)
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PATH": path}
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", *args],
         cwd=workdir,
