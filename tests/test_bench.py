@@ -143,3 +143,11 @@ def test_cli_writes_json_from_a_cells_arguments(tmp_path):
     assert line.startswith("resnet18 O0 batch 4 on ") and line.endswith(" ms)")
     assert f"{record['img_s']:,.0f} img/s" in line
     assert not list(out.parent.glob(".*.tmp"))  # written atomically, nothing left behind
+
+
+def test_cpu_timing_stops_at_its_time_budget(monkeypatch):
+    """A slow step (a big batch on a CPU) ends the timed loop after MIN_STEPS, not 30 steps."""
+    monkeypatch.setattr(bench, "MAX_SECONDS", 0.0)
+    record = bench.measure_ceiling("resnet18", "O0", 2, **{**TINY, "warmup_steps": 5, "steps": 30})
+    assert record["status"] == "ok"
+    assert record["steps"] == bench.MIN_STEPS and record["warmup_steps"] == 1

@@ -110,3 +110,17 @@ def test_cells_are_looked_up_by_path_and_args_hold_only_the_identity():
     with pytest.raises(ConfigError, match="not a cell of this study"):
         study.cell("matrix", dataset, "model~vgg19/precision~O0/batch~1/epochs~1/seed~0")
     assert study_module.KIND_ROOTS["matrix"] == "results/runs"
+
+
+def test_parsing_the_workflow_imports_nothing_heavy():
+    """The Snakefile imports nettebench.study at parse time: a dry run must not pay for torch."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, nettebench.study\n"
+        "heavy = {'torch', 'torchvision', 'pandas', 'matplotlib', 'seaborn', 'numpy', 'PIL'}\n"
+        "print(sorted(heavy & set(sys.modules)))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert result.stdout.strip() == "[]", result.stdout + result.stderr

@@ -39,6 +39,10 @@ from nettebench.precision import unsupported_reason
 
 WARMUP_STEPS = 10
 STEPS = 30
+# On a CPU a step of a big batch can take seconds: the timed steps stop once they have taken
+# this long (at least MIN_STEPS of them), and warm-up once it has taken a third of it.
+MAX_SECONDS = 30.0
+MIN_STEPS = 3
 NUM_CLASSES = 10  # Imagenette's
 CEILING_DATASET = "ceiling"  # the cell's dataset when measure_ceiling is given none
 PEAK_MEM_CUDA = "cuda_allocated"  # torch.cuda.max_memory_allocated for the measured batch size
@@ -159,9 +163,10 @@ def measure_cell(
         configure_determinism(runnable, device)
         record["batch_size"] = choose_batch_size(runnable, device, num_classes)
         reset_peak_memory(device)  # after the auto search's trials
-        step_s = _time_steps(
+        step_s, record["warmup_steps"] = _time_steps(
             runnable, device, num_classes, record["batch_size"], warmup_steps, steps
         )
+        record["steps"] = len(step_s)
     except (torch.OutOfMemoryError, MemoryError) as error:
         record.update(status=records.STATUS_OOM, message=oom_message(cell, device, error))
     else:
@@ -183,8 +188,13 @@ def measure_cell(
 
 def _time_steps(
     cell: CellSpec, device: torch.device, num_classes: int, batch: int, warmup: int, steps: int
-) -> list[float]:
-    """Build the trainer's step and one batch on the device; warm up; time each step."""
+) -> tuple[list[float], int]:
+    """Build the trainer's step and one batch on the device; warm up; time each step.
+
+    Returns the step times and the warm-up steps run. On a CPU both phases stop early when
+    they exceed their share of MAX_SECONDS (keeping at least one warm-up and MIN_STEPS timed
+    steps), so a large batch costs seconds, not the better part of an hour.
+    """
     from nettebench.fit import make_runner
     from nettebench.loop import synchronize
 
@@ -194,18 +204,26 @@ def _time_steps(
     images = runner.prepare_inputs(torch.randn(batch, 3, size, size, device=device))
     targets = torch.randint(num_classes, (batch,), device=device)
 
-    for _ in range(warmup):
+    on_gpu = device.type == "cuda"
+    warm_start = time.perf_counter()
+    warmed = 0
+    while warmed < warmup:
         runner.step(images, targets)
+        warmed += 1
+        if not on_gpu and time.perf_counter() - warm_start > MAX_SECONDS / 3:
+            break
     synchronize(device)
-    if device.type == "cuda":
-        return _time_cuda(runner, images, targets, steps)
-    seconds = []
-    for _ in range(steps):
+    if on_gpu:
+        return _time_cuda(runner, images, targets, steps), warmed
+    seconds: list[float] = []
+    while len(seconds) < steps:
         start = time.perf_counter()
         runner.step(images, targets)
         synchronize(device)
         seconds.append(time.perf_counter() - start)
-    return seconds
+        if len(seconds) >= MIN_STEPS and sum(seconds) > MAX_SECONDS:
+            break
+    return seconds, warmed
 
 
 def _time_cuda(runner, images, targets, steps: int) -> list[float]:
