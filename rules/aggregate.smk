@@ -30,7 +30,7 @@ rule tables_aggregate:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.runs),
     shell:
-        "{PYTHON} -m nettebench.aggregate --out-dir {params.out_dir} {input.metrics} > {log} 2>&1"
+        "python -m nettebench.aggregate --out-dir {params.out_dir} {input.metrics} > {log} 2>&1"
 
 
 rule figures_plot:
@@ -55,5 +55,5 @@ rule figures_plot:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.png[0]),
     shell:
-        "{PYTHON} -m nettebench.figures --runs {input.runs} --epochs {input.epochs}"
+        "python -m nettebench.figures --runs {input.runs} --epochs {input.epochs}"
         " --out-dir {params.out_dir} > {log} 2>&1"

@@ -6,26 +6,30 @@ import sys
 from pathlib import Path
 
 from snakemake.utils import validate
+from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 # The rules run the package's code from this checkout (the same files the rules list as inputs,
 # so their rerun triggers are honest), also inside conda environments that do not install it.
+# Without conda, `python` in a rule is the interpreter running Snakemake, so an unactivated
+# virtual environment works too; under --sdm conda it is the rule's environment's own.
 SCRIPTS_DIR = Path(workflow.basedir) / "scripts"
 if str(SCRIPTS_DIR) not in sys.path:
     sys.path.insert(0, str(SCRIPTS_DIR))
+
+if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
+    _INTERPRETER_PATH = ""
+else:
+    _INTERPRETER_PATH = (
+        f"export PATH={shlex.quote(os.path.dirname(sys.executable))}:$PATH; "
+    )
 shell.prefix(
-    f"set -euo pipefail; export PYTHONPATH={shlex.quote(str(SCRIPTS_DIR))}"
-    "${{PYTHONPATH:+:$PYTHONPATH}}; "
+    "set -euo pipefail; "
+    + _INTERPRETER_PATH
+    + f"export PYTHONPATH={shlex.quote(str(SCRIPTS_DIR))}"
+    + "${{PYTHONPATH:+:$PYTHONPATH}}; "
 )
 
-from snakemake_interface_executor_plugins.settings import DeploymentMethod
-
-# The interpreter the rules run: the one running Snakemake (so an unactivated virtual
-# environment still works), or the rule's own conda environment's under --sdm conda.
-if DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method:
-    PYTHON = "python"
-else:
-    PYTHON = shlex.quote(sys.executable)
-
+from nettebench import records
 from nettebench.study import (
     CODE_GROUPS,
     KIND_ROOTS,
@@ -38,13 +42,8 @@ check_top_level(config)
 validate(config, schema="../schemas/config.schema.yaml")
 STUDY = Study.from_config(config)
 
-TABLES = ["time_by_model_precision", "accuracy_by_epoch", "throughput", "cpu_vs_gpu"]
-FIGURES = [
-    "time_by_model_precision",
-    "speedup_over_O0",
-    "accuracy_curves",
-    "throughput",
-]
+TABLES = records.TABLE_NAMES
+FIGURES = records.FIGURE_NAMES
 
 
 wildcard_constraints:

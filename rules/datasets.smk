@@ -16,7 +16,7 @@ rule dataset_download:
         url=lambda wildcards: STUDY.plan(wildcards.dataset).url,
         checks=lambda wildcards: checksum_args(STUDY.plan(wildcards.dataset)),
     shell:
-        "{PYTHON} -m nettebench.datasets.fetch --url {params.url:q} --out {output.archive}"
+        "python -m nettebench.datasets.fetch --url {params.url:q} --out {output.archive}"
         " {params.checks} > {log} 2>&1"
 
 
@@ -41,7 +41,7 @@ rule dataset_extract:
         kind=lambda wildcards: STUDY.plan(wildcards.dataset).record_kind,
         out_dir=lambda wildcards, output: os.path.dirname(output.info),
     shell:
-        "{PYTHON} -m nettebench.datasets.extract --archive {input.archive} --out-dir {params.out_dir}"
+        "python -m nettebench.datasets.extract --archive {input.archive} --out-dir {params.out_dir}"
         " --name {wildcards.dataset} --kind {params.kind} {params.checks} > {log} 2>&1"
 
 
@@ -59,7 +59,7 @@ rule dataset_synthesize:
         spec=synthetic_args,
         out_dir=lambda wildcards, output: os.path.dirname(output.info),
     shell:
-        "{PYTHON} -m nettebench.datasets.synthetic --out-dir {params.out_dir}"
+        "python -m nettebench.datasets.synthetic --out-dir {params.out_dir}"
         " --name {wildcards.dataset} --jobs {threads} {params.spec} > {log} 2>&1"
 
 
@@ -76,5 +76,5 @@ rule dataset_register:
         source=lambda wildcards: STUDY.plan(wildcards.dataset).directory,
         out_dir=lambda wildcards, output: os.path.dirname(output.info),
     shell:
-        "{PYTHON} -m nettebench.datasets.local --source {params.source:q}"
+        "python -m nettebench.datasets.local --source {params.source:q}"
         " --out-dir {params.out_dir} --name {wildcards.dataset} > {log} 2>&1"

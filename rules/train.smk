@@ -22,7 +22,7 @@ rule cell_train:
         kind="matrix",
         out_dir=cell_dir,
     shell:
-        "{PYTHON} -m nettebench.train --kind {params.kind} --data {input.data}"
+        "python -m nettebench.train --kind {params.kind} --data {input.data}"
         " --out-dir {params.out_dir} --threads {threads} {params.cell} > {log} 2>&1"
 
 
@@ -45,7 +45,7 @@ rule cell_bench:
         data="results/data/{dataset}/dataset.json",
         code=code("bench"),
     output:
-        ceiling="results/runs/{dataset}/{cell}/ceiling.json",
+        ceiling=f"results/runs/{{dataset}}/{{cell}}/{records.CEILING_FILE}",
     log:
         "results/logs/runs/{dataset}/{cell}.bench.log",
     conda:
@@ -54,5 +54,5 @@ rule cell_bench:
     params:
         cell=cell_args("matrix"),
     shell:
-        "{PYTHON} -m nettebench.bench --data {input.data} --out {output.ceiling}"
+        "python -m nettebench.bench --data {input.data} --out {output.ceiling}"
         " --threads {threads} {params.cell} > {log} 2>&1"

@@ -363,7 +363,7 @@ def test_oom_or_missing_ceiling_gives_no_number(tmp_path):
 
 def test_broken_ceiling_names_the_file(tmp_path):
     path = rf.make_cell(tmp_path)
-    ceiling = path.parent / agg.CEILING_FILE
+    ceiling = path.parent / records.CEILING_FILE
     ceiling.write_text("{not json")
     with pytest.raises(agg.RecordError, match=re.escape(str(ceiling))):
         agg.aggregate([path], tmp_path / "out")

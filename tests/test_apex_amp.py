@@ -9,11 +9,11 @@ from torch import nn
 
 from nettebench import precision
 from nettebench.apex_amp import (
-    APEX_OPT_LEVELS,
     ApexAmpUnavailable,
     ApexTrainingStep,
     require_apex_amp,
 )
+from nettebench.precision import APEX_OPT_LEVELS
 
 UNRELATED = "is not NVIDIA apex but PyPI's unrelated package named `apex`"
 

@@ -66,7 +66,6 @@ ENV_KEYS = (
     "slurm_job_id",
 )
 # The compute ceiling (nettebench.bench) a cell may have beside its metrics.json.
-CEILING_FILE = "ceiling.json"
 # Columns after the summary: the ceiling's status, its img/s (missing unless the status is ok),
 # and the cell's training img/s as a share of it.
 CEILING_COLUMNS = ("ceiling_status", "ceiling_img_s", "ceiling_share")
@@ -84,7 +83,7 @@ EPOCH_ID_COLUMNS = (
 )
 KIND_ORDER = ("matrix", "cpu_baseline")
 # The markdown tables; each is also written as HTML under the same name.
-MARKDOWN_TABLES = ("time_by_model_precision", "accuracy_by_epoch", "throughput", "cpu_vs_gpu")
+MARKDOWN_TABLES = records.TABLE_NAMES
 # Output name -> file name; aggregate() returns {name: path} with these names.
 OUTPUTS = {
     "runs": "runs.csv",
@@ -160,7 +159,7 @@ def read_cell(metrics_path: str | os.PathLike) -> Cell:
                 f"{epochs_path}: cannot read the epochs of an ok cell ({error})"
             ) from None
         epochs = pd.DataFrame(columns=list(records.EPOCH_COLUMNS))
-    ceiling = read_ceiling(path.parent / CEILING_FILE)
+    ceiling = read_ceiling(path.parent / records.CEILING_FILE)
     return Cell(record=record, epochs=epochs, directory=path.parent, ceiling=ceiling)
 
 
@@ -360,7 +359,8 @@ def cell_keys(runs: pd.DataFrame) -> list[str]:
     return list(runs.columns[: runs.columns.get_loc("kind")]) if "kind" in runs else []
 
 
-def _row_keys(runs: pd.DataFrame) -> list[str]:
+def row_keys(runs: pd.DataFrame) -> list[str]:
+    """Parameters that may tell rows apart in a label (not those the tables lay out)."""
     return [k for k in cell_keys(runs) if k not in _NOT_ROW_KEYS]
 
 
@@ -420,7 +420,7 @@ def model_precision_grids(
     for (dataset, epochs, _), table in _groups(matrix, ["dataset", "epochs", "device_type"]):
         if require is not None and table[require].map(T.is_missing).all():
             continue
-        labels = T.row_labels(table, _row_keys(runs))
+        labels = T.row_labels(table, row_keys(runs))
         precisions = T.sort_precisions(table["precision"])
         rows, counts, approx, partial = [], [], False, False
         for label in labels.unique():

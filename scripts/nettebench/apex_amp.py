@@ -17,17 +17,14 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
-from pathlib import Path
 from types import ModuleType
 
 import torch
 from torch import nn
 
 from nettebench import precision
-from nettebench.training_step import set_tf32
-
-APEX_OPT_LEVELS = ("O0", "O1", "O2", "O3")
-NVIDIA_APEX_PARTS = ("amp", "optimizers", "normalization")  # subpackages PyPI's `apex` lacks
+from nettebench.environment import apex_package_dirs, is_nvidia_apex
+from nettebench.training_step import main_logits, set_tf32
 
 
 class ApexAmpUnavailable(RuntimeError):
@@ -36,14 +33,13 @@ class ApexAmpUnavailable(RuntimeError):
 
 def require_apex_amp() -> ModuleType:
     """The ``apex.amp`` module, or :class:`ApexAmpUnavailable` saying why not and what to do."""
-    spec = importlib.util.find_spec("apex")
-    if spec is None:
+    where = apex_package_dirs()
+    if where is None:
         raise ApexAmpUnavailable(_message("no package named `apex` is installed"))
-    where = _package_dirs(spec)
-    if not _has_nvidia_parts(where):
+    if not is_nvidia_apex(where):
         raise ApexAmpUnavailable(
             _message(
-                f"the `apex` installed here ({', '.join(map(str, where)) or spec.origin}) is not "
+                f"the `apex` installed here ({', '.join(map(str, where))}) is not "
                 "NVIDIA apex but PyPI's unrelated package named `apex`, a web toolkit: it has "
                 "none of apex.amp, apex.optimizers, apex.normalization. Uninstall it "
                 "(`pip uninstall apex`) before installing NVIDIA apex"
@@ -72,15 +68,6 @@ def _message(cause: str) -> str:
     )
 
 
-def _package_dirs(spec) -> list[Path]:
-    return [Path(location) for location in (spec.submodule_search_locations or ())]
-
-
-def _has_nvidia_parts(package_dirs: list[Path]) -> bool:
-    """Whether any of NVIDIA apex's subpackages is there (looked up without importing apex)."""
-    return any((folder / part).is_dir() for folder in package_dirs for part in NVIDIA_APEX_PARTS)
-
-
 class ApexTrainingStep:
     """One optimiser step under an apex opt-level, with :class:`TrainingStep`'s interface.
 
@@ -106,10 +93,10 @@ class ApexTrainingStep:
         channels_last: bool = False,
     ) -> None:
         name = mode if isinstance(mode, str) else mode.name
-        if name not in APEX_OPT_LEVELS:
+        if name not in precision.APEX_OPT_LEVELS:
             raise ValueError(
                 f"amp_backend apex takes apex's opt-levels as precision: "
-                f"{', '.join(APEX_OPT_LEVELS)}; got {name!r}"
+                f"{', '.join(precision.APEX_OPT_LEVELS)}; got {name!r}"
             )
         self.device = torch.device(device)
         if self.device.type != "cuda":
@@ -149,7 +136,7 @@ class ApexTrainingStep:
 
     def step(self, images: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Train on one batch the way ``main_amp.py`` does; returns the detached fp32 loss."""
-        outputs = self.model(images)
+        outputs = main_logits(self.model(images))
         loss = self.criterion(outputs.float(), targets)
         self.optimizer.zero_grad()
         with self.amp.scale_loss(loss, self.optimizer) as scaled_loss:

@@ -134,13 +134,12 @@ def measure_cell(
         torch.set_num_threads(threads)
     device = resolve_device(cell.device)
     on_gpu = device.type == "cuda"
-    name = torch.cuda.get_device_name(device) if on_gpu else environment.cpu_model()
     record: dict[str, Any] = dict.fromkeys(CEILING_KEYS)
     record.update(
         steps=steps,
         warmup_steps=warmup_steps,
         peak_mem_kind=PEAK_MEM_CUDA if on_gpu else PEAK_MEM_CPU,
-        device={"type": device.type, "name": name, "threads": torch.get_num_threads()},
+        device=environment.device_info(device),
         model=cell.model,
         precision=cell.precision,
         batch_size=cell.batch_size,

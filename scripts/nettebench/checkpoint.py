@@ -11,31 +11,23 @@ deleted once the cell's metrics are written: results, not checkpoints, are what 
 
 from __future__ import annotations
 
+import io
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from nettebench.atomic_io import write_bytes_atomic
 
 CHECKPOINT_FILE = "checkpoint.pt"
 
 
 def save(out_dir: str | os.PathLike, state: dict[str, Any]) -> Path:
     """Write ``state`` (must hold ``cell_id``) as the cell's checkpoint, atomically."""
-    path = Path(out_dir) / CHECKPOINT_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save(state, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return path
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return write_bytes_atomic(Path(out_dir) / CHECKPOINT_FILE, buffer.getvalue())
 
 
 def load(out_dir: str | os.PathLike, cell_id: str) -> dict[str, Any] | None:

@@ -25,6 +25,7 @@ def collect() -> dict[str, Any]:
     import torch
 
     cuda = torch.cuda.is_available()
+    commit = _git("rev-parse", "HEAD")
     cudnn = torch.backends.cudnn.version() if cuda else None
     return {
         "host": socket.gethostname(),
@@ -41,11 +42,19 @@ def collect() -> dict[str, Any]:
         "torchvision": _version("torchvision"),
         "efficientnet_pytorch": _version("efficientnet_pytorch"),
         "apex": _apex_version(),
-        "git_commit": _git("rev-parse", "HEAD"),
-        "git_dirty": _git_dirty(),
+        "git_commit": commit,
+        "git_dirty": _git_dirty(commit),
         "nettebench": _version("nettebench"),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
     }
+
+
+def device_info(device) -> dict[str, Any]:
+    """The device a result was measured on: type, name (GPU or CPU model), torch CPU threads."""
+    import torch
+
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
+    return {"type": device.type, "name": name, "threads": torch.get_num_threads()}
 
 
 def cpu_model() -> str:
@@ -68,18 +77,27 @@ def _version(distribution: str) -> str | None:
         return getattr(module, "__version__", None)
 
 
-def _apex_version() -> str | None:
-    """NVIDIA apex's version if it is importable.
+# Subpackages NVIDIA apex has and PyPI's unrelated package named `apex` (a web toolkit) lacks.
+NVIDIA_APEX_PARTS = ("amp", "optimizers", "normalization")
 
-    PyPI's package named ``apex`` is an unrelated web toolkit: it has none of NVIDIA apex's
-    subpackages, which is how the two are told apart.
-    """
-    try:
-        import apex  # noqa: F401
-    except Exception:
+
+def apex_package_dirs() -> list[Path] | None:
+    """Folders of the installed `apex` package, found without importing it; None if absent."""
+    spec = importlib.util.find_spec("apex")
+    if spec is None:
         return None
-    nvidia_parts = ("apex.amp", "apex.optimizers", "apex.normalization")
-    if not any(importlib.util.find_spec(name) for name in nvidia_parts):
+    return [Path(location) for location in (spec.submodule_search_locations or ())]
+
+
+def is_nvidia_apex(package_dirs: list[Path]) -> bool:
+    """Whether an `apex` package is NVIDIA's (it has one of NVIDIA apex's subpackages)."""
+    return any((folder / part).is_dir() for folder in package_dirs for part in NVIDIA_APEX_PARTS)
+
+
+def _apex_version() -> str | None:
+    """NVIDIA apex's version if it is installed (PyPI's unrelated `apex` does not count)."""
+    dirs = apex_package_dirs()
+    if not dirs or not is_nvidia_apex(dirs):
         return None
     return _version("apex") or "unknown"
 
@@ -112,8 +130,8 @@ def _git(*args: str) -> str | None:
     return out.stdout.strip() or None
 
 
-def _git_dirty() -> bool | None:
-    status = _git("status", "--porcelain", "--untracked-files=no")
-    if status is None:
-        return None if _git("rev-parse", "HEAD") is None else False
-    return True
+def _git_dirty(commit: str | None) -> bool | None:
+    """Whether tracked files differ from ``commit`` (None outside a git checkout)."""
+    if commit is None:
+        return None
+    return _git("status", "--porcelain", "--untracked-files=no") is not None

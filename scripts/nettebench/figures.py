@@ -45,10 +45,11 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from nettebench import records
 from nettebench import tables as T
-from nettebench.aggregate import cell_keys
+from nettebench.aggregate import EPOCH_ID_COLUMNS, row_keys
 
-FIGURE_NAMES = ("time_by_model_precision", "speedup_over_O0", "accuracy_curves", "throughput")
+FIGURE_NAMES = records.FIGURE_NAMES
 FORMATS = ("png", "svg")
 DPI = 150
 BASELINE_PRECISION = "O0"  # what the speed-up figure divides by: the study's pure-fp32 level
@@ -57,7 +58,6 @@ CEILING_LABEL = "compute ceiling"  # legend entry of the dashed outline over a t
 CEILING_EDGE = "0.1"
 # Keys the bar figures put on the x axis, the hue or the facet title rather than in row labels
 # (max_steps is how a cell was timed, not what was timed).
-_NOT_ROW_KEYS = ("dataset", "epochs", "device", "seed", "precision", "model", "max_steps")
 # Columns the figures use; a CSV without them (an empty study) gets them as all-missing.
 _RUN_COLUMNS = (
     "dataset",
@@ -78,20 +78,7 @@ _RUN_COLUMNS = (
     "ceiling_status",
     "ceiling_img_s",
 )
-_EPOCH_COLUMNS = (
-    "kind",
-    "cell_id",
-    "dataset",
-    "model",
-    "precision",
-    "batch_size",
-    "epochs",
-    "seed",
-    "device_type",
-    "epoch",
-    "val_top1",
-    "val_top5",
-)
+_EPOCH_COLUMNS = (*EPOCH_ID_COLUMNS, "epoch", "val_top1", "val_top5")
 _NUMERIC = (
     "batch_size",
     "epochs",
@@ -296,13 +283,9 @@ def _matrix_facets(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     for (dataset, epochs, _), frame in matrix.groupby(
         ["dataset", "epochs", "device_type"], sort=False, dropna=False
     ):
-        frame = frame.assign(label=T.row_labels(frame, _row_keys(runs)))
+        frame = frame.assign(label=T.row_labels(frame, row_keys(runs)))
         facets.append((_facet_title(dataset, epochs, frame), frame))
     return facets
-
-
-def _row_keys(runs: pd.DataFrame) -> list[str]:
-    return [k for k in cell_keys(runs) if k not in _NOT_ROW_KEYS]
 
 
 def _bar_frame(
@@ -469,7 +452,7 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
             wanted["precision"].astype(str),
         )
     )
-    row_keys = _row_keys(runs)
+    label_keys = row_keys(runs)
     cpu_hues = sorted(set(wanted.loc[wanted["kind"] == "cpu_baseline", "hue"]))
     colors = precision_colors(wanted.loc[wanted["kind"] == "matrix", "precision"].astype(str))
     greys = np.linspace(0.8, 0.45, max(len(cpu_hues), 2))  # light greys, so the hatch shows
@@ -488,7 +471,7 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
             )
             part = frame[is_cpu | (~is_cpu & on_device)]
             part = part.sort_values(["model", "batch_size"], kind="stable")
-            part = part.assign(label=T.row_labels(part, row_keys))
+            part = part.assign(label=T.row_labels(part, label_keys))
             facets.append((_facet_title(dataset, None, part), part))
     widest = max(_bar_width(f["label"].nunique(), f["hue"].nunique()) for _, f in facets)
     fig, axes = _new_figure(len(facets), panel_width=widest)

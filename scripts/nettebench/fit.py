@@ -19,7 +19,13 @@ import torch
 
 from nettebench import checkpoint, precision, records
 from nettebench.cell import CellSpec
-from nettebench.loop import evaluate, peak_memory_mb, reset_peak_memory, train_epoch
+from nettebench.loop import (
+    evaluate,
+    peak_memory_mb,
+    reset_peak_memory,
+    step_limit,
+    train_epoch,
+)
 
 AUTO_BATCH_START = 256  # batch_size: auto starts at the reference batch size and halves
 
@@ -136,7 +142,7 @@ def fit(
         workers=cell.workers,
         pin_memory=device.type == "cuda",
     )
-    runner = make_runner(cell, device, loaders.num_classes, batch_size)
+    runner = make_runner(cell, device, num_classes, batch_size)
     result = FitResult(batch_size, None, 0.0)
     if saved:
         runner.load_state_dict(saved["trainer"])
@@ -146,14 +152,14 @@ def fit(
         print(f"resumed from the checkpoint after epoch {len(rows)}", flush=True)
 
     steps_per_epoch = len(loaders.train)
-    for epoch in range(len(rows), cell.epochs):
+    first_epoch = len(rows)  # the first epoch this process runs (after a resume: not epoch 0)
+    for epoch in range(first_epoch, cell.epochs):
         seed_epoch(cell.seed, epoch, loaders.generator)
         lr = lr_at(cell, epoch, batch_size)
         runner.set_lr(lr)
         reset_peak_memory(device)
-        total = steps_per_epoch if cell.max_steps is None else min(cell.max_steps, steps_per_epoch)
         with tqdm(
-            total=total,
+            total=step_limit(steps_per_epoch, cell.max_steps),
             desc=f"epoch {epoch + 1}/{cell.epochs}",
             unit="step",
             disable=None,
@@ -165,7 +171,7 @@ def fit(
                 steps_per_epoch=steps_per_epoch,
                 max_steps=cell.max_steps,
                 # warm-up is excluded from img/s in the first epoch this process runs
-                warmup_steps=warmup_steps if epoch == len(rows) else 0,
+                warmup_steps=warmup_steps if epoch == first_epoch else 0,
                 progress=progress,
             )
         val = evaluate(runner, loaders.val, total_steps=len(loaders.val), max_steps=cell.max_steps)

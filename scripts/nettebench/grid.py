@@ -26,7 +26,6 @@ from nettebench.cell import PARAMETER_NAMES, CellSpec, field_defaults
 DEVICES = ("auto", "cpu", "cuda")
 LR_SCHEDULES = ("step", "cosine")
 AMP_BACKENDS = ("native", "apex")
-APEX_OPT_LEVELS = ("O0", "O1", "O2", "O3")
 _POSITIVE_INTS = ("epochs", "image_size")
 _BOOLEANS = ("channels_last", "deterministic", "pretrained")
 _NON_NEGATIVE_INTS = ("workers", "seed")
@@ -77,9 +76,10 @@ def build_cell(values: Mapping[str, Any], *, section: str, datasets: Sequence[st
         if reason:
             raise ConfigError(f"{section}: {reason}")
     if cell.amp_backend == "apex":
-        if cell.precision not in APEX_OPT_LEVELS:
+        levels = precision.APEX_OPT_LEVELS
+        if cell.precision not in levels:
             raise ConfigError(
-                f"{section}: amp_backend apex takes precision {', '.join(APEX_OPT_LEVELS)} "
+                f"{section}: amp_backend apex takes precision {', '.join(levels)} "
                 f"(apex's opt-levels), got {cell.precision!r}"
             )
         if cell.device == "cpu" or cell.batch_size == "auto":

@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -26,6 +27,11 @@ from nettebench.training_step import TrainingStep
 def synchronize(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
+
+
+def step_limit(steps: int, max_steps: int | None) -> int:
+    """Steps an epoch runs: all of them, or ``max_steps`` when that is fewer."""
+    return steps if max_steps is None else min(max_steps, steps)
 
 
 def reset_peak_memory(device: torch.device) -> None:
@@ -75,7 +81,7 @@ def train_epoch(
     """Run one training epoch (or ``max_steps`` of it) and time it."""
     device = runner.device
     runner.model.train()
-    steps_limit = steps_per_epoch if max_steps is None else min(max_steps, steps_per_epoch)
+    steps_limit = step_limit(steps_per_epoch, max_steps)
     warmup_steps = min(warmup_steps, max(steps_limit - 1, 0))
     loss_sum = torch.zeros((), device=device)
     samples = 0
@@ -138,16 +144,14 @@ def evaluate(
     """Validation loss, top-1 and top-5 accuracy (%), and the time it took."""
     device = runner.device
     runner.model.eval()
-    limit = total_steps if max_steps is None else min(max_steps, total_steps)
+    limit = step_limit(total_steps, max_steps)
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros(2, device=device)
     samples = 0
     steps = 0
     synchronize(device)
     start = time.perf_counter()
-    for images, targets in loader:
-        if steps >= limit:
-            break
+    for images, targets in itertools.islice(loader, limit):  # no batch fetched beyond the limit
         images = runner.prepare_inputs(images)
         targets = targets.to(device, non_blocking=True)
         with runner.autocast():

@@ -85,6 +85,8 @@ PRECISIONS: dict[str, PrecisionMode] = {
 }
 
 PRECISION_NAMES = tuple(PRECISIONS)
+# The precisions NVIDIA apex's amp knows (its opt-levels), for cells with `amp_backend: apex`.
+APEX_OPT_LEVELS = ("O0", "O1", "O2", "O3")
 
 
 def get(name: str) -> PrecisionMode:

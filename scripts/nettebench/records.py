@@ -13,14 +13,22 @@ from __future__ import annotations
 import csv
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+# All-or-nothing writes: a killed process leaves the old file or the new one, never a torn one,
+# so the workflow never mistakes a crashed cell for a finished one.
+from nettebench.atomic_io import write_text_atomic as atomic_write_text
+
 SCHEMA_VERSION = 1
 METRICS_FILE = "metrics.json"
 EPOCHS_FILE = "epochs.csv"
+CEILING_FILE = "ceiling.json"  # the compute ceiling (nettebench.bench) beside a matrix cell
+
+# What aggregation writes: each table as Markdown and HTML, each figure as PNG and SVG.
+TABLE_NAMES = ("time_by_model_precision", "accuracy_by_epoch", "throughput", "cpu_vs_gpu")
+FIGURE_NAMES = ("time_by_model_precision", "speedup_over_O0", "accuracy_curves", "throughput")
 
 # Outcomes of a cell. Anything but "ok" still writes metrics.json, so a failed cell is a result
 # (shown in the tables) rather than a hole that makes the workflow stop.
@@ -84,24 +92,6 @@ EPOCH_COLUMNS = (
     "peak_mem_mb",  # peak device memory in the epoch (CPU: process peak RSS so far)
     "extrapolated",  # bool
 )
-
-
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` so a reader never sees a half-written file.
-
-    A killed process leaves either the old file or the new one, never a torn one: the
-    workflow relies on this to never mistake a crashed cell for a finished one.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_metrics(cell_dir: str | os.PathLike, record: Mapping[str, Any]) -> Path:

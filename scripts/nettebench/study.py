@@ -19,6 +19,7 @@ from nettebench import grid
 from nettebench.cell import CellSpec
 from nettebench.datasets.catalog import CATALOG
 from nettebench.grid import ConfigError
+from nettebench.records import CEILING_FILE
 
 TOP_LEVEL_KEYS = ("datasets", "matrix", "cpu_baseline", "ceiling", "aggregate_only")
 
@@ -29,6 +30,7 @@ CPU_BASELINE_OVERRIDES = {"device": "cpu", "precision": "fp32"}
 
 # The modules each group of rules runs, relative to the package. They are inputs of those rules,
 # so editing one reruns exactly the rules that use it (tests/test_study.py keeps them complete).
+_RECORD_MODULES = ("records.py", "atomic_io.py", "precision.py", "cell.py")
 _TRAINER_MODULES = (
     "train.py",
     "fit.py",
@@ -42,6 +44,7 @@ _TRAINER_MODULES = (
     "models.py",
     "model_names.py",
     "records.py",
+    "atomic_io.py",
     "environment.py",
     "datasets/__init__.py",
     "datasets/catalog.py",
@@ -52,10 +55,9 @@ _TRAINER_MODULES = (
 CODE_GROUPS = {
     "train": _TRAINER_MODULES,
     "bench": ("bench.py", *_TRAINER_MODULES),
-    "aggregate": ("aggregate.py", "tables.py", "records.py", "precision.py", "cell.py"),
-    "figures": ("figures.py", "aggregate.py", "tables.py", "records.py", "precision.py", "cell.py"),
+    "aggregate": ("aggregate.py", "tables.py", *_RECORD_MODULES),
+    "figures": ("figures.py", "aggregate.py", "tables.py", *_RECORD_MODULES),
 }
-CEILING_FILE = "ceiling.json"
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 

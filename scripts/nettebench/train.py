@@ -113,10 +113,7 @@ def run_cell(
 
 
 def _record_skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
-    import torch
 
-    on_gpu = device.type == "cuda"
-    name = torch.cuda.get_device_name(device) if on_gpu else environment.cpu_model()
     return {
         "schema_version": records.SCHEMA_VERSION,
         "status": None,
@@ -124,7 +121,7 @@ def _record_skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
         "kind": kind,
         "cell": cell.as_dict(),
         "cell_id": cell.cell_id(),
-        "device": {"type": device.type, "name": name, "threads": torch.get_num_threads()},
+        "device": environment.device_info(device),
         "environment": environment.collect(),
         "summary": dict.fromkeys(records.SUMMARY_KEYS),
     }

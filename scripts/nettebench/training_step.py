@@ -59,6 +59,7 @@ class TrainingStep:
         self.mode = mode
         self.device = device
         self.input_dtype = torch_dtype(mode.model_dtype)
+        self.autocast_dtype = torch_dtype(mode.autocast_dtype)
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         set_tf32(device, mode.allow_tf32)
         self.model = cast_model(model.to(device, memory_format=self.memory_format), mode)
@@ -81,10 +82,10 @@ class TrainingStep:
     @contextlib.contextmanager
     def autocast(self) -> Iterator[None]:
         """The forward-pass context of this mode (a no-op for modes without autocast)."""
-        if self.mode.autocast_dtype is None:
+        if self.autocast_dtype is None:
             yield
             return
-        with torch.autocast(self.device.type, dtype=torch_dtype(self.mode.autocast_dtype)):
+        with torch.autocast(self.device.type, dtype=self.autocast_dtype):
             yield
 
     def prepare_inputs(self, images: torch.Tensor) -> torch.Tensor:

@@ -8,35 +8,14 @@ atomic) and only then moves it into place.
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import stat
 import tempfile
 import uuid
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 STALE_PREFIX = ".stale-"
-
-
-def write_json_atomic(path: str | os.PathLike[str], data: Mapping[str, Any]) -> None:
-    """Write ``data`` as indented JSON to ``path``; readers see the old file or the new one."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    # open() (not mkstemp, which makes the file private) so the usual umask decides who reads it.
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
-    try:
-        with open(tmp, "x", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=2)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def make_work_dir(parent: str | os.PathLike[str], prefix: str) -> Path:

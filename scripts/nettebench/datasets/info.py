@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .atomic import write_json_atomic
+from nettebench.atomic_io import write_json_atomic
+
 from .errors import DatasetError
 
 INFO_FILE = "dataset.json"
