@@ -113,7 +113,6 @@ def run_cell(
 
 
 def _record_skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
-
     return {
         "schema_version": records.SCHEMA_VERSION,
         "status": None,
