@@ -113,3 +113,21 @@ def cell_args(kind):
 
 def cell_dir(wildcards, output):
     return os.path.dirname(output.metrics)
+
+
+def cell_store(kind):
+    """Input function: the decoded store a `loader: cached` cell reads (none for `pil`)."""
+
+    def store(wildcards):
+        cell = STUDY.cell(kind, wildcards.dataset, wildcards.cell)
+        if cell.loader != "cached":
+            return []
+        return f"results/data/{wildcards.dataset}/store/res~{cell.store_resolution()}/store.json"
+
+    return store
+
+
+def store_option(wildcards, input):
+    """--store for cached cells; derived from the input, so it is no rerun trigger of its own
+    (pil cells, which have no store, keep their parameters as they were)."""
+    return f"--store {os.path.dirname(input.store)}" if input.store else ""

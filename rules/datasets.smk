@@ -1,5 +1,6 @@
 # Getting each dataset once: download + verify, extract, generate, or register a local tree.
-# Every way ends in results/data/<name>/dataset.json, which the training rules read.
+# Every way ends in results/data/<name>/dataset.json, which the training rules read. Cells with
+# `loader: cached` also read the dataset decoded once into a uint8 store per resolution.
 
 
 rule dataset_download:
@@ -78,3 +79,21 @@ rule dataset_register:
     shell:
         "python -m nettebench.datasets.local --source {params.source:q}"
         " --out-dir {params.out_dir} --name {wildcards.dataset} > {log} 2>&1"
+
+
+rule dataset_cache:
+    input:
+        data="results/data/{dataset}/dataset.json",
+        code=code("store"),
+    output:
+        store="results/data/{dataset}/store/res~{resolution}/store.json",
+    log:
+        "results/logs/datasets/{dataset}.store-res~{resolution}.log",
+    conda:
+        "../envs/data.yaml"
+    threads: workflow.cores
+    params:
+        out_dir=lambda wildcards, output: os.path.dirname(output.store),
+    shell:
+        "python -m nettebench.store --data {input.data} --out-dir {params.out_dir}"
+        " --resolution {wildcards.resolution} --jobs {threads} > {log} 2>&1"

@@ -6,6 +6,7 @@
 rule cell_train:
     input:
         data="results/data/{dataset}/dataset.json",
+        store=cell_store("matrix"),
         code=code("train"),
     output:
         metrics="results/runs/{dataset}/{cell}/metrics.json",
@@ -21,12 +22,18 @@ rule cell_train:
         cell=cell_args("matrix"),
         kind="matrix",
         out_dir=cell_dir,
+        store=store_option,
     shell:
         "python -m nettebench.train --kind {params.kind} --data {input.data}"
-        " --out-dir {params.out_dir} --threads {threads} {params.cell} > {log} 2>&1"
+        " --out-dir {params.out_dir} --threads {threads} {params.store} {params.cell}"
+        " > {log} 2>&1"
 
 
 use rule cell_train as cpu_baseline_train with:
+    input:
+        data="results/data/{dataset}/dataset.json",
+        store=cell_store("cpu_baseline"),
+        code=code("train"),
     output:
         metrics="results/cpu/{dataset}/{cell}/metrics.json",
         epochs="results/cpu/{dataset}/{cell}/epochs.csv",
@@ -38,6 +45,7 @@ use rule cell_train as cpu_baseline_train with:
         cell=cell_args("cpu_baseline"),
         kind="cpu_baseline",
         out_dir=cell_dir,
+        store=store_option,
 
 
 rule cell_bench:

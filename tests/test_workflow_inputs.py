@@ -148,3 +148,31 @@ def test_finished_cells_survive_a_failing_cell(workdir):
         "tables_aggregate": 1,
         "figures_plot": 1,
     }
+
+
+def test_cached_loader_cells_build_the_store_once_and_train(workdir):
+    config = {
+        "datasets": {"tiny": {"synthetic": {"size": 40, "train_images": 60, "val_images": 20}}},
+        "matrix": {
+            "model": "resnet18",
+            "loader": ["pil", "cached"],
+            "seed": [0, 1],
+            "epochs": 1,
+            "batch_size": 10,
+            "image_size": 32,
+            "workers": 0,
+        },
+        "ceiling": False,
+    }
+    path = write_config(workdir, config)
+    result = run_study(workdir, path, "--cores", "2")
+    text = result.stdout + result.stderr
+    assert text.count("rule dataset_cache:") == 1  # one store for both cached cells
+    manifest = json.loads((workdir / "results/data/tiny/store/res~37/store.json").read_text())
+    assert manifest["resolution"] == 37 and manifest["train_images"] == 60
+    runs = workdir / "results" / "runs" / "tiny"
+    cached = sorted(runs.glob("**/loader~cached/**/metrics.json"))
+    pil = [p for p in runs.glob("**/metrics.json") if "loader~" not in str(p)]
+    assert len(cached) == 2 and len(pil) == 2  # pil cells keep the path they always had
+    record = json.loads(cached[0].read_text())
+    assert record["status"] == "ok" and record["cell"]["loader"] == "cached"

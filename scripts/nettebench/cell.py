@@ -23,6 +23,8 @@ from typing import Any
 CORE_KEYS = ("dataset", "model", "precision", "batch_size", "epochs", "seed")
 # Short path labels for the core keys (``batch~256`` reads better than ``batch_size~256``).
 PATH_LABELS = {"batch_size": "batch"}
+# The reference validates on a centre crop of an image resized to crop / 0.875 (224 -> 256).
+VAL_RESIZE_RATIO = 0.875
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._+-]+$")
 
 
@@ -52,6 +54,7 @@ class CellSpec:
     deterministic: bool = False  # deterministic algorithms, cuDNN autotuning off
     pretrained: bool = False  # start from the libraries' ImageNet weights (new classifier head)
     amp_backend: str = "native"  # native (torch.autocast) or apex (NVIDIA apex.amp, O0-O3)
+    loader: str = "pil"  # pil (the reference ImageFolder + PIL pipeline) or cached
 
     def effective_lr(self, batch_size: int | None = None) -> float:
         """The learning rate used: explicit, or the reference 0.1 scaled with the batch size
@@ -59,6 +62,11 @@ class CellSpec:
         if self.lr is not None:
             return self.lr
         return 0.1 * (self.batch_size if batch_size is None else batch_size) / 256
+
+    def store_resolution(self) -> int:
+        """Side of the decoded store a ``cached`` cell samples from: the reference's
+        validation resize (224 -> 256), so crops have the context the reference's have."""
+        return round(self.image_size / VAL_RESIZE_RATIO)
 
     def identity(self) -> dict[str, Any]:
         """Core keys plus every parameter that differs from its default, in field order."""

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import torch
 from torch.utils.data import DataLoader
 
+from nettebench.cell import VAL_RESIZE_RATIO
+
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
-# The reference validates on a centre crop of an image resized to crop / 0.875 (224 -> 256).
-VAL_RESIZE_RATIO = 0.875
 
 
 @dataclass

@@ -115,6 +115,35 @@ def choose_batch_size(cell: CellSpec, device: torch.device, num_classes: int) ->
                 torch.cuda.empty_cache()
 
 
+def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device, store_dir: Path):
+    """The cell's input pipeline: the reference PIL loader, or batches from the decoded store
+    (``data_path``, the dataset.json or tree the cell was given, identifies the store's source)."""
+    if cell.loader == "cached":
+        from nettebench import store
+        from nettebench.data_cached import build_cached_loaders
+
+        resolution = cell.store_resolution()
+        if not store.store_is_current(store_dir, data_path, resolution, "shorter_side"):
+            store.build_store(data_path, store_dir, resolution=resolution)
+        return build_cached_loaders(
+            store.open_store(store_dir),
+            image_size=cell.image_size,
+            batch_size=batch_size,
+            device=device,
+            channels_last=cell.channels_last,
+        )
+    from nettebench.data import build_pil_loaders
+
+    return build_pil_loaders(
+        data_root.train_dir,
+        data_root.val_dir,
+        image_size=cell.image_size,
+        batch_size=batch_size,
+        workers=cell.workers,
+        pin_memory=device.type == "cuda",
+    )
+
+
 def fit(
     cell: CellSpec,
     data_root,
@@ -124,23 +153,27 @@ def fit(
     warmup_steps: int,
     rows: list[dict[str, Any]],
     started_at: float,
+    data_path: str | Path | None = None,
+    store_dir: Path | None = None,
 ) -> FitResult:
-    """Train ``cell``, appending one row per epoch to ``rows`` (kept on an OOM)."""
-    from tqdm import tqdm
+    """Train ``cell``, appending one row per epoch to ``rows`` (kept on an OOM).
 
-    from nettebench.data import build_pil_loaders
+    ``store_dir`` is where a ``cached`` cell's decoded store lives (built there if missing or
+    stale); the workflow builds one per dataset and resolution and passes it.
+    """
+    from tqdm import tqdm
 
     configure_determinism(cell, device)
     num_classes = len(data_root.classes)
     saved = checkpoint.load(out_dir, cell.cell_id())
     batch_size = saved["batch_size"] if saved else choose_batch_size(cell, device, num_classes)
-    loaders = build_pil_loaders(
-        data_root.train_dir,
-        data_root.val_dir,
-        image_size=cell.image_size,
-        batch_size=batch_size,
-        workers=cell.workers,
-        pin_memory=device.type == "cuda",
+    loaders = build_loaders(
+        cell,
+        data_root,
+        data_path or data_root.root,
+        batch_size,
+        device,
+        Path(store_dir) if store_dir else out_dir / "store",
     )
     runner = make_runner(cell, device, num_classes, batch_size)
     result = FitResult(batch_size, None, 0.0)

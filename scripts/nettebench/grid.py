@@ -26,6 +26,7 @@ from nettebench.cell import PARAMETER_NAMES, CellSpec, field_defaults
 DEVICES = ("auto", "cpu", "cuda")
 LR_SCHEDULES = ("step", "cosine")
 AMP_BACKENDS = ("native", "apex")
+LOADERS = ("pil", "cached")
 _POSITIVE_INTS = ("epochs", "image_size")
 _BOOLEANS = ("channels_last", "deterministic", "pretrained")
 _NON_NEGATIVE_INTS = ("workers", "seed")
@@ -110,6 +111,8 @@ def _check_value(key: str, value: Any, *, section: str, datasets: Sequence[str])
         _one_of(where, value, LR_SCHEDULES)
     elif key == "amp_backend":
         _one_of(where, value, AMP_BACKENDS)
+    elif key == "loader":
+        _one_of(where, value, LOADERS)
     elif key == "batch_size":
         if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigError(f"{where} must be an integer >= 1 or auto, got {value!r}")

@@ -51,8 +51,12 @@ _TRAINER_MODULES = (
     "datasets/errors.py",
     "datasets/info.py",
     "datasets/atomic.py",
+    "data_cached.py",
+    "augment.py",
+    "store.py",
 )
 CODE_GROUPS = {
+    "store": ("store.py", "atomic_io.py", "datasets/__init__.py", "datasets/info.py"),
     "train": _TRAINER_MODULES,
     "bench": ("bench.py", *_TRAINER_MODULES),
     "aggregate": ("aggregate.py", "tables.py", *_RECORD_MODULES),

@@ -67,6 +67,7 @@ def run_cell(
     threads: int | None = None,
     warmup_steps: int = WARMUP_STEPS,
     started_at: float | None = None,
+    store_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train ``cell`` on the dataset at ``data``; write and return its metrics record."""
     import torch
@@ -97,6 +98,8 @@ def run_cell(
             warmup_steps=warmup_steps,
             rows=rows,
             started_at=started_at,
+            data_path=data,
+            store_dir=store_dir,
         )
     except (torch.OutOfMemoryError, MemoryError) as error:
         return _finish(
@@ -205,6 +208,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--kind", choices=KINDS, default="matrix")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--warmup-steps", type=int, default=WARMUP_STEPS)
+    parser.add_argument(
+        "--store",
+        default=None,
+        help="decoded store for loader cached (built there if missing; default: <out-dir>/store)",
+    )
     add_cell_options(parser)
     return parser
 
@@ -238,6 +246,7 @@ def _main(argv: list[str] | None) -> int:
         threads=args.threads,
         warmup_steps=args.warmup_steps,
         started_at=started_at,
+        store_dir=args.store,
     )
     summary = record["summary"]
     print(f"{record['status']}: {cell.path()}  wall {summary['wall_s']:.1f} s", file=sys.stderr)

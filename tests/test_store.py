@@ -1,0 +1,162 @@
+"""The decoded dataset store: layout, pixels, rebuild rule, failed builds, command line."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from nettebench import store as st
+from nettebench.datasets.synthetic import generate
+
+RES = 32
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory):
+    out = tmp_path_factory.mktemp("synthetic")
+    generate(out, name="tiny", size=48, train_images=60, val_images=20, seed=0, jobs=1)
+    return out
+
+
+@pytest.fixture(scope="module")
+def built(dataset, tmp_path_factory):
+    out = tmp_path_factory.mktemp("store")
+    manifest = st.build_store(dataset, out, resolution=RES, jobs=2, progress=False)
+    return out, manifest
+
+
+def reference_pixels(path, resolution):
+    """What torchvision's Resize + CenterCrop make of the file (an independent code path)."""
+    from torchvision import transforms
+
+    with Image.open(path) as image:
+        image = image.convert("RGB")
+        out = transforms.CenterCrop(resolution)(transforms.Resize(resolution)(image))
+    return np.asarray(out)
+
+
+def test_layout_shapes_labels_follow_imagefolder(dataset, built):
+    from torchvision.datasets import ImageFolder
+
+    out, manifest = built
+    assert sorted(os.listdir(out)) == sorted(
+        ["store.json", "train.npy", "val.npy", "train_labels.npy", "val_labels.npy"]
+    )
+    opened = st.open_store(out)
+    assert opened.manifest == json.loads((out / "store.json").read_text())
+    assert opened.resolution == RES and manifest["resize_policy"] == "shorter_side"
+    assert manifest["format_version"] == st.FORMAT_VERSION
+    assert manifest["build_seconds"] > 0
+    for split, count in (("train", 60), ("val", 20)):
+        folder = ImageFolder(str(dataset / "data" / split))
+        images, labels = getattr(opened, split), getattr(opened, f"{split}_labels")
+        assert images.shape == (count, RES, RES, 3) and images.dtype == np.uint8
+        assert labels.dtype == np.int64
+        assert labels.tolist() == [label for _path, label in folder.samples]
+        assert opened.classes == folder.classes == manifest["classes"]
+        assert manifest[f"{split}_images"] == count
+        assert [p for p, _ in st.list_images(dataset / "data" / split, folder.classes)] == [
+            p for p, _ in folder.samples
+        ]
+
+
+def test_pixels_equal_torchvision_resize_and_centre_crop(dataset, built):
+    from torchvision.datasets import ImageFolder
+
+    opened = st.open_store(built[0])
+    for split, indices in (("train", (0, 7, 59)), ("val", (3, 19))):
+        samples = ImageFolder(str(dataset / "data" / split)).samples
+        for index in indices:
+            expected = reference_pixels(samples[index][0], RES)
+            np.testing.assert_array_equal(getattr(opened, split)[index], expected)
+
+
+def test_policy_handles_portrait_and_landscape():
+    rng = np.random.default_rng(0)
+    for shape in ((50, 37, 3), (37, 50, 3), (40, 40, 3)):
+        image = Image.fromarray(rng.integers(0, 256, shape, dtype=np.uint8))
+        from torchvision import transforms
+
+        expected = np.asarray(transforms.CenterCrop(24)(transforms.Resize(24)(image)))
+        np.testing.assert_array_equal(np.asarray(st._shorter_side(image, 24)), expected)
+
+
+def test_store_opens_read_only(built):
+    opened = st.open_store(built[0])
+    assert isinstance(opened.train, np.memmap) and not opened.train.flags.writeable
+    with pytest.raises(ValueError):
+        opened.train[0, 0, 0, 0] = 1
+
+
+def test_store_is_current_tracks_resolution_policy_and_data(tmp_path):
+    data = tmp_path / "data"
+    generate(data, name="tiny", size=48, train_images=20, val_images=10, seed=1, jobs=1)
+    out = tmp_path / "store"
+    assert not st.store_is_current(out, data, RES, "shorter_side")
+    st.build_store(data, out, resolution=RES, jobs=1, progress=False)
+    assert st.store_is_current(out, data, RES, "shorter_side")
+    assert st.store_is_current(out, data / "dataset.json", RES)
+    assert not st.store_is_current(out, data, RES + 8, "shorter_side")
+    assert not st.store_is_current(out, data, RES, "stretch")
+    # a new image in the tree changes the fingerprint (synthetic trees record no sha256)
+    class_dir = next((data / "data" / "train").iterdir())
+    Image.new("RGB", (48, 48)).save(class_dir / "extra.JPEG")
+    assert not st.store_is_current(out, data, RES, "shorter_side")
+
+
+def test_archive_sha256_is_the_source(tmp_path):
+    data = tmp_path / "data"
+    generate(data, name="tiny", size=16, train_images=10, val_images=10, seed=2, jobs=1)
+    info_path = data / "dataset.json"
+    info = json.loads(info_path.read_text())
+    info["sha256"] = "ab" * 32
+    info_path.write_text(json.dumps(info))
+    assert st.source_of(data) == {"kind": "archive_sha256", "value": "ab" * 32}
+    out = tmp_path / "store"
+    st.build_store(data, out, resolution=16, jobs=1, progress=False)
+    assert st.store_is_current(out, data, 16)
+    info["sha256"] = "cd" * 32
+    info_path.write_text(json.dumps(info))
+    assert not st.store_is_current(out, data, 16)
+
+
+def test_corrupt_image_fails_the_build_without_a_manifest(tmp_path):
+    data = tmp_path / "data"
+    generate(data, name="tiny", size=16, train_images=20, val_images=10, seed=3, jobs=1)
+    out = tmp_path / "store"
+    st.build_store(data, out, resolution=16, jobs=1, progress=False)
+    assert (out / "store.json").is_file()
+    bad = next((data / "data" / "val").iterdir()) / "broken.JPEG"
+    bad.write_bytes(b"\xff\xd8\xff\xe0 this is not a JPEG")
+    with pytest.raises(st.StoreError, match="broken.JPEG"):
+        st.build_store(data, out, resolution=16, jobs=2, progress=False)
+    assert not (out / "store.json").exists()
+    assert not list(out.glob(st.WORK_PREFIX + "*"))
+    assert not st.store_is_current(out, data, 16)
+    with pytest.raises(st.StoreError, match="no finished store"):
+        st.open_store(out)
+
+
+def test_unknown_policy_names_the_allowed_ones(dataset, tmp_path):
+    with pytest.raises(st.StoreError, match="resize_policy must be one of shorter_side; got"):
+        st.build_store(dataset, tmp_path, resolution=RES, resize_policy="stretch")
+    assert not (tmp_path / "store.json").exists()
+
+
+def test_command_line_builds_then_says_nothing_to_do(dataset, tmp_path, capsys):
+    out = tmp_path / "store"
+    argv = ["--data", str(dataset / "dataset.json"), "--out-dir", str(out), "--resolution", "16"]
+    assert st.main([*argv, "--jobs", "1"]) == 0
+    first = capsys.readouterr().out
+    assert "stored 60 train / 20 val images at 16 px" in first and "MB" in first
+    assert st.main(argv) == 0
+    assert "nothing to do" in capsys.readouterr().out
+    assert (
+        st.main(["--data", str(tmp_path / "missing"), "--out-dir", str(out), "--resolution", "16"])
+        == 1
+    )
+    assert "does not exist" in capsys.readouterr().err
