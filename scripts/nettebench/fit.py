@@ -131,6 +131,7 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
             batch_size=batch_size,
             device=device,
             channels_last=cell.channels_last,
+            workers=cell.workers,
         )
     from nettebench.data import build_pil_loaders
 
