@@ -302,25 +302,36 @@ def _bar_frame(
     return pd.DataFrame(columns)
 
 
+def _precision_bar_panels(runs: pd.DataFrame, facets, value: str):
+    """One panel per (title, frame) facet: bars of ``value`` by row label, one per precision
+    (colours fixed across the figure). Returns the figure and its (axes, frame) pairs for the
+    caller's own labels and marks."""
+    colors = precision_colors(runs["precision"].dropna().astype(str))
+    widest = max(_bar_width(f["label"].nunique(), f["precision"].nunique()) for _, f in facets)
+    fig, axes = _new_figure(len(facets), panel_width=widest)
+    panels = []
+    for ax, (facet_title, frame) in zip(axes, facets, strict=True):
+        _grouped_bars(
+            ax,
+            _bar_frame(frame, value),
+            categories=list(frame["label"].unique()),
+            hues=T.sort_precisions(frame["precision"]),
+            colors=colors,
+        )
+        ax.set_title(facet_title, fontsize=9)
+        panels.append((ax, frame))
+    return fig, panels
+
+
 def plot_time(runs: pd.DataFrame) -> Figure:
     """Seconds for all epochs of each matrix cell, by model, one bar per precision."""
     title = "Time for all epochs by model and precision"
     facets = _matrix_facets(runs)
     if not facets:
         return _empty_figure(title, "no data: no matrix cells in runs.csv")
-    colors = precision_colors(runs["precision"].dropna().astype(str))
-    widest = max(_bar_width(f["label"].nunique(), f["precision"].nunique()) for _, f in facets)
-    fig, axes = _new_figure(len(facets), panel_width=widest)
-    for ax, (facet_title, frame) in zip(axes, facets, strict=True):
-        _grouped_bars(
-            ax,
-            _bar_frame(frame, "time_for_epochs_s"),
-            categories=list(frame["label"].unique()),
-            hues=T.sort_precisions(frame["precision"]),
-            colors=colors,
-        )
+    fig, panels = _precision_bar_panels(runs, facets, "time_for_epochs_s")
+    for ax, frame in panels:
         ax.set_ylabel("seconds (mean ± sd over seeds)")
-        ax.set_title(facet_title, fontsize=9)
         if frame["extrapolated"].any():
             ax.annotate(
                 "some times extrapolated from max_steps",
@@ -354,17 +365,8 @@ def plot_speedup(runs: pd.DataFrame) -> Figure:
         facets.append((facet_title, others))
     if not facets:
         return _empty_figure(title, f"no {BASELINE_PRECISION} cells to compare against")
-    colors = precision_colors(runs["precision"].dropna().astype(str))
-    widest = max(_bar_width(f["label"].nunique(), f["precision"].nunique()) for _, f in facets)
-    fig, axes = _new_figure(len(facets), panel_width=widest)
-    for ax, (facet_title, frame) in zip(axes, facets, strict=True):
-        _grouped_bars(
-            ax,
-            _bar_frame(frame, "speedup"),
-            categories=list(frame["label"].unique()),
-            hues=T.sort_precisions(frame["precision"]),
-            colors=colors,
-        )
+    fig, panels = _precision_bar_panels(runs, facets, "speedup")
+    for ax, _frame in panels:
         ax.axhline(1.0, color="0.15", linewidth=1.0, linestyle="--", zorder=3)
         ax.annotate(
             f"{BASELINE_PRECISION} = 1",
@@ -376,7 +378,6 @@ def plot_speedup(runs: pd.DataFrame) -> Figure:
             fontsize=7,
         )
         ax.set_ylabel(f"{BASELINE_PRECISION} seconds / seconds")
-        ax.set_title(facet_title, fontsize=9)
     fig.suptitle(title)
     return fig
 

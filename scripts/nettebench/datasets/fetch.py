@@ -36,7 +36,7 @@ from typing import Any
 from nettebench.atomic_io import write_json_atomic
 
 from .errors import DatasetError, report
-from .verify import CHUNK, Digests, check_expected, scan_archive
+from .verify import CHUNK, Digests, check_expected, describe, scan_archive
 
 USER_AGENT = "nettebench-fetch/1"
 SCHEMES = ("http", "https", "file")
@@ -193,7 +193,7 @@ def _download_once(
                     chunk = response.read(CHUNK)
                 except (OSError, http.client.HTTPException) as exc:
                     raise _Transient(
-                        f"connection lost after {digests.size} bytes ({_describe(exc)})"
+                        f"connection lost after {digests.size} bytes ({describe(exc)})"
                     ) from exc
                 if not chunk:
                     break
@@ -220,10 +220,10 @@ def _open(request: urllib.request.Request, timeout: float):
         raise _Unreachable(reason) from exc
     except urllib.error.URLError as exc:
         if isinstance(exc.reason, _PERMANENT_OS_ERRORS):
-            raise _Unreachable(_describe(exc.reason)) from exc
-        raise _Transient(_describe(exc.reason)) from exc
+            raise _Unreachable(describe(exc.reason)) from exc
+        raise _Transient(describe(exc.reason)) from exc
     except (OSError, http.client.HTTPException) as exc:
-        raise _Transient(_describe(exc)) from exc
+        raise _Transient(describe(exc)) from exc
 
 
 def _open_part(part: Path):
@@ -241,11 +241,6 @@ def _unreachable_message(url: str, reason: str, attempts: int) -> str:
         "a local .tgz, a folder holding train/ and val/, or a file:// or http(s):// URL; or "
         "(2) benchmark on generated images with a `synthetic:` dataset in config.yaml"
     )
-
-
-def _describe(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def main(argv: list[str] | None = None) -> int:

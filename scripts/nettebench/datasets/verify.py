@@ -112,7 +112,7 @@ def scan_archive(
         raise DatasetError(f"archive {label} does not exist") from exc
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise DatasetError(
-            f"{label} is not a complete gzip-compressed tar archive ({_describe(exc)}); "
+            f"{label} is not a complete gzip-compressed tar archive ({describe(exc)}); "
             "the file is truncated or corrupt: delete it and download (or re-create) it"
         ) from exc
     except OSError as exc:
@@ -177,6 +177,7 @@ def _blocks(size: int) -> int:
     return -(-size // tarfile.BLOCKSIZE) * tarfile.BLOCKSIZE
 
 
-def _describe(exc: BaseException) -> str:
+def describe(exc: BaseException) -> str:
+    """An exception as one readable phrase: its type, and its message when it has one."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
