@@ -144,11 +144,8 @@ def read_cell(metrics_path: str | os.PathLike) -> Cell:
         raise RecordError(f"{path}: no such metrics file") from None
     except json.JSONDecodeError as error:
         raise RecordError(f"{path}: not valid JSON ({error})") from None
-    except ValueError as error:  # wrong schema_version; the message already names the file
+    except ValueError as error:  # schema version, keys or status; the message names the file
         raise RecordError(str(error)) from None
-    missing = [key for key in records.METRICS_KEYS if key not in record]
-    if missing:
-        raise RecordError(f"{path}: metrics record lacks keys {missing}")
 
     epochs_path = path.parent / records.EPOCHS_FILE
     try:

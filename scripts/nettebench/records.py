@@ -96,12 +96,8 @@ EPOCH_COLUMNS = (
 
 def write_metrics(cell_dir: str | os.PathLike, record: Mapping[str, Any]) -> Path:
     """Validate ``record`` against METRICS_KEYS and write it as the cell's metrics.json."""
-    missing = [key for key in METRICS_KEYS if key not in record]
-    if missing:
-        raise ValueError(f"metrics record lacks keys {missing}")
-    if record["status"] not in STATUSES:
-        raise ValueError(f"status {record['status']!r} is not one of {STATUSES}")
     path = Path(cell_dir) / METRICS_FILE
+    _check_record(record, path)
     atomic_write_text(path, json.dumps(record, indent=2, sort_keys=False, default=str) + "\n")
     return path
 
@@ -124,10 +120,20 @@ def write_epochs(cell_dir: str | os.PathLike, rows: Iterable[Mapping[str, Any]])
 
 
 def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
-    """Read one metrics.json, refusing files from an unknown schema version."""
+    """Read one metrics.json, refusing an unknown schema version or a record missing keys."""
     with open(path, encoding="utf-8") as handle:
         record = json.load(handle)
     version = record.get("schema_version")
     if version != SCHEMA_VERSION:
         raise ValueError(f"{path}: schema_version {version!r}, expected {SCHEMA_VERSION}")
+    _check_record(record, path)
     return record
+
+
+def _check_record(record: Mapping[str, Any], path: Path | str) -> None:
+    """The same checks when a record is written and when it is read back."""
+    missing = [key for key in METRICS_KEYS if key not in record]
+    if missing:
+        raise ValueError(f"{path}: metrics record lacks keys {missing}")
+    if record["status"] not in STATUSES:
+        raise ValueError(f"{path}: status {record['status']!r} is not one of {STATUSES}")
