@@ -122,7 +122,7 @@ def test_parser_takes_the_trainers_cell_options():
     args = bench.build_parser().parse_args([*cell.cli_args(), "--out", "x.json"])
     assert (args.model, args.batch_size, args.image_size, args.out) == ("resnet18", 4, 32, "x.json")
     assert (args.steps, args.warmup_steps, args.num_classes) == (30, 10, 10)
-    assert not args.channels_last
+    assert args.channels_last == "auto"
     assert bench.build_parser().parse_args(["--channels-last", "true"]).channels_last
 
 

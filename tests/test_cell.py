@@ -1,12 +1,13 @@
 """A cell's identity, path and trainer arguments: stable when parameters with defaults appear."""
 
+import argparse
 import dataclasses
 from pathlib import Path
 
 import pytest
 import yaml
 
-from nettebench.cell import CORE_KEYS, CellSpec, field_defaults
+from nettebench.cell import CORE_KEYS, CellSpec, add_cell_options, field_defaults
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 
@@ -70,3 +71,33 @@ def test_schema_documents_the_trainer_defaults():
     assert set(properties) == {f.name for f in dataclasses.fields(CellSpec)}
     schema_defaults = {k: v["x-default"] for k, v in properties.items() if "x-default" in v}
     assert schema_defaults == field_defaults()
+
+
+@pytest.mark.parametrize(
+    ("precision", "setting", "expected"),
+    [
+        ("O0", "auto", False),
+        ("fp32", "auto", False),
+        ("tf32", "auto", False),
+        ("O1", "auto", True),
+        ("O2", "auto", True),
+        ("O3", "auto", True),
+        ("bf16", "auto", True),
+        ("O1", False, False),
+        ("O0", True, True),
+    ],
+)
+def test_channels_last_auto_is_on_for_reduced_precision_modes(precision, setting, expected):
+    cell = CellSpec(dataset="d", precision=precision, channels_last=setting)
+    assert cell.uses_channels_last() is expected
+    assert ("channels_last" in cell.identity()) is (setting != "auto")
+
+
+def test_channels_last_and_compile_parse_from_the_command_line():
+    parser = argparse.ArgumentParser()
+    add_cell_options(parser)
+    for text, value in (("auto", "auto"), ("true", True), ("False", False)):
+        assert parser.parse_args(["--channels-last", text]).channels_last == value
+    assert parser.parse_args(["--compile", "true"]).compile is True
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--compile", "auto"])

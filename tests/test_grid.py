@@ -104,7 +104,9 @@ def test_overrides_apply_unless_an_axis_names_the_parameter():
         ({"amp_backend": "apex", "batch_size": "auto"}, "fixed batch_size"),
         ({"amp_backend": "amp"}, "'amp' is not allowed; allowed: native, apex"),
         ({"batch_size": "big"}, "batch_size must be an integer >= 1 or auto"),
-        ({"channels_last": "yes"}, "channels_last must be true or false"),
+        ({"channels_last": "yes"}, "channels_last must be true, false or auto"),
+        ({"compile": "yes"}, "compile must be true or false"),
+        ({"compile": True, "amp_backend": "apex"}, "compile needs amp_backend native"),
     ],
 )
 def test_trainer_options_are_validated(matrix, expected):

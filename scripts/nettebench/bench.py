@@ -85,7 +85,7 @@ def measure_ceiling(
     warmup_steps: int = WARMUP_STEPS,
     steps: int = STEPS,
     threads: int | None = None,
-    channels_last: bool = False,
+    channels_last: bool | str = "auto",
     **cell_options: Any,
 ) -> dict[str, Any]:
     """Time ``steps`` training steps on a batch already on the device; return the record.
@@ -146,7 +146,7 @@ def measure_cell(
         batch_size_requested=cell.batch_size,
         image_size=cell.image_size,
         num_classes=num_classes,
-        channels_last=cell.channels_last,
+        channels_last=cell.uses_channels_last(),
         cell=cell.as_dict(),
         cell_id=cell.cell_id(),
         environment=environment.collect(),

@@ -50,11 +50,14 @@ class CellSpec:
     momentum: float = 0.9
     weight_decay: float = 1e-4
     lr_schedule: str = "step"  # step (x0.1 every 30 epochs, the reference) or cosine
-    channels_last: bool = False  # NHWC memory format for the model and its inputs
+    # NHWC memory format for the model and its inputs; auto: on for the mixed- and
+    # half-precision modes, whose tensor-core convolutions want NHWC, off otherwise
+    channels_last: bool | str = "auto"
     deterministic: bool = False  # deterministic algorithms, cuDNN autotuning off
     pretrained: bool = False  # start from the libraries' ImageNet weights (new classifier head)
     amp_backend: str = "native"  # native (torch.autocast) or apex (NVIDIA apex.amp, O0-O3)
     loader: str = "pil"  # pil (the reference ImageFolder + PIL pipeline) or cached
+    compile: bool = False  # torch.compile the model; its compile time is reported apart
 
     def effective_lr(self, batch_size: int | None = None) -> float:
         """The learning rate used: explicit, or the reference 0.1 scaled with the batch size
@@ -62,6 +65,14 @@ class CellSpec:
         if self.lr is not None:
             return self.lr
         return 0.1 * (self.batch_size if batch_size is None else batch_size) / 256
+
+    def uses_channels_last(self) -> bool:
+        """``channels_last`` resolved: ``auto`` is on exactly for the reduced-precision modes."""
+        if self.channels_last == "auto":
+            from nettebench import precision
+
+            return precision.get(self.precision).reduced_precision
+        return bool(self.channels_last)
 
     def store_resolution(self) -> int:
         """Side of the decoded store a ``cached`` cell samples from: the reference's
@@ -147,9 +158,10 @@ def _option_type(annotation: str):
         if "None" in kinds and text.lower() == "none":
             return None
         if kinds[0] == "bool":
-            if text.lower() not in ("true", "false"):
+            if text.lower() in ("true", "false"):
+                return text.lower() == "true"
+            if "str" not in kinds:
                 raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-            return text.lower() == "true"
         for kind in kinds:
             try:
                 return {"int": int, "float": float, "str": str}[kind](text)

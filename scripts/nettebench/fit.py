@@ -35,6 +35,7 @@ class FitResult:
     batch_size: int  # the batch size used (chosen when the cell says auto)
     resumed_from_epoch: int | None  # epochs already done by earlier processes, None if fresh
     earlier_wall_s: float  # wall time earlier processes spent on the finished epochs
+    compile_s: float | None = None  # the torch.compile warm-up (compile: true), else None
 
 
 def lr_at(cell: CellSpec, epoch: int, batch_size: int) -> float:
@@ -79,7 +80,7 @@ def make_runner(cell: CellSpec, device: torch.device, num_classes: int, batch_si
         lr=lr_at(cell, 0, batch_size),
         momentum=cell.momentum,
         weight_decay=cell.weight_decay,
-        channels_last=cell.channels_last,
+        channels_last=cell.uses_channels_last(),
     )
     model = build_model(cell.model, num_classes, pretrained=cell.pretrained)
     if cell.amp_backend == "apex":
@@ -89,7 +90,7 @@ def make_runner(cell: CellSpec, device: torch.device, num_classes: int, batch_si
         return ApexTrainingStep(model, mode, device, **kwargs)
     from nettebench.training_step import TrainingStep
 
-    return TrainingStep(model, mode, device, **kwargs)
+    return TrainingStep(model, mode, device, compile=cell.compile, **kwargs)
 
 
 def choose_batch_size(cell: CellSpec, device: torch.device, num_classes: int) -> int:
@@ -115,6 +116,35 @@ def choose_batch_size(cell: CellSpec, device: torch.device, num_classes: int) ->
                 torch.cuda.empty_cache()
 
 
+def compile_warmup(runner, batch_size: int, image_size: int) -> float:
+    """Compile a ``compile: true`` cell's model before the first epoch; return the seconds.
+
+    One training step and one evaluation forward at the cell's batch shape, on zeros, so that
+    torch.compile builds both graphs here and not inside the timed epochs. The weights,
+    optimiser and loss-scaler state are put back afterwards, so the cell learns exactly as if
+    the warm-up had not happened. (An odd-sized last validation batch compiles once more,
+    inside the first epoch, where it counts as first-epoch overhead.)
+    """
+    import copy
+
+    from nettebench.loop import synchronize
+
+    saved = copy.deepcopy(runner.state_dict())
+    synchronize(runner.device)
+    start = time.perf_counter()
+    images = runner.prepare_inputs(torch.zeros(batch_size, 3, image_size, image_size))
+    targets = torch.zeros(batch_size, dtype=torch.int64, device=runner.device)
+    runner.model.train()
+    runner.step(images, targets)
+    runner.model.eval()
+    with torch.no_grad(), runner.autocast():
+        runner.model(images)
+    synchronize(runner.device)
+    seconds = time.perf_counter() - start
+    runner.load_state_dict(saved)
+    return seconds
+
+
 def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device, store_dir: Path):
     """The cell's input pipeline: the reference PIL loader, or batches from the decoded store
     (``data_path``, the dataset.json or tree the cell was given, identifies the store's source)."""
@@ -130,7 +160,7 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
             image_size=cell.image_size,
             batch_size=batch_size,
             device=device,
-            channels_last=cell.channels_last,
+            channels_last=cell.uses_channels_last(),
             workers=cell.workers,
         )
     from nettebench.data import build_pil_loaders
@@ -184,6 +214,9 @@ def fit(
         result.resumed_from_epoch = len(rows)
         result.earlier_wall_s = saved["wall_s"]
         print(f"resumed from the checkpoint after epoch {len(rows)}", flush=True)
+    if cell.compile:
+        result.compile_s = compile_warmup(runner, batch_size, cell.image_size)
+        print(f"compiled the model in {result.compile_s:.1f} s (apart from the epochs)", flush=True)
 
     steps_per_epoch = len(loaders.train)
     first_epoch = len(rows)  # the first epoch this process runs (after a resume: not epoch 0)

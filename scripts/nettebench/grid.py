@@ -28,7 +28,7 @@ LR_SCHEDULES = ("step", "cosine")
 AMP_BACKENDS = ("native", "apex")
 LOADERS = ("pil", "cached")
 _POSITIVE_INTS = ("epochs", "image_size")
-_BOOLEANS = ("channels_last", "deterministic", "pretrained")
+_BOOLEANS = ("deterministic", "pretrained", "compile")
 _NON_NEGATIVE_INTS = ("workers", "seed")
 
 
@@ -88,6 +88,8 @@ def build_cell(values: Mapping[str, Any], *, section: str, datasets: Sequence[st
                 f"{section}: amp_backend apex needs a CUDA device and a fixed batch_size "
                 "(apex's amp.initialize runs once per process)"
             )
+    if cell.compile and cell.amp_backend == "apex":
+        raise ConfigError(f"{section}: compile needs amp_backend native (apex patches the model)")
     if cell.max_steps is not None and cell.max_steps < 1:
         raise ConfigError(f"{section}.max_steps must be >= 1 or null, got {cell.max_steps!r}")
     cell.path()  # raises on values that cannot be a path component
@@ -116,6 +118,9 @@ def _check_value(key: str, value: Any, *, section: str, datasets: Sequence[str])
     elif key == "batch_size":
         if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigError(f"{where} must be an integer >= 1 or auto, got {value!r}")
+    elif key == "channels_last":
+        if not isinstance(value, bool) and value != "auto":
+            raise ConfigError(f"{where} must be true, false or auto, got {value!r}")
     elif key in _BOOLEANS:
         if not isinstance(value, bool):
             raise ConfigError(f"{where} must be true or false, got {value!r}")

@@ -39,6 +39,12 @@ class PrecisionMode:
     devices: frozenset[str] = frozenset({"cuda", "cpu"})  # device types that can run it
     unsupported_hint: str = ""  # what to use instead where a device cannot run it
 
+    @property
+    def reduced_precision(self) -> bool:
+        """Whether convolutions run in fp16/bf16 (autocast or a cast model): the modes whose
+        tensor-core kernels want channels_last inputs."""
+        return self.autocast_dtype is not None or self.model_dtype != "float32"
+
 
 _CUDA_ONLY = frozenset({"cuda"})
 _FP16_HINT = "float16 training needs CUDA; on a CPU use `fp32` or `bf16`"

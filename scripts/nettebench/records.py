@@ -71,6 +71,7 @@ SUMMARY_KEYS = (
     "first_epoch_overhead_s",  # float: first epoch's wall time minus steady_epoch_s (warm-up)
     "peak_mem_mb",  # float: peak device memory (CUDA allocator) or peak RSS on a CPU
     "resumed_from_epoch",  # int | None: epochs an earlier, killed process had finished
+    "compile_s",  # float | None: torch.compile warm-up before epoch 1 (cells with compile: true)
 )
 
 # Columns of epochs.csv, in order.

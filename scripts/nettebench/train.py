@@ -139,6 +139,7 @@ def _finish(record, out_dir: Path, rows, started_at: float, *, status, message, 
     if fit is not None:
         record["summary"]["batch_size_used"] = fit.batch_size
         record["summary"]["resumed_from_epoch"] = fit.resumed_from_epoch
+        record["summary"]["compile_s"] = fit.compile_s
         earlier_wall_s = fit.earlier_wall_s
     record["summary"]["wall_s"] = earlier_wall_s + time.time() - started_at
     records.write_epochs(out_dir, rows)
@@ -174,6 +175,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "first_epoch_overhead_s": rows[0]["wall_s"] - steady if steady is not None else None,
         "peak_mem_mb": max(r["peak_mem_mb"] for r in rows),
         "resumed_from_epoch": None,
+        "compile_s": None,
     }
 
 

@@ -55,6 +55,7 @@ class TrainingStep:
         momentum: float,
         weight_decay: float,
         channels_last: bool = False,
+        compile: bool = False,
     ) -> None:
         self.mode = mode
         self.device = device
@@ -63,6 +64,10 @@ class TrainingStep:
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
         set_tf32(device, mode.allow_tf32)
         self.model = cast_model(model.to(device, memory_format=self.memory_format), mode)
+        if compile:
+            # In place (nn.Module.compile): calls go through the compiled forward while the
+            # state_dict keeps its plain keys, so checkpoints do not depend on compilation.
+            self.model.compile()
         self.criterion = nn.CrossEntropyLoss()
         self.model_params = [p for p in self.model.parameters() if p.requires_grad]
         if mode.master_weights:
