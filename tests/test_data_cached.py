@@ -6,21 +6,35 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from PIL import Image
 from torchvision import transforms
 
+from nettebench import store as st
 from nettebench.data import IMAGENET_MEAN, IMAGENET_STD
-from nettebench.data_cached import _cpu_loaders, _NormalisedBatches, _StoreBatches
+from nettebench.data_cached import CachedSplit, _cpu_loaders, _NormalisedBatches, _StoreBatches
 
 SIDE = 64  # store side for 56 px crops: round(56 / 0.875)
 OUT = 56
 
 
 class _Store:
-    """What ``store.open_store`` returns, in memory: uint8 NHWC splits and labels."""
+    """What ``store.open_store`` returns, in memory: full-frame train slots (landscape and
+    portrait images of several aspects) and square val images, uint8 NHWC, with labels."""
 
     def __init__(self, train: int = 24, val: int = 10, side: int = SIDE, seed: int = 0):
         rng = np.random.default_rng(seed)
-        self.train = rng.integers(0, 256, (train, side, side, 3), dtype=np.uint8)
+        self.upright = []  # the train images as files would hold them (already resized)
+        frames, sizes = [], []
+        for index in range(train):
+            long = side + (index * 7) % (st.frame_width(side) - side + 1)
+            shape = (long, side, 3) if index % 3 == 0 else (side, long, 3)
+            image = rng.integers(0, 256, shape, dtype=np.uint8)
+            self.upright.append(image)
+            frame, size = st.full_frame(Image.fromarray(image), side)
+            frames.append(frame)
+            sizes.append(size)
+        self.train = np.stack(frames)
+        self.train_sizes = np.array(sizes, dtype=np.int32)
         self.val = rng.integers(0, 256, (val, side, side, 3), dtype=np.uint8)
         self.train_labels = rng.integers(0, 3, train).astype(np.int64)
         self.val_labels = rng.integers(0, 3, val).astype(np.int64)
@@ -33,9 +47,10 @@ def _reference_normalise(uint8_nhwc: torch.Tensor) -> torch.Tensor:
     return (uint8_nhwc.permute(0, 3, 1, 2).float() / 255 - mean) / std
 
 
-def test_train_crops_are_torchvisions_random_resized_crop_and_flip():
+def test_train_crops_are_torchvisions_random_resized_crop_and_flip_of_the_whole_image():
     store = _Store()
-    batches = _StoreBatches(store.train, store.train_labels, OUT, train=True)
+    assert {h > w for h, w in store.train_sizes} == {True, False}
+    batches = _StoreBatches(store.train, store.train_labels, OUT, True, store.train_sizes)
     reference = transforms.Compose(
         [transforms.RandomResizedCrop(OUT, antialias=True), transforms.RandomHorizontalFlip()]
     )
@@ -43,7 +58,7 @@ def test_train_crops_are_torchvisions_random_resized_crop_and_flip():
     ours, labels = batches.__getitems__(list(range(12)))
     torch.manual_seed(7)
     theirs = torch.stack(
-        [reference(torch.from_numpy(store.train[i]).permute(2, 0, 1)) for i in range(12)]
+        [reference(torch.from_numpy(store.upright[i]).permute(2, 0, 1)) for i in range(12)]
     )
     assert ours.dtype == torch.uint8 and ours.shape == (12, OUT, OUT, 3)
     difference = (ours.permute(0, 3, 1, 2).int() - theirs.int()).abs()
@@ -137,3 +152,36 @@ def test_worker_loaders_give_fixed_shapes_and_repeat_with_the_seed():
     assert not torch.equal(first[0], other[0])
     val = [images for images, _ in loaders.val]
     assert [b.shape[0] for b in val] == [7]
+
+
+def test_device_path_crops_each_image_upright_and_inside_its_own_frame():
+    """The batched (GPU) path on the CPU: a portrait image, dark on top and bright below,
+    cropped whole, comes out upright; boxes never reach the slot's padding (black here)."""
+    side, frame = 16, st.frame_width(16)
+    slots = torch.zeros(2, side, frame, 3, dtype=torch.uint8)
+    upright = torch.full((20, side, 3), 250, dtype=torch.uint8)
+    upright[:10] = 50
+    slots[0, :, :20] = upright.transpose(0, 1)  # portrait: stored transposed
+    slots[1, :, :18] = 200  # landscape 16 x 18
+    sizes = torch.tensor([[20, 16], [16, 18]], dtype=torch.int32)
+    split = CachedSplit(
+        images=slots, labels=torch.tensor([0, 1]), batch_size=2, image_size=8,
+        device=torch.device("cpu"), train=True, generator=torch.Generator().manual_seed(0),
+        sizes=sizes,
+    )  # fmt: skip
+    from nettebench import augment
+
+    whole = augment.random_resized_crop_flip(
+        slots, 8, generator=torch.Generator().manual_seed(0), scale=(1.0, 1.0),
+        ratio=(16 / 20, 16 / 20), sizes=sizes, mean=(0, 0, 0), std=(1 / 255,) * 3, flip_p=0,
+    )  # fmt: skip
+    portrait = whole[0].mean(dim=(0, 2))  # per output row
+    assert portrait[:3].max() < 60 and portrait[-3:].min() > 240  # upright, not sideways
+    for _ in range(20):  # random crops: none reads the black padding
+        images, targets = next(iter(split))  # shuffled: the target says which image
+        pixels = images * torch.tensor(IMAGENET_STD).view(1, 3, 1, 1) + torch.tensor(
+            IMAGENET_MEAN
+        ).view(1, 3, 1, 1)
+        by_label = dict(zip(targets.tolist(), pixels, strict=True))
+        assert by_label[1].min() > 180 / 255  # the landscape image is 200 throughout
+        assert by_label[0].min() > 40 / 255  # the portrait one 50 or 250

@@ -44,8 +44,9 @@ def test_layout_shapes_labels_follow_imagefolder(dataset, built):
 
     out, manifest = built
     assert sorted(os.listdir(out)) == sorted(
-        ["store.json", "train.npy", "val.npy", "train_labels.npy", "val_labels.npy"]
-    )
+        ["store.json", "train.npy", "val.npy", "train_labels.npy", "val_labels.npy",
+         "train_sizes.npy"]
+    )  # fmt: skip
     opened = st.open_store(out)
     assert opened.manifest == json.loads((out / "store.json").read_text())
     assert opened.resolution == RES and manifest["resize_policy"] == "shorter_side"
@@ -54,7 +55,8 @@ def test_layout_shapes_labels_follow_imagefolder(dataset, built):
     for split, count in (("train", 60), ("val", 20)):
         folder = ImageFolder(str(dataset / "data" / split))
         images, labels = getattr(opened, split), getattr(opened, f"{split}_labels")
-        assert images.shape == (count, RES, RES, 3) and images.dtype == np.uint8
+        width = st.frame_width(RES) if split == "train" else RES
+        assert images.shape == (count, RES, width, 3) and images.dtype == np.uint8
         assert labels.dtype == np.int64
         assert labels.tolist() == [label for _path, label in folder.samples]
         assert opened.classes == folder.classes == manifest["classes"]
@@ -64,15 +66,50 @@ def test_layout_shapes_labels_follow_imagefolder(dataset, built):
         ]
 
 
-def test_pixels_equal_torchvision_resize_and_centre_crop(dataset, built):
+def test_val_pixels_equal_torchvision_resize_and_centre_crop(dataset, built):
     from torchvision.datasets import ImageFolder
 
     opened = st.open_store(built[0])
-    for split, indices in (("train", (0, 7, 59)), ("val", (3, 19))):
-        samples = ImageFolder(str(dataset / "data" / split)).samples
-        for index in indices:
-            expected = reference_pixels(samples[index][0], RES)
-            np.testing.assert_array_equal(getattr(opened, split)[index], expected)
+    samples = ImageFolder(str(dataset / "data" / "val")).samples
+    for index in (3, 19):
+        expected = reference_pixels(samples[index][0], RES)
+        np.testing.assert_array_equal(opened.val[index], expected)
+
+
+def test_train_images_keep_their_whole_frame(dataset, built):
+    """Train pixels equal torchvision's Resize of the file (no crop: the synthetic images are
+    at most 3:2), portrait ones stored transposed, the rest of the slot the last column."""
+    from torchvision import transforms
+    from torchvision.datasets import ImageFolder
+
+    opened = st.open_store(built[0])
+    samples = ImageFolder(str(dataset / "data" / "train")).samples
+    orientations = set()
+    for index in range(len(samples)):
+        with Image.open(samples[index][0]) as image:
+            expected = np.asarray(transforms.Resize(RES)(image.convert("RGB")))
+        height, width = opened.train_sizes[index]
+        assert (height, width) == expected.shape[:2] and min(height, width) == RES
+        stored = opened.train[index]
+        if height > width:
+            np.testing.assert_array_equal(stored[:width, :height].transpose(1, 0, 2), expected)
+        else:
+            np.testing.assert_array_equal(stored[:height, :width], expected)
+        beyond = stored[:, max(height, width) :]
+        assert (beyond == stored[:, max(height, width) - 1 : max(height, width)]).all()
+        orientations.add(height > width)
+    assert orientations == {True, False}  # both portrait and landscape files were checked
+
+
+def test_frames_wider_than_three_to_two_keep_their_centre():
+    rng = np.random.default_rng(0)
+    wide = Image.fromarray(rng.integers(0, 256, (20, 60, 3), dtype=np.uint8))  # 3:1
+    slot, size = st.full_frame(wide, 10)
+    assert slot.shape == (10, 15, 3) and size == (10, 15)
+    from torchvision import transforms
+
+    expected = transforms.CenterCrop((10, 15))(transforms.Resize(10)(wide))
+    np.testing.assert_array_equal(slot, np.asarray(expected))
 
 
 def test_policy_handles_portrait_and_landscape():

@@ -45,8 +45,8 @@ _ATTEMPTS = 10
 
 def sample_crop_boxes(
     batch: int,
-    height: int,
-    width: int,
+    height: int | torch.Tensor,
+    width: int | torch.Tensor,
     *,
     scale: Sequence[float] = (0.08, 1.0),
     ratio: Sequence[float] = (3 / 4, 4 / 3),
@@ -60,6 +60,7 @@ def sample_crop_boxes(
     with ``0 < w <= width`` and ``0 < h <= height`` wins and its offsets are uniform over the
     valid integer positions. If all ten fail, the centre crop with the aspect ratio clamped
     into ``ratio``. All attempts are drawn for every image (a fixed amount of randomness).
+    ``height`` and ``width`` are one size for the batch or one per image (``(batch,)`` tensors).
 
     Returns a float32 ``(batch, 4)`` tensor of ``(x1, y1, x2, y2)`` pixel-edge coordinates on
     ``device`` (the generator's device by default), ready for ``roi_align(aligned=True)``.
@@ -77,36 +78,39 @@ def sample_crop_boxes(
     log_lo, log_hi = math.log(ratio[0]), math.log(ratio[1])
     log_aspect = torch.rand(batch, _ATTEMPTS, **draw).to(ftype) * (log_hi - log_lo) + log_lo
     offsets_u = torch.rand(batch, 2, **draw).to(ftype)
+    height = torch.as_tensor(height, device=device).to(ftype).expand(batch)
+    width = torch.as_tensor(width, device=device).to(ftype).expand(batch)
 
-    target_area = area_frac * (height * width)
+    target_area = area_frac * (height * width)[:, None]
     aspect = torch.exp(log_aspect)
     w = torch.round(torch.sqrt(target_area * aspect))  # round half to even, as Python's round
     h = torch.round(torch.sqrt(target_area / aspect))
-    ok = (w > 0) & (w <= width) & (h > 0) & (h <= height)
+    ok = (w > 0) & (w <= width[:, None]) & (h > 0) & (h <= height[:, None])
     first = ok.to(torch.uint8).argmax(dim=1, keepdim=True)  # first True (0 when none)
     w = w.gather(1, first).squeeze(1)
     h = h.gather(1, first).squeeze(1)
     accepted = ok.any(dim=1)
 
     fb_w, fb_h = _fallback_size(height, width, ratio)
-    w = torch.where(accepted, w, torch.full_like(w, fb_w))
-    h = torch.where(accepted, h, torch.full_like(h, fb_h))
+    w = torch.where(accepted, w, fb_w)
+    h = torch.where(accepted, h, fb_h)
     # Uniform integer offsets in [0, size - crop]; the fallback is centred (floor division).
-    x = torch.floor(offsets_u[:, 0] * (width - w + 1)).clamp_max_(width - w)
-    y = torch.floor(offsets_u[:, 1] * (height - h + 1)).clamp_max_(height - h)
-    x = torch.where(accepted, x, torch.full_like(x, (width - fb_w) // 2))
-    y = torch.where(accepted, y, torch.full_like(y, (height - fb_h) // 2))
+    x = torch.minimum(torch.floor(offsets_u[:, 0] * (width - w + 1)), width - w)
+    y = torch.minimum(torch.floor(offsets_u[:, 1] * (height - h + 1)), height - h)
+    x = torch.where(accepted, x, torch.floor((width - fb_w) / 2))
+    y = torch.where(accepted, y, torch.floor((height - fb_h) / 2))
     return torch.stack([x, y, x + w, y + h], dim=1).to(torch.float32)
 
 
-def _fallback_size(height: int, width: int, ratio: Sequence[float]) -> tuple[int, int]:
-    """torchvision's fallback: the whole image, its aspect ratio clamped into ``ratio``."""
+def _fallback_size(
+    height: torch.Tensor, width: torch.Tensor, ratio: Sequence[float]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """torchvision's fallback per image: the whole image, its aspect clamped into ``ratio``."""
     in_ratio = width / height
-    if in_ratio < min(ratio):
-        return width, int(round(width / min(ratio)))
-    if in_ratio > max(ratio):
-        return int(round(height * max(ratio))), height
-    return width, height
+    narrow, wide = in_ratio < min(ratio), in_ratio > max(ratio)
+    fb_w = torch.where(wide, torch.round(height * max(ratio)), width)
+    fb_h = torch.where(narrow, torch.round(width / min(ratio)), height)
+    return fb_w, fb_h
 
 
 def random_resized_crop_flip(
@@ -122,20 +126,34 @@ def random_resized_crop_flip(
     dtype: torch.dtype = torch.float32,
     channels_last: bool = False,
     sampling_ratio: int = -1,
+    sizes: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The training transform on a uint8 NHWC batch: ``(B, 3, out_size, out_size)``, normalised.
 
     RandomResizedCrop(out_size) + RandomHorizontalFlip(flip_p) + Normalize(mean, std), batched:
     boxes from :func:`sample_crop_boxes`, then one flip draw per image, all from ``generator``
     (which must live on ``images.device``).
+
+    ``sizes`` ``(B, 2)``: each image's (height, width) when it fills only the top-left part of
+    its slot (the store's full frames); height > width means it is stored transposed, so its
+    box is sampled in its own orientation, transposed onto the slot, and the crop transposed
+    back.
     """
     _check_batch(images)
     batch, height, width, _ = images.shape
+    if sizes is not None:
+        height, width = sizes[:, 0], sizes[:, 1]
     boxes = sample_crop_boxes(
         batch, height, width, scale=scale, ratio=ratio, generator=generator, device=images.device
     )
     flip = torch.rand(batch, generator=generator, device=images.device) < flip_p
+    transposed = None
+    if sizes is not None:
+        transposed = (sizes[:, 0] > sizes[:, 1]).to(images.device)
+        boxes = torch.where(transposed[:, None], boxes[:, [1, 0, 3, 2]], boxes)
     out = _crop_resize(images, boxes, out_size, sampling_ratio)
+    if transposed is not None:
+        out = torch.where(transposed[:, None, None, None], out.transpose(-1, -2), out)
     out = torch.where(flip[:, None, None, None], out.flip(-1), out)
     return _normalise(out, mean, std, dtype, channels_last)
 

@@ -43,6 +43,7 @@ class CachedSplit:
     train: bool
     generator: torch.Generator | None = None  # shuffle, crops and flips (train only)
     channels_last: bool = False
+    sizes: torch.Tensor | None = None  # (N, 2) full-frame (height, width), train only
 
     def __len__(self) -> int:
         n = self.images.shape[0]
@@ -61,13 +62,15 @@ class CachedSplit:
             index = order[step * self.batch_size : (step + 1) * self.batch_size]
             batch = self.images.index_select(0, index)
             targets = self.labels.index_select(0, index)
+            sizes = None if self.sizes is None else self.sizes.index_select(0, index)
             if batch.device != self.device:
                 batch = batch.pin_memory().to(self.device, non_blocking=True)
                 targets = targets.to(self.device, non_blocking=True)
+                sizes = None if sizes is None else sizes.to(self.device, non_blocking=True)
             if self.train:
                 images = augment.random_resized_crop_flip(
                     batch, self.image_size, generator=self.generator,
-                    channels_last=self.channels_last,
+                    channels_last=self.channels_last, sizes=sizes,
                 )  # fmt: skip
             else:
                 images = augment.center_crop_resize(
@@ -90,13 +93,13 @@ class _StoreBatches(torch.utils.data.Dataset):
     crop on a store pre-resized to ``round(image_size / VAL_RESIZE_RATIO)``.
     """
 
-    def __init__(self, images, labels, image_size: int, train: bool):
+    def __init__(self, images, labels, image_size: int, train: bool, sizes=None):
         # Imported here, in the main process, so that workers forked every epoch inherit it
         # instead of each importing torchvision's transforms again (~0.3 s per worker).
         from torchvision.transforms import RandomResizedCrop
 
         self.crop_params = RandomResizedCrop.get_params
-        self.images, self.labels = images, labels
+        self.images, self.labels, self.sizes = images, labels, sizes
         self.image_size, self.train = image_size, train
 
     def __len__(self) -> int:
@@ -113,7 +116,12 @@ class _StoreBatches(torch.utils.data.Dataset):
             out = torch.tensor([], dtype=torch.uint8).set_(storage).view(-1, side, side, 3)
         for slot, index in enumerate(indices):
             # The store is a read-only memmap shared by the workers; crops only read from it.
-            image = _as_tensor(np.asarray(self.images[index])).permute(2, 0, 1)
+            image = _as_tensor(np.asarray(self.images[index]))
+            if self.sizes is not None:  # a full frame: the image's part of its slot, upright
+                height, width = (int(side) for side in self.sizes[index])
+                image = image[: min(height, width), : max(height, width)]
+                image = image.transpose(0, 1) if height > width else image
+            image = image.permute(2, 0, 1)
             crop = self._train_crop(image) if self.train else self._val_crop(image)
             out[slot].copy_(crop.permute(1, 2, 0))
         return out, torch.as_tensor(np.asarray(self.labels[indices]), dtype=torch.int64)
@@ -229,9 +237,9 @@ def _cpu_loaders(store, *, image_size: int, batch_size: int, workers: int, chann
 
     generator = torch.Generator()
 
-    def split(images, labels, train: bool) -> _NormalisedBatches:
+    def split(images, labels, train: bool, sizes=None) -> _NormalisedBatches:
         loader = DataLoader(
-            _StoreBatches(images, labels, image_size, train),
+            _StoreBatches(images, labels, image_size, train, sizes),
             batch_size=batch_size,
             shuffle=train,
             drop_last=train,  # fixed batch shapes
@@ -243,7 +251,7 @@ def _cpu_loaders(store, *, image_size: int, batch_size: int, workers: int, chann
         return _NormalisedBatches(loader, channels_last)
 
     return Loaders(
-        train=split(store.train, store.train_labels, True),
+        train=split(store.train, store.train_labels, True, store.train_sizes),
         val=split(store.val, store.val_labels, False),
         num_classes=len(store.classes),
         classes=list(store.classes),
@@ -283,7 +291,7 @@ def build_cached_loaders(
     home = device if store_fits(store, device) else torch.device("cpu")
     generator = torch.Generator(device=device)
 
-    def split(images, labels, train: bool) -> CachedSplit:
+    def split(images, labels, train: bool, sizes=None) -> CachedSplit:
         return CachedSplit(
             images=_as_tensor(images).to(home),
             labels=_as_tensor(labels).to(home),
@@ -293,10 +301,11 @@ def build_cached_loaders(
             train=train,
             generator=generator if train else None,
             channels_last=channels_last,
+            sizes=None if sizes is None else _as_tensor(sizes).to(home),
         )
 
     return Loaders(
-        train=split(store.train, store.train_labels, True),
+        train=split(store.train, store.train_labels, True, store.train_sizes),
         val=split(store.val, store.val_labels, False),
         num_classes=len(store.classes),
         classes=list(store.classes),

@@ -3,7 +3,8 @@
 The ``cached`` loader samples its batches from here instead of decoding JPEGs every epoch.
 Layout of ``<out_dir>``::
 
-    train.npy          uint8 (N_train, resolution, resolution, 3), NHWC, RGB
+    train.npy          uint8 (N_train, resolution, frame, 3), NHWC, RGB (see "full frame")
+    train_sizes.npy    int32 (N_train, 2)  each train image's (height, width), own orientation
     val.npy            uint8 (N_val, resolution, resolution, 3)
     train_labels.npy   int64 (N_train,)  ImageFolder class index (sorted class folders)
     val_labels.npy     int64 (N_val,)
@@ -15,10 +16,17 @@ of a split is ``ImageFolder(split_dir).samples[i]``.
 
 Resize policy ``shorter_side`` (the only one so far; :data:`RESIZE_POLICIES`): each image is
 resized (PIL bilinear, antialiased: what torchvision's ``Resize`` does on a PIL image) so its
-shorter side is ``resolution``, then centre-cropped to ``resolution x resolution`` (torchvision's
-``CenterCrop`` arithmetic). So the stored pixels equal
-``CenterCrop(resolution)(Resize(resolution)(pil_image))`` exactly, and the train images keep the
-context RandomResizedCrop later samples from on the device.
+shorter side is ``resolution``. Validation images are then centre-cropped to ``resolution x
+resolution`` (torchvision's ``CenterCrop`` arithmetic), so the stored pixels equal
+``CenterCrop(resolution)(Resize(resolution)(pil_image))`` exactly.
+
+Full frame (training images). The reference's RandomResizedCrop samples from the *whole*
+image, so a training image keeps its whole frame: its longer side, up to ``frame = int(
+resolution * MAX_ASPECT)`` (a longer side beyond that, rarer than 4:3 and 3:2 photographs, is
+centre-cropped to it), lies along the array's width (portrait images are stored transposed), in
+the left of a ``resolution x frame`` slot (its last column repeated to the slot's end);
+``train_sizes.npy`` says which part of the slot is the image and its orientation (height >
+width: transposed).
 
 Validation images are stored the same way: the store does not know a cell's ``image_size``.
 The loader resizes them on the device to ``round(image_size / 0.875)`` and centre-crops
@@ -42,6 +50,7 @@ Command line::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import os
 import sys
@@ -60,7 +69,8 @@ from nettebench.datasets.atomic import make_work_dir, remove_tree
 from nettebench.datasets.errors import DatasetError, report
 from nettebench.datasets.info import IMAGE_EXTENSIONS, SPLITS, load_data_root, read_info
 
-FORMAT_VERSION = 1  # bump when the layout or the pixels a policy produces change
+FORMAT_VERSION = 2  # bump when the layout or the pixels a policy produces change
+MAX_ASPECT = 1.5  # training frames keep a longer side of up to 1.5 x the shorter one (3:2)
 MANIFEST = "store.json"
 WORK_PREFIX = ".store-build-"
 MIN_RESOLUTION = 8
@@ -72,16 +82,49 @@ class StoreError(DatasetError):
 
 def _shorter_side(image: Image.Image, resolution: int) -> Image.Image:
     """Resize the shorter side to ``resolution`` (torchvision ``Resize``), centre-crop square."""
+    return _centre_crop(_resize_shorter_side(image, resolution), resolution, resolution)
+
+
+def _resize_shorter_side(image: Image.Image, resolution: int) -> Image.Image:
+    """torchvision's ``Resize(resolution)`` on a PIL image (the longer side truncated)."""
     width, height = image.size
     short, long = (width, height) if width <= height else (height, width)
     new_long = int(resolution * long / short)
     new_w, new_h = (resolution, new_long) if width <= height else (new_long, resolution)
     if (new_w, new_h) != (width, height):
         image = image.resize((new_w, new_h), Image.BILINEAR)
-    # torchvision CenterCrop: offsets rounded half to even, as int(round(...)) does.
-    top = int(round((new_h - resolution) / 2.0))
-    left = int(round((new_w - resolution) / 2.0))
-    return image.crop((left, top, left + resolution, top + resolution))
+    return image
+
+
+def _centre_crop(image: Image.Image, height: int, width: int) -> Image.Image:
+    """torchvision's CenterCrop: offsets rounded half to even, as int(round(...)) does."""
+    top = int(round((image.height - height) / 2.0))
+    left = int(round((image.width - width) / 2.0))
+    return image.crop((left, top, left + width, top + height))
+
+
+def frame_width(resolution: int) -> int:
+    """Width of a training image's slot: the longest longer side a frame keeps."""
+    return int(resolution * MAX_ASPECT)
+
+
+def full_frame(image: Image.Image, resolution: int) -> tuple[np.ndarray, tuple[int, int]]:
+    """A training image as the store keeps it: its slot (``resolution x frame``, landscape,
+    image on the left, its last column repeated to the right) and its (height, width) in its
+    own orientation."""
+    image = _resize_shorter_side(image, resolution)
+    longest = frame_width(resolution)
+    if image.width > longest or image.height > longest:  # beyond 3:2: keep the centre
+        image = _centre_crop(image, min(image.height, longest), min(image.width, longest))
+    size = (image.height, image.width)
+    if image.height > image.width:
+        image = image.transpose(Image.Transpose.TRANSPOSE)
+    slot = np.empty((resolution, longest, 3), dtype=np.uint8)
+    slot[:, : image.width] = np.asarray(image)
+    # The rest repeats the last column: a batched resampler reading half a pixel past the
+    # image's edge then sees what torchvision's resize sees there (the edge pixel), not black.
+    slot[:, image.width :] = slot[:, image.width - 1 : image.width]
+    return slot, size
 
 
 # Policy name -> function(PIL RGB image, resolution) -> resolution x resolution PIL image.
@@ -94,8 +137,9 @@ RESIZE_POLICIES: dict[str, Callable[[Image.Image, int], Image.Image]] = {
 class Store:
     """An opened store; ``train``/``val`` are read-only memory maps (N, H, W, 3) uint8."""
 
-    train: np.ndarray
+    train: np.ndarray  # (N, resolution, frame, 3): full frames, see train_sizes
     val: np.ndarray
+    train_sizes: np.ndarray  # (N, 2) int32: each train image's (height, width)
     train_labels: np.ndarray
     val_labels: np.ndarray
     classes: list[str]
@@ -223,13 +267,18 @@ def build_store(
     work = make_work_dir(out_dir, WORK_PREFIX)
     try:
         for split in SPLITS:
-            shape = (len(samples[split]), resolution, resolution, 3)
+            width = frame_width(resolution) if split == "train" else resolution
+            shape = (len(samples[split]), resolution, width, 3)
             array = np.lib.format.open_memmap(
                 work / f"{split}.npy", mode="w+", dtype=np.uint8, shape=shape
             )
             del array  # header and size written; workers fill it by index
             labels = np.array([label for _path, label in samples[split]], dtype=np.int64)
             np.save(work / f"{split}_labels.npy", labels)
+        sizes = np.lib.format.open_memmap(
+            work / "train_sizes.npy", mode="w+", dtype=np.int32, shape=(len(samples["train"]), 2)
+        )
+        del sizes
         tasks = [
             (split, index, path)
             for split in SPLITS
@@ -268,6 +317,7 @@ def build_store(
         "resolution": resolution,
         "resize_policy": resize_policy,
         "layout": "NHWC uint8 RGB",
+        "frame_width": frame_width(resolution),
         "classes": list(data_root.classes),
         "train_images": len(samples["train"]),
         "val_images": len(samples["val"]),
@@ -281,7 +331,8 @@ def build_store(
 
 
 def _array_files() -> list[str]:
-    return [name for split in SPLITS for name in (f"{split}.npy", f"{split}_labels.npy")]
+    names = [name for split in SPLITS for name in (f"{split}.npy", f"{split}_labels.npy")]
+    return [*names, "train_sizes.npy"]
 
 
 # Memory maps of the work folder's arrays, opened once per worker process.
@@ -289,22 +340,39 @@ _WORKER_ARRAYS: dict[str, np.ndarray] = {}
 
 
 def _worker_open(work: str) -> None:
-    for split in SPLITS:
-        _WORKER_ARRAYS[split] = np.load(os.path.join(work, f"{split}.npy"), mmap_mode="r+")
+    for name in (*SPLITS, "train_sizes"):
+        _WORKER_ARRAYS[name] = np.load(os.path.join(work, f"{name}.npy"), mmap_mode="r+")
 
 
 def _decode_into(task: tuple[str, int, str], *, resolution: int, resize_policy: str) -> None:
     """Decode, resize and write one image into its slot (runs in a worker process)."""
     split, index, path = task
-    _WORKER_ARRAYS[split][index] = decode(path, resolution, resize_policy)
+    if split == "train":
+        _WORKER_ARRAYS[split][index], _WORKER_ARRAYS["train_sizes"][index] = decode_frame(
+            path, resolution
+        )
+    else:
+        _WORKER_ARRAYS[split][index] = decode(path, resolution, resize_policy)
 
 
 def decode(path: str | os.PathLike[str], resolution: int, resize_policy: str) -> np.ndarray:
-    """One image file as the store holds it: uint8 (resolution, resolution, 3)."""
+    """One validation image as the store holds it: uint8 (resolution, resolution, 3)."""
+    with _open_rgb(path) as image:
+        return np.asarray(RESIZE_POLICIES[resize_policy](image, resolution))
+
+
+def decode_frame(path: str | os.PathLike[str], resolution: int):
+    """One training image as the store holds it: its slot and (height, width)."""
+    with _open_rgb(path) as image:
+        return full_frame(image, resolution)
+
+
+@contextlib.contextmanager
+def _open_rgb(path: str | os.PathLike[str]):
+    """The image as ImageFolder's pil_loader gives it; a file that fails names itself."""
     try:
         with Image.open(path) as image:
-            image = image.convert("RGB")  # what ImageFolder's pil_loader does
-            return np.asarray(RESIZE_POLICIES[resize_policy](image, resolution))
+            yield image.convert("RGB")
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
         raise StoreError(
             f"could not decode {path}: {exc}; the file is corrupt or not an image: replace or "
@@ -364,6 +432,7 @@ def open_store(out_dir: str | os.PathLike[str]) -> Store:
     store = Store(
         train=arrays["train.npy"],
         val=arrays["val.npy"],
+        train_sizes=arrays["train_sizes.npy"],
         train_labels=arrays["train_labels.npy"],
         val_labels=arrays["val_labels.npy"],
         classes=list(manifest["classes"]),
@@ -372,7 +441,8 @@ def open_store(out_dir: str | os.PathLike[str]) -> Store:
     )
     for split in SPLITS:
         images, labels = getattr(store, split), getattr(store, f"{split}_labels")
-        expected = (manifest[f"{split}_images"], store.resolution, store.resolution, 3)
+        width = frame_width(store.resolution) if split == "train" else store.resolution
+        expected = (manifest[f"{split}_images"], store.resolution, width, 3)
         if images.shape != expected or labels.shape != expected[:1]:
             raise StoreError(
                 f"{out_dir / (split + '.npy')} has shape {images.shape} (labels "
