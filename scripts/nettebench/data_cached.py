@@ -118,7 +118,7 @@ class _StoreBatches(torch.utils.data.Dataset):
             # The store is a read-only memmap shared by the workers; crops only read from it.
             image = _as_tensor(np.asarray(self.images[index]))
             if self.sizes is not None:  # a full frame: the image's part of its slot, upright
-                height, width = (int(side) for side in self.sizes[index])
+                height, width = (int(length) for length in self.sizes[index])
                 image = image[: min(height, width), : max(height, width)]
                 image = image.transpose(0, 1) if height > width else image
             image = image.permute(2, 0, 1)
