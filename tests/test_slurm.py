@@ -66,6 +66,8 @@ def cluster():
     """A running single-node cluster: the one already up (e.g. started by hand), or one
     started here and stopped afterwards."""
     reason = _missing()
+    if reason and os.environ.get("NETTEBENCH_REQUIRE_SLURM"):
+        pytest.fail(f"NETTEBENCH_REQUIRE_SLURM is set (.ci/run) but {reason}")
     if reason:
         pytest.skip(reason)
     if _run("scontrol", "ping", check=False).returncode == 0:
