@@ -125,7 +125,9 @@ def test_slurm_job_fields_from_environment_and_scontrol():
         "slurm_restart_count": 1,
         "slurm_log": "/w/.snakemake/slurm_logs/rule_cell_train/x/7.log",
     }
-    # what SLURM's own environment says wins over scontrol
-    env = {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n1", "SLURM_RESTART_COUNT": "2"}
+    # the node as the job's environment names it; the restart count as the controller counts
+    # it (a job step's SLURM_RESTART_COUNT can read 0 after a requeue), else the environment's
+    env = {"SLURM_JOB_ID": "7", "SLURMD_NODENAME": "n1", "SLURM_RESTART_COUNT": "0"}
     job = slurm_job(env, scontrol=fields)
-    assert (job["slurm_node"], job["slurm_restart_count"]) == ("n1", 2)
+    assert (job["slurm_node"], job["slurm_restart_count"]) == ("n1", 1)
+    assert slurm_job({**env, "SLURM_RESTART_COUNT": "2"}, scontrol={})["slurm_restart_count"] == 2

@@ -153,7 +153,9 @@ def slurm_job(
     if not job_id:
         return dict.fromkeys(("slurm_node", "slurm_partition", "slurm_restart_count", "slurm_log"))
     fields = _scontrol_job(job_id) if scontrol is None else scontrol
-    restarts = env.get("SLURM_RESTART_COUNT") or fields.get("Restarts")
+    # the controller's count: inside snakemake's srun step SLURM_RESTART_COUNT reads 0 even
+    # after a requeue (seen on SLURM 22.05)
+    restarts = fields.get("Restarts") or env.get("SLURM_RESTART_COUNT")
     return {
         "slurm_node": env.get("SLURMD_NODENAME") or fields.get("BatchHost"),
         "slurm_partition": env.get("SLURM_JOB_PARTITION") or fields.get("Partition"),
