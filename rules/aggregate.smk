@@ -25,6 +25,7 @@ rule tables_aggregate:
         ],
     log:
         "results/logs/tables_aggregate.log",
+    localrule: True
     conda:
         "../envs/report.yaml"
     params:
@@ -50,6 +51,7 @@ rule figures_plot:
         svg=[f"results/figures/{name}.svg" for name in FIGURES],
     log:
         "results/logs/figures_plot.log",
+    localrule: True
     conda:
         "../envs/report.yaml"
     params:

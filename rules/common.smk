@@ -131,3 +131,63 @@ def store_option(wildcards, input):
     """--store for cached cells; derived from the input, so it is no rerun trigger of its own
     (pil cells, which have no store, keep their parameters as they were)."""
     return f"--store {os.path.dirname(input.store)}" if input.store else ""
+
+
+# -- What each job asks for (profiles/slurm; nettebench.resources sizes it from the cell) ----
+from nettebench import resources as job_resources
+from nettebench.datasets.catalog import CATALOG
+
+
+def dataset_images(dataset):
+    """(train, val) image counts: dataset.json once it exists, else the config or catalog."""
+    entry = CATALOG.get(dataset)
+    counts = (entry.train_images, entry.val_images) if entry else None
+    return job_resources.dataset_images(
+        STUDY.plan(dataset).synthetic, counts, f"results/data/{dataset}/dataset.json"
+    )
+
+
+def cell_resource(kind, name, job="train"):
+    """Input function: one value (cpus, mem_mb, runtime, gpu) of a cell's training or ceiling
+    job's request, grown with each retry; a cell with `device: cpu` asks for no GPU."""
+
+    def value(wildcards, attempt=1):
+        cell = STUDY.cell(kind, wildcards.dataset, wildcards.cell)
+        if job == "bench":
+            request = job_resources.bench_job(cell)
+        else:
+            request = job_resources.train_job(cell, dataset_images(wildcards.dataset))
+        return getattr(request.for_attempt(attempt), name)
+
+    return value
+
+
+def data_resource(name):
+    """Input function: one value of the request of a job that prepares a dataset."""
+
+    def value(wildcards, attempt=1):
+        request = job_resources.data_job(dataset_images(wildcards.dataset))
+        return getattr(request.for_attempt(attempt), name)
+
+    return value
+
+
+def job_threads(cluster_cpus):
+    """threads: locally every core (jobs one at a time, so timings do not disturb each other);
+    when submitting to a cluster, what the job needs (`cluster_cpus(wildcards)`); inside a
+    SLURM job, the CPUs SLURM gave it."""
+
+    def threads(wildcards):
+        allocated = os.environ.get("SLURM_CPUS_PER_TASK")
+        if workflow.remote_exec and allocated:
+            return int(allocated)
+        if workflow.non_local_exec:
+            return cluster_cpus(wildcards)
+        return workflow.cores
+
+    return threads
+
+
+def cpus_per_task(wildcards, threads):
+    """The CPUs a SLURM job asks for: the job's threads (`--set-threads` changes both)."""
+    return threads

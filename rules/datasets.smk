@@ -11,6 +11,7 @@ rule dataset_download:
         "results/logs/datasets/{dataset}.download.log",
     wildcard_constraints:
         dataset=STUDY.dataset_pattern("download"),
+    localrule: True
     conda:
         "../envs/data.yaml"
     params:
@@ -32,6 +33,9 @@ rule dataset_extract:
         dataset=STUDY.dataset_pattern("download", "archive"),
     conda:
         "../envs/data.yaml"
+    resources:
+        mem_mb=data_resource("mem_mb"),
+        runtime=data_resource("runtime"),
     params:
         # A local archive is verified here; a downloaded one was verified when fetched.
         checks=lambda wildcards: (
@@ -55,7 +59,11 @@ rule dataset_synthesize:
         dataset=STUDY.dataset_pattern("synthetic"),
     conda:
         "../envs/data.yaml"
-    threads: workflow.cores
+    threads: job_threads(data_resource("cpus"))
+    resources:
+        mem_mb=data_resource("mem_mb"),
+        runtime=data_resource("runtime"),
+        cpus_per_task=cpus_per_task,
     params:
         spec=synthetic_args,
         out_dir=lambda wildcards, output: os.path.dirname(output.info),
@@ -71,6 +79,7 @@ rule dataset_register:
         "results/logs/datasets/{dataset}.register.log",
     wildcard_constraints:
         dataset=STUDY.dataset_pattern("directory"),
+    localrule: True
     conda:
         "../envs/data.yaml"
     params:
@@ -91,7 +100,11 @@ rule dataset_cache:
         "results/logs/datasets/{dataset}.store-res~{resolution}.log",
     conda:
         "../envs/data.yaml"
-    threads: workflow.cores
+    threads: job_threads(data_resource("cpus"))
+    resources:
+        mem_mb=data_resource("mem_mb"),
+        runtime=data_resource("runtime"),
+        cpus_per_task=cpus_per_task,
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.store),
     shell:

@@ -17,7 +17,12 @@ rule cell_train:
         "results/benchmarks/runs/{dataset}/{cell}.tsv"
     conda:
         "../envs/train.yaml"
-    threads: workflow.cores
+    threads: job_threads(cell_resource("matrix", "cpus"))
+    resources:
+        gpu=cell_resource("matrix", "gpu"),
+        mem_mb=cell_resource("matrix", "mem_mb"),
+        runtime=cell_resource("matrix", "runtime"),
+        cpus_per_task=cpus_per_task,
     params:
         cell=cell_args("matrix"),
         kind="matrix",
@@ -41,6 +46,12 @@ use rule cell_train as cpu_baseline_train with:
         "results/logs/cpu/{dataset}/{cell}.log",
     benchmark:
         "results/benchmarks/cpu/{dataset}/{cell}.tsv"
+    threads: job_threads(cell_resource("cpu_baseline", "cpus"))
+    resources:
+        gpu=cell_resource("cpu_baseline", "gpu"),
+        mem_mb=cell_resource("cpu_baseline", "mem_mb"),
+        runtime=cell_resource("cpu_baseline", "runtime"),
+        cpus_per_task=cpus_per_task,
     params:
         cell=cell_args("cpu_baseline"),
         kind="cpu_baseline",
@@ -58,7 +69,12 @@ rule cell_bench:
         "results/logs/runs/{dataset}/{cell}.bench.log",
     conda:
         "../envs/train.yaml"
-    threads: workflow.cores
+    threads: job_threads(cell_resource("matrix", "cpus", "bench"))
+    resources:
+        gpu=cell_resource("matrix", "gpu", "bench"),
+        mem_mb=cell_resource("matrix", "mem_mb", "bench"),
+        runtime=cell_resource("matrix", "runtime", "bench"),
+        cpus_per_task=cpus_per_task,
     params:
         cell=cell_args("matrix"),
     shell:

@@ -64,6 +64,10 @@ ENV_KEYS = (
     "git_dirty",
     "nettebench",
     "slurm_job_id",
+    "slurm_node",
+    "slurm_partition",
+    "slurm_restart_count",
+    "slurm_log",
 )
 # The compute ceiling (nettebench.bench) a cell may have beside its metrics.json.
 # Columns after the summary: the ceiling's status, its img/s (missing unless the status is ok),

@@ -280,6 +280,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    slurm_line = environment.slurm_job_line()  # under SLURM: job id, node, scheduler's log
+    if slurm_line:
+        print(slurm_line, file=sys.stderr, flush=True)
     num_classes = args.num_classes
     if args.data:
         from nettebench.datasets.info import load_data_root

@@ -14,6 +14,7 @@ import platform
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +47,7 @@ def collect() -> dict[str, Any]:
         "git_dirty": _git_dirty(commit),
         "nettebench": _version("nettebench"),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
+        **slurm_job(),
     }
 
 
@@ -135,3 +137,66 @@ def _git_dirty(commit: str | None) -> bool | None:
     if commit is None:
         return None
     return _git("status", "--porcelain", "--untracked-files=no") is not None
+
+
+def slurm_job(
+    environ: Mapping[str, str] | None = None, scontrol: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Where a SLURM job ran (all None outside SLURM): node, partition, how often SLURM had
+    requeued it before this run (preemption, node failure, ``scontrol requeue``), and its log.
+
+    The environment alone is not enough: snakemake's SLURM job step strips SLURM_* variables
+    (SLURM_RESTART_COUNT among them) before its srun, so the rest comes from ``scontrol``
+    (``scontrol``: its fields, already parsed; None asks it)."""
+    env = os.environ if environ is None else environ
+    job_id = env.get("SLURM_JOB_ID")
+    if not job_id:
+        return dict.fromkeys(("slurm_node", "slurm_partition", "slurm_restart_count", "slurm_log"))
+    fields = _scontrol_job(job_id) if scontrol is None else scontrol
+    # the controller's count: inside snakemake's srun step SLURM_RESTART_COUNT reads 0 even
+    # after a requeue (seen on SLURM 22.05)
+    restarts = fields.get("Restarts") or env.get("SLURM_RESTART_COUNT")
+    return {
+        "slurm_node": env.get("SLURMD_NODENAME") or fields.get("BatchHost"),
+        "slurm_partition": env.get("SLURM_JOB_PARTITION") or fields.get("Partition"),
+        "slurm_restart_count": int(restarts) if restarts and restarts.isdigit() else None,
+        "slurm_log": fields.get("StdOut"),
+    }
+
+
+def slurm_job_line() -> str | None:
+    """One line for a job's own log saying which SLURM job it is and where the scheduler's log
+    of that job is (None outside SLURM)."""
+    job_id = os.environ.get("SLURM_JOB_ID")
+    if not job_id:
+        return None
+    job = slurm_job()
+    return (
+        f"SLURM job {job_id} on node {job['slurm_node']}"
+        f" (requeued {job['slurm_restart_count']} times before this run);"
+        f" the scheduler's log of this job: {job['slurm_log'] or 'unknown'}"
+    )
+
+
+def parse_scontrol(text: str) -> dict[str, str]:
+    """``Key=Value`` fields of ``scontrol show job`` output (values without spaces)."""
+    fields = {}
+    for token in text.split():
+        key, sep, value = token.partition("=")
+        if sep and key not in fields:
+            fields[key] = value
+    return fields
+
+
+def _scontrol_job(job_id: str) -> dict[str, str]:
+    try:
+        out = subprocess.run(
+            ["scontrol", "show", "job", job_id],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    return parse_scontrol(out.stdout)

@@ -235,6 +235,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str] | None) -> int:
     started_at = process_start_time()
     args = build_parser().parse_args(argv)
+    _print_slurm_job()
     if args.dataset is None:
         from nettebench.datasets.info import load_data_root
 
@@ -253,6 +254,13 @@ def _main(argv: list[str] | None) -> int:
     summary = record["summary"]
     print(f"{record['status']}: {cell.path()}  wall {summary['wall_s']:.1f} s", file=sys.stderr)
     return 0
+
+
+def _print_slurm_job() -> None:
+    """Under SLURM, the job's log starts with the job id, node and the scheduler's own log."""
+    line = environment.slurm_job_line()
+    if line:
+        print(line, file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":
