@@ -71,7 +71,8 @@ def inner_command(argv: list[str], backend: str) -> list[str]:
 
 
 def run_tool(command: list[str], what: str) -> str:
-    """Run an external tool, streaming nothing; fail with its command and output's tail."""
+    """Run an external tool and echo its output into this process's log; fail with its command
+    and the tail of its output."""
     result = subprocess.run(
         command, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"}
     )
