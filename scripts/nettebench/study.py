@@ -80,7 +80,6 @@ CODE_GROUPS = {
         "profiling/aggregate.py",
         "profiling/__init__.py",
         "profiling/categories.py",
-        "profiling/summaries.py",
         "tables.py",
         *_RECORD_MODULES,
     ),
