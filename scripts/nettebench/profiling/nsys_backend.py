@@ -27,14 +27,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from nettebench.profiling import SOURCE_GPU
-from nettebench.profiling.summaries import (
-    Stat,
-    Tables,
-    category_rows,
-    cpu_op_rows,
-    timing_rows,
-)
+from nettebench.profiling.summaries import Stat, Tables, cpu_op_rows, timing_rows
 
 REPORTS = (
     "cuda_gpu_kern_sum",
@@ -185,7 +178,3 @@ def trace_from_gpu_trace(text: str) -> dict[str, Any]:
     for event in events:
         event["ts"] -= first or 0.0
     return {"traceEvents": events, "displayTimeUnit": "ms", "otherData": {"tool": "nsys"}}
-
-
-def categories(tables: Tables, steps: int) -> list[dict[str, Any]]:
-    return category_rows(tables.kernels, source=SOURCE_GPU, time_column="total_ms", steps=steps)
