@@ -1,5 +1,6 @@
 # Every helper of the workflow: config validation, the table of cells, input functions and
 # wildcard constraints. Rule files hold rules only.
+import glob
 import os
 import shlex
 import sys
@@ -72,6 +73,7 @@ def final_outputs():
         + ["results/tables/runs.csv", "results/tables/runs.html"]
         + tables
         + figures
+        + profile_outputs()
     )
 
 
@@ -155,6 +157,8 @@ def cell_resource(kind, name, job="train"):
         cell = STUDY.cell(kind, wildcards.dataset, wildcards.cell)
         if job == "bench":
             request = job_resources.bench_job(cell)
+        elif job == "profile":
+            request = job_resources.profile_job(cell, dataset_images(wildcards.dataset))
         else:
             request = job_resources.train_job(cell, dataset_images(wildcards.dataset))
         return getattr(request.for_attempt(attempt), name)
@@ -191,3 +195,36 @@ def job_threads(cluster_cpus):
 def cpus_per_task(wildcards, threads):
     """The CPUs a SLURM job asks for: the job's threads (`--set-threads` changes both)."""
     return threads
+
+
+# -- profiling (the config's `profile:` section; see scripts/nettebench/profiling/plan.py) -------
+
+from nettebench.profiling.plan import PROFILE_ROOT, ProfilePlan
+
+PROFILE = ProfilePlan.from_config(config.get("profile"), STUDY.cells["matrix"])
+
+
+def profile_summaries():
+    """profile.json of every profiled cell; in aggregate-only mode, whatever is on disk."""
+    if STUDY.aggregate_only:
+        return sorted(glob.glob(f"{PROFILE_ROOT}/**/profile.json", recursive=True))
+    return PROFILE.output_files("summary") if PROFILE else []
+
+
+def profile_outputs():
+    """The profiled cells' files, the top-kernels table and the category figure (none when
+    nothing is profiled)."""
+    summaries = profile_summaries()
+    if not summaries:
+        return []
+    cells = [] if STUDY.aggregate_only else PROFILE.output_files()
+    return (
+        cells
+        + [f"results/tables/top_kernels.{ext}" for ext in ("md", "html")]
+        + [f"results/figures/kernel_categories.{ext}" for ext in ("png", "svg")]
+    )
+
+
+def profile_args(wildcards):
+    """The profile command's backend and window options (a rerun trigger as a param)."""
+    return PROFILE.cli_args() if PROFILE else ""

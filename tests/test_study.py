@@ -17,6 +17,9 @@ ENTRY_POINTS = {
     "bench": "bench.py",
     "aggregate": "aggregate.py",
     "figures": "figures.py",
+    "profile": "profile.py",
+    "profile_aggregate": "profiling/aggregate.py",
+    "profile_figures": "profiling/figures.py",
 }
 
 

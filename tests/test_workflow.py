@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 
 import pandas as pd
@@ -81,11 +82,57 @@ def test_tables_figures_and_report_exist(quickstart):
             assert (results / "figures" / f"{name}.{ext}").stat().st_size > 1000
     report = results / "report.html"
     assert report.stat().st_size > 10_000
+    top = (results / "tables" / "top_kernels.md").read_text()
+    assert "O0" in top and "bf16" in top and "convolution" in top
+    assert "<table" in (results / "tables" / "top_kernels.html").read_text()
+    for ext in ("png", "svg"):
+        assert (results / "figures" / f"kernel_categories.{ext}").stat().st_size > 1000
 
 
 def test_nothing_to_do_after_a_full_run(quickstart):
     workdir, config = quickstart
     assert planned_jobs(run_study(workdir, config, "-n")) == {}
+
+
+def test_profiles_of_the_quickstart_cells(quickstart):
+    workdir, _ = quickstart
+    study = yaml.safe_load(QUICKSTART_STUDY.read_text())
+    summaries = sorted((workdir / "results" / "profiles").rglob("profile.json"))
+    assert len(summaries) == len(study["matrix"]["precision"])
+    for summary in summaries:
+        record = json.loads(summary.read_text())
+        assert record["status"] == "ok"
+        assert record["window"]["steps_profiled"] == study["profile"]["steps"]
+        assert record["window"]["warmup_steps"] == study["profile"]["warmup"]
+        for name in ("kernels.csv", "api.csv", "cpu_ops.csv", "categories.csv", "trace.json.gz"):
+            assert (summary.parent / name).is_file(), name
+    categories = pd.read_csv(workdir / "results" / "tables" / "kernel_categories.csv")
+    assert len(categories) == 6 * len(summaries)
+    assert set(categories["precision"]) == set(study["matrix"]["precision"])
+    shares = categories.groupby("precision")["share_pct"].sum()
+    assert shares.round(3).eq(100).all()
+
+
+def test_a_new_profile_window_reruns_only_the_profiles(quickstart):
+    workdir, config = quickstart
+    study = yaml.safe_load(config.read_text())
+    study["profile"]["steps"] += 1
+    longer = write_config(workdir, study, "longer_window.yaml")
+    jobs = planned_jobs(run_study(workdir, longer, "-n"))
+    assert jobs == {"cell_profile": 2, "profiles_aggregate": 1, "profiles_plot": 1}
+
+
+def test_editing_profiling_code_reruns_only_the_profiles(quickstart):
+    workdir, config = quickstart
+    module = workdir / "scripts" / "nettebench" / "profiling" / "trace.py"
+    text, status = module.read_text(), module.stat()
+    _edit(module)
+    try:
+        jobs = planned_jobs(run_study(workdir, config, "-n"))
+    finally:  # leave the copy as it was, for the tests after this one
+        module.write_text(text)
+        os.utime(module, ns=(status.st_atime_ns, status.st_mtime_ns))
+    assert jobs == {"cell_profile": 2, "profiles_aggregate": 1, "profiles_plot": 1}
 
 
 def test_a_new_batch_size_schedules_only_new_cells_and_aggregates(quickstart):
@@ -94,14 +141,24 @@ def test_a_new_batch_size_schedules_only_new_cells_and_aggregates(quickstart):
     study["matrix"]["batch_size"] = [study["matrix"]["batch_size"], 16]
     bigger = write_config(workdir, study, "bigger.yaml")
     jobs = planned_jobs(run_study(workdir, bigger, "-n"))
-    assert jobs == {"cell_train": 2, "cell_bench": 2, "tables_aggregate": 1, "figures_plot": 1}
+    assert jobs == {
+        "cell_train": 2,
+        "cell_bench": 2,
+        "tables_aggregate": 1,
+        "figures_plot": 1,
+        # the quick start profiles every matrix cell, so the new ones too
+        "cell_profile": 2,
+        "profiles_aggregate": 1,
+        "profiles_plot": 1,
+    }
 
 
 def test_editing_plotting_code_reruns_only_figures(quickstart):
     workdir, config = quickstart
     figures = workdir / "scripts" / "nettebench" / "figures.py"
     _edit(figures)
-    assert planned_jobs(run_study(workdir, config, "-n")) == {"figures_plot": 1}
+    # the category figure shares the study figures' style, so it is redrawn too
+    assert planned_jobs(run_study(workdir, config, "-n")) == {"figures_plot": 1, "profiles_plot": 1}
 
 
 def test_editing_training_code_marks_training_outdated(quickstart):
@@ -114,6 +171,10 @@ def test_editing_training_code_marks_training_outdated(quickstart):
         "cpu_baseline_train": 1,
         "tables_aggregate": 1,
         "figures_plot": 1,
+        # profiles run the trainer's steps: they are outdated too
+        "cell_profile": 2,
+        "profiles_aggregate": 1,
+        "profiles_plot": 1,
     }
 
 
@@ -126,6 +187,7 @@ def test_aggregate_only_profile_never_trains(quickstart):
     result = snakemake(workdir, "--workflow-profile", "profiles/aggregate")
     text = result.stdout + result.stderr
     assert "cell_train" not in text and "cpu_baseline_train" not in text
+    assert "cell_profile" not in text
     assert "tables_aggregate" in text
     after = {p: p.stat().st_mtime for p in (workdir / "results").rglob("metrics.json")}
     assert after == before

@@ -25,6 +25,8 @@ CORE_KEYS = ("dataset", "model", "precision", "batch_size", "epochs", "seed")
 PATH_LABELS = {"batch_size": "batch"}
 # The reference validates on a centre crop of an image resized to crop / 0.875 (224 -> 256).
 VAL_RESIZE_RATIO = 0.875
+# The decoded store keeps a training image's longer side up to 1.5x its shorter one (3:2).
+STORE_MAX_ASPECT = 1.5
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._+-]+$")
 
 
@@ -115,6 +117,12 @@ class CellSpec:
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+
+def store_frame_width(resolution: int) -> int:
+    """Width of a training image's slot in a store of ``resolution``: the longest longer side
+    a stored frame keeps (here, so the workflow can size jobs without importing the store)."""
+    return int(resolution * STORE_MAX_ASPECT)
 
 
 def field_defaults() -> dict[str, Any]:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nettebench.cell import CellSpec
+from nettebench.cell import CellSpec, store_frame_width
 
 
 @dataclass(frozen=True)
@@ -158,7 +158,8 @@ def train_memory_mb(cell: CellSpec, images: tuple[int, int], *, workers: bool = 
         mb += cell.workers * (WORKER_MB + PREFETCH_BATCHES * batch_mb)
         if cell.loader == "cached":  # the decoded store, mapped or copied into host memory
             side = cell.store_resolution()
-            mb += sum(images) * side * side * 3 / 2**20
+            train_images, val_images = images  # train keeps whole frames, val a square
+            mb += (train_images * store_frame_width(side) + val_images * side) * side * 3 / 2**20
     return _round_mb(max(MIN_MEM_MB, mb * MEM_SAFETY))
 
 
@@ -219,6 +220,15 @@ def bench_job(cell: CellSpec) -> JobResources:
         mem_mb=train_memory_mb(cell, (0, 0), workers=False),
         runtime=_minutes(bench_seconds(cell, cores)),
         gpu=int(uses_gpu(cell)),
+    )
+
+
+def profile_job(cell: CellSpec, images: tuple[int, int]) -> JobResources:
+    """The request of a cell's profiling run (cell_profile): the training job's CPUs and memory
+    (it runs the cell's own loader), and a ceiling bench's runtime (a short window of steps)."""
+    train = train_job(cell, images)
+    return JobResources(
+        cpus=train.cpus, mem_mb=train.mem_mb, runtime=bench_job(cell).runtime, gpu=train.gpu
     )
 
 

@@ -22,9 +22,10 @@ resolution`` (torchvision's ``CenterCrop`` arithmetic), so the stored pixels equ
 
 Full frame (training images). The reference's RandomResizedCrop samples from the *whole*
 image, so a training image keeps its whole frame: its longer side, up to ``frame = int(
-resolution * MAX_ASPECT)`` (a longer side beyond that, rarer than 4:3 and 3:2 photographs, is
-centre-cropped to it), lies along the array's width (portrait images are stored transposed), in
-the left of a ``resolution x frame`` slot (its last column repeated to the slot's end);
+resolution * 1.5)`` (:data:`nettebench.cell.STORE_MAX_ASPECT`; a longer side beyond that,
+rarer than 4:3 and 3:2 photographs, is centre-cropped to it), lies along the array's width
+(portrait images are stored transposed), in the left of a ``resolution x frame`` slot (its
+last column repeated to the slot's end);
 ``train_sizes.npy`` says which part of the slot is the image and its orientation (height >
 width: transposed).
 
@@ -65,12 +66,12 @@ import numpy as np
 from PIL import Image
 
 from nettebench.atomic_io import write_json_atomic
+from nettebench.cell import store_frame_width as frame_width
 from nettebench.datasets.atomic import make_work_dir, remove_tree
 from nettebench.datasets.errors import DatasetError, report
 from nettebench.datasets.info import IMAGE_EXTENSIONS, SPLITS, load_data_root, read_info
 
 FORMAT_VERSION = 2  # bump when the layout or the pixels a policy produces change
-MAX_ASPECT = 1.5  # training frames keep a longer side of up to 1.5 x the shorter one (3:2)
 MANIFEST = "store.json"
 WORK_PREFIX = ".store-build-"
 MIN_RESOLUTION = 8
@@ -101,11 +102,6 @@ def _centre_crop(image: Image.Image, height: int, width: int) -> Image.Image:
     top = int(round((image.height - height) / 2.0))
     left = int(round((image.width - width) / 2.0))
     return image.crop((left, top, left + width, top + height))
-
-
-def frame_width(resolution: int) -> int:
-    """Width of a training image's slot: the longest longer side a frame keeps."""
-    return int(resolution * MAX_ASPECT)
 
 
 def full_frame(image: Image.Image, resolution: int) -> tuple[np.ndarray, tuple[int, int]]:

@@ -21,7 +21,7 @@ from nettebench.datasets.catalog import CATALOG
 from nettebench.grid import ConfigError
 from nettebench.records import CEILING_FILE
 
-TOP_LEVEL_KEYS = ("datasets", "matrix", "cpu_baseline", "ceiling", "aggregate_only")
+TOP_LEVEL_KEYS = ("datasets", "matrix", "cpu_baseline", "ceiling", "aggregate_only", "profile")
 
 # Where each kind of cell lives under results/.
 KIND_ROOTS = {"matrix": "results/runs", "cpu_baseline": "results/cpu"}
@@ -61,6 +61,37 @@ CODE_GROUPS = {
     "bench": ("bench.py", *_TRAINER_MODULES),
     "aggregate": ("aggregate.py", "tables.py", *_RECORD_MODULES),
     "figures": ("figures.py", "aggregate.py", "tables.py", *_RECORD_MODULES),
+    "profile": (
+        "profile.py",
+        "profiling/__init__.py",
+        "profiling/backends.py",
+        "profiling/categories.py",
+        "profiling/external.py",
+        "profiling/nsys_backend.py",
+        "profiling/nvprof_backend.py",
+        "profiling/summaries.py",
+        "profiling/torch_backend.py",
+        "profiling/trace.py",
+        "profiling/window.py",
+        "train.py",
+        *_TRAINER_MODULES,
+    ),
+    "profile_aggregate": (
+        "profiling/aggregate.py",
+        "profiling/__init__.py",
+        "profiling/categories.py",
+        "tables.py",
+        *_RECORD_MODULES,
+    ),
+    "profile_figures": (
+        "profiling/figures.py",
+        "profiling/__init__.py",
+        "profiling/categories.py",
+        "figures.py",
+        "aggregate.py",
+        "tables.py",
+        *_RECORD_MODULES,
+    ),
 }
 PACKAGE_DIR = Path(__file__).resolve().parent
 

@@ -1,0 +1,85 @@
+"""End to end: the profile rules through the real Snakemake on a tiny synthetic study, asking
+for the profiles only (nothing is trained), and a backend that cannot run here."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.workflow_helpers import copy_workflow, planned_jobs, run_study, write_config
+
+pytestmark = pytest.mark.workflow
+
+STUDY = {
+    "datasets": {
+        "tiny": {"synthetic": {"size": 32, "train_images": 24, "val_images": 8, "classes": 3}}
+    },
+    "matrix": {
+        "model": "resnet18",
+        "precision": ["O0", "bf16"],
+        "batch_size": 4,
+        "epochs": 1,
+        "image_size": 32,
+        "workers": 0,
+    },
+    "ceiling": False,
+    "profile": {"cells": {"precision": ["O0", "bf16"]}, "warmup": 1, "steps": 2},
+}
+TARGETS = (
+    "results/tables/top_kernels.md",
+    "results/tables/top_kernels.html",
+    "results/figures/kernel_categories.png",
+    "results/figures/kernel_categories.svg",
+)
+
+
+@pytest.fixture(scope="module")
+def profiled(tmp_path_factory):
+    workdir = copy_workflow(tmp_path_factory.mktemp("profiles"))
+    config = write_config(workdir, STUDY)
+    result = run_study(workdir, config, *TARGETS)
+    return workdir, config, result
+
+
+def test_only_the_profiles_and_their_aggregate_ran(profiled):
+    _, _, result = profiled
+    text = result.stdout + result.stderr
+    assert "cell_profile" in text
+    assert "rule cell_train" not in text and "rule cell_bench" not in text
+
+
+def test_every_profiled_cell_has_every_file(profiled):
+    workdir, _, _ = profiled
+    summaries = sorted((workdir / "results" / "profiles").rglob("profile.json"))
+    assert len(summaries) == 2
+    for summary in summaries:
+        for name in ("kernels.csv", "api.csv", "cpu_ops.csv", "categories.csv", "trace.json.gz"):
+            assert (summary.parent / name).stat().st_size > 0, name
+        record = json.loads(summary.read_text())
+        assert record["status"] == "ok"
+        assert record["window"]["steps_profiled"] == 2
+        assert record["device"]["threads"] == 2  # the rule's threads
+    categories = pd.read_csv(workdir / "results" / "tables" / "kernel_categories.csv")
+    assert sorted(set(categories["precision"])) == ["O0", "bf16"]
+    for target in TARGETS:
+        assert (workdir / target).stat().st_size > 500, target
+
+
+def test_nothing_to_do_afterwards(profiled):
+    workdir, config, _ = profiled
+    assert planned_jobs(run_study(workdir, config, *TARGETS, "-n")) == {}
+
+
+def test_a_backend_that_cannot_run_fails_saying_why_and_what_can(profiled):
+    workdir, _, _ = profiled
+    study = {**STUDY, "profile": {**STUDY["profile"], "backend": "nvprof", "steps": 1}}
+    config = write_config(workdir, study, "nvprof.yaml")
+    result = run_study(workdir, config, *TARGETS, check=False)
+    assert result.returncode != 0
+    logs = "".join(
+        log.read_text() for log in (workdir / "results" / "logs" / "profiles").rglob("*.log")
+    )
+    assert "profiling backend nvprof cannot run here" in logs
+    assert "Backends that can: torch" in logs
