@@ -15,6 +15,7 @@ include: "rules/common.smk"
 include: "rules/datasets.smk"
 include: "rules/train.smk"
 include: "rules/aggregate.smk"
+include: "rules/builds.smk"
 
 
 rule all:

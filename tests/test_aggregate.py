@@ -218,20 +218,20 @@ def test_cpu_vs_gpu_without_baselines_or_matches(tmp_path):
 def test_unknown_cell_keys_pass_through_and_label_rows(tmp_path):
     paths = [
         rf.make_cell(tmp_path, extra_cell={"loader": "pil", "status": "weird"}),
-        rf.make_cell(tmp_path, extra_cell={"loader": "dali", "torchvision": {"v": "0.29"}}),
+        rf.make_cell(tmp_path, extra_cell={"loader": "dali", "compiler": {"v": "0.29"}}),
     ]
     written = agg.aggregate(paths, tmp_path / "out")
     runs = pd.read_csv(written["runs"])
     assert list(runs.columns[: runs.columns.get_loc("kind")])[-3:] == [
-        "loader", "cell_status", "torchvision"
+        "apex", "compiler", "cell_status"
     ]  # fmt: skip
     assert sorted(runs["loader"]) == ["dali", "pil"]
     assert set(runs["status"]) == {"ok"}  # the record's status, not the parameter
-    assert json.loads(runs["torchvision"].dropna().iloc[0]) == {"v": "0.29"}
+    assert json.loads(runs["compiler"].dropna().iloc[0]) == {"v": "0.29"}
     table = as_dict(md_tables(written["time_by_model_precision"].read_text())[0][1])
     assert set(table) == {
-        "resnet18 (loader pil, cell_status weird, torchvision default)",
-        'resnet18 (loader dali, cell_status default, torchvision {"v": "0.29"})',
+        "resnet18 (loader pil, compiler default, cell_status weird)",
+        'resnet18 (loader dali, compiler {"v": "0.29"}, cell_status default)',
     }
 
 

@@ -26,6 +26,10 @@ PATH_LABELS = {"batch_size": "batch"}
 # The reference validates on a centre crop of an image resized to crop / 0.875 (224 -> 256).
 VAL_RESIZE_RATIO = 0.875
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._+-]+$")
+# Parameters that pick a library build per cell (nettebench.libraries): the environment's own
+# copy, or one built from source under the config's `builds:` section.
+LIBRARY_PARAMETERS = ("torchvision", "apex")
+INSTALLED = "installed"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -55,6 +59,8 @@ class CellSpec:
     pretrained: bool = False  # start from the libraries' ImageNet weights (new classifier head)
     amp_backend: str = "native"  # native (torch.autocast) or apex (NVIDIA apex.amp, O0-O3)
     loader: str = "pil"  # pil (the reference ImageFolder + PIL pipeline) or cached
+    torchvision: str = "installed"  # installed, or a source build named under `builds.torchvision`
+    apex: str = "installed"  # installed, or a source build named under `builds.apex`
 
     def effective_lr(self, batch_size: int | None = None) -> float:
         """The learning rate used: explicit, or the reference 0.1 scaled with the batch size
