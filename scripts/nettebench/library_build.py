@@ -114,6 +114,8 @@ def clone(
 ) -> dict[str, Any]:
     """Check out ``ref`` of ``repo`` into ``src``; write and return the source manifest."""
     src, manifest = Path(src), Path(manifest)
+    if not is_url(repo):
+        repo = str(Path(repo).expanduser().resolve())  # git resolves it from the new clone
     tmp = _fresh_tmp(src)
     try:
         commit, shallow = _fetch(repo, ref, tmp, log)
