@@ -70,3 +70,21 @@ def test_schema_documents_the_trainer_defaults():
     assert set(properties) == {f.name for f in dataclasses.fields(CellSpec)}
     schema_defaults = {k: v["x-default"] for k, v in properties.items() if "x-default" in v}
     assert schema_defaults == field_defaults()
+
+
+def test_library_parameters_at_installed_keep_existing_identities():
+    """Cells made before the torchvision/apex axes existed keep path, hash and arguments."""
+    cell = CellSpec(dataset="d", model="resnet50", precision="O2", batch_size=128)
+    same = CellSpec(
+        dataset="d", model="resnet50", precision="O2", batch_size=128, torchvision="installed"
+    )
+    assert (same.path(), same.cell_id(), same.cli_args()) == (
+        cell.path(),
+        cell.cell_id(),
+        cell.cli_args(),
+    )
+    assert cell.path() == "d/model~resnet50/precision~O2/batch~128/epochs~10/seed~0"
+    built = dataclasses.replace(cell, torchvision="v0.29.1", apex="24.04")
+    assert built.path() == cell.path() + "/apex~24.04/torchvision~v0.29.1"
+    assert built.cell_id() != cell.cell_id()
+    assert built.cli_args()[-4:] == ["--torchvision", "v0.29.1", "--apex", "24.04"]

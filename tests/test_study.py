@@ -17,6 +17,7 @@ ENTRY_POINTS = {
     "bench": "bench.py",
     "aggregate": "aggregate.py",
     "figures": "figures.py",
+    "builds": "library_build.py",
 }
 
 
