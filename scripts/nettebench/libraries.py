@@ -28,40 +28,22 @@ import os
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from nettebench.cell import INSTALLED, LIBRARY_PARAMETERS
 from nettebench.grid import ConfigError
+from nettebench.library_catalog import (
+    BUILD_MANIFEST,
+    INSTALL_MANIFEST,
+    LIBRARIES,
+    is_url,
+)
 
 BUILDS_ROOT = "results/builds"  # relative to the workflow's working directory
 BUILDS_DIR_ENV = "NETTEBENCH_BUILDS_DIR"  # where a trainer run outside Snakemake finds them
-BUILD_MANIFEST = "nettebench-build.json"  # inside an installed prefix: what it was built from
-SOURCE_MANIFEST = "source.json"  # the clone: repository, ref and the commit it resolved to
-WHEEL_MANIFEST = "wheel.json"  # the wheel: file, sha256, commit, torch it was built against
-INSTALL_MANIFEST = "install.json"  # the install: the prefix's BUILD_MANIFEST, outside it
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._+-]+$")
-_URL = re.compile(r"^[a-z][a-z0-9+.-]*://|^[^/\s]+@[^/\s]+:")  # scheme://... or user@host:path
-
-
-@dataclass(frozen=True)
-class Library:
-    """A library that can be built from source: its import name and its official repository."""
-
-    name: str  # the cell parameter and the key under `builds:`
-    package: str  # the import package its wheel must provide
-    repo: str  # default repository
-    # Build environment every build of it gets (a build's own `env:` adds to and overrides it).
-    env: Mapping[str, str] = field(default_factory=dict)
-
-
-LIBRARIES = {
-    "torchvision": Library("torchvision", "torchvision", "https://github.com/pytorch/vision"),
-    # Without options apex's setup.py builds the Python-only package, which is what works where
-    # no CUDA toolkit is present; its C++/CUDA extensions need `pip_args` (see the README).
-    "apex": Library("apex", "apex", "https://github.com/NVIDIA/apex"),
-}
 assert tuple(LIBRARIES) == LIBRARY_PARAMETERS
 
 
@@ -95,10 +77,6 @@ class BuildPlan:
 
     def build_env(self) -> dict[str, str]:
         return {**LIBRARIES[self.library].env, **dict(self.env)}
-
-
-def is_url(repo: str) -> bool:
-    return bool(_URL.match(repo))
 
 
 def plan_builds(section: Mapping[str, Any] | None) -> dict[str, dict[str, BuildPlan]]:

@@ -18,7 +18,7 @@ apex from source by hand. These are the same steps, made safe to repeat::
   compiled against the torch installed here (the one the trainer imports), and records it.
 - **install** installs the wheel with ``pip install --no-deps --target`` into a prefix of its
   own, which the trainer puts first on its import path (:func:`nettebench.libraries.activate`),
-  and writes :data:`nettebench.libraries.BUILD_MANIFEST` into it.
+  and writes :data:`nettebench.library_catalog.BUILD_MANIFEST` into it.
 
 Each step works in a temporary folder beside its output and renames it into place only when it
 succeeded, so a failed or killed step leaves nothing half-made. Every command's output goes to
@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from nettebench.atomic_io import write_text_atomic
-from nettebench.libraries import BUILD_MANIFEST, LIBRARIES, is_url
+from nettebench.library_catalog import BUILD_MANIFEST, LIBRARIES, is_url
 
 TAIL_LINES = 40  # lines of a failed command's output shown in the error
 # What git prints when it cannot reach a remote at all (as opposed to a missing ref or repo).

@@ -55,6 +55,7 @@ _TRAINER_MODULES = (
     "augment.py",
     "store.py",
     "libraries.py",
+    "library_catalog.py",
     "grid.py",
 )
 CODE_GROUPS = {
@@ -63,15 +64,7 @@ CODE_GROUPS = {
     "bench": ("bench.py", *_TRAINER_MODULES),
     "aggregate": ("aggregate.py", "tables.py", *_RECORD_MODULES),
     "figures": ("figures.py", "aggregate.py", "tables.py", *_RECORD_MODULES),
-    "builds": (
-        "library_build.py",
-        "libraries.py",
-        "atomic_io.py",
-        "cell.py",
-        "grid.py",
-        "model_names.py",
-        "precision.py",
-    ),
+    "builds": ("library_build.py", "library_catalog.py", "atomic_io.py"),
 }
 PACKAGE_DIR = Path(__file__).resolve().parent
 
