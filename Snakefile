@@ -16,6 +16,7 @@ include: "rules/datasets.smk"
 include: "rules/train.smk"
 include: "rules/aggregate.smk"
 include: "rules/profile.smk"
+include: "rules/builds.smk"
 
 
 rule all:

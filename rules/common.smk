@@ -228,3 +228,40 @@ def profile_outputs():
 def profile_args(wildcards):
     """The profile command's backend and window options (a rerun trigger as a param)."""
     return PROFILE.cli_args() if PROFILE else ""
+
+
+# -- library builds (rules/builds.smk) ------------------------------------------------------
+
+from nettebench import libraries
+
+
+wildcard_constraints:
+    library="|".join(libraries.LIBRARIES),
+    build=r"[^/]+",
+
+
+def cell_builds(kind):
+    """Input function: the installed library builds a cell names (none for `installed`), so
+    they are built first and a rebuilt library reruns the cells that use it."""
+
+    def builds(wildcards):
+        return STUDY.cell_builds(kind, wildcards.dataset, wildcards.cell)
+
+    return builds
+
+
+def build_param(key):
+    """Params function: one setting (repo, ref) of the build the wildcards point at."""
+
+    def param(wildcards):
+        return getattr(STUDY.build(wildcards.library, wildcards.build), key)
+
+    return param
+
+
+def build_options(wildcards):
+    """The build's own environment and pip arguments as library_build options."""
+    plan = STUDY.build(wildcards.library, wildcards.build)
+    options = [f"--env={key}={value}" for key, value in plan.env]
+    options += [f"--pip-arg={arg}" for arg in plan.pip_args]
+    return shlex.join(options)

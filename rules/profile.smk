@@ -7,6 +7,7 @@ rule cell_profile:
     input:
         data="results/data/{dataset}/dataset.json",
         store=cell_store("matrix"),
+        builds=cell_builds("matrix"),
         code=code("profile"),
     output:
         kernels=f"{PROFILE_ROOT}/{{dataset}}/{{cell}}/kernels.csv",

@@ -7,6 +7,7 @@ rule cell_train:
     input:
         data="results/data/{dataset}/dataset.json",
         store=cell_store("matrix"),
+        builds=cell_builds("matrix"),
         code=code("train"),
     output:
         metrics="results/runs/{dataset}/{cell}/metrics.json",
@@ -38,6 +39,7 @@ use rule cell_train as cpu_baseline_train with:
     input:
         data="results/data/{dataset}/dataset.json",
         store=cell_store("cpu_baseline"),
+        builds=cell_builds("cpu_baseline"),
         code=code("train"),
     output:
         metrics="results/cpu/{dataset}/{cell}/metrics.json",
@@ -62,6 +64,7 @@ use rule cell_train as cpu_baseline_train with:
 rule cell_bench:
     input:
         data="results/data/{dataset}/dataset.json",
+        builds=cell_builds("matrix"),
         code=code("bench"),
     output:
         ceiling=f"results/runs/{{dataset}}/{{cell}}/{records.CEILING_FILE}",

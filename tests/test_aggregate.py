@@ -218,20 +218,20 @@ def test_cpu_vs_gpu_without_baselines_or_matches(tmp_path):
 def test_unknown_cell_keys_pass_through_and_label_rows(tmp_path):
     paths = [
         rf.make_cell(tmp_path, extra_cell={"loader": "pil", "status": "weird"}),
-        rf.make_cell(tmp_path, extra_cell={"loader": "dali", "torchvision": {"v": "0.29"}}),
+        rf.make_cell(tmp_path, extra_cell={"loader": "dali", "compiler": {"v": "0.29"}}),
     ]
     written = agg.aggregate(paths, tmp_path / "out")
     runs = pd.read_csv(written["runs"])
-    cell_columns = list(runs.columns[: runs.columns.get_loc("kind")])
-    assert "loader" in cell_columns  # known parameters first, unknown keys after them
-    assert cell_columns[-2:] == ["cell_status", "torchvision"]
+    assert list(runs.columns[: runs.columns.get_loc("kind")])[-3:] == [
+        "apex", "compiler", "cell_status"
+    ]  # fmt: skip
     assert sorted(runs["loader"]) == ["dali", "pil"]
     assert set(runs["status"]) == {"ok"}  # the record's status, not the parameter
-    assert json.loads(runs["torchvision"].dropna().iloc[0]) == {"v": "0.29"}
+    assert json.loads(runs["compiler"].dropna().iloc[0]) == {"v": "0.29"}
     table = as_dict(md_tables(written["time_by_model_precision"].read_text())[0][1])
     assert set(table) == {
-        "resnet18 (loader pil, cell_status weird, torchvision default)",
-        'resnet18 (loader dali, cell_status default, torchvision {"v": "0.29"})',
+        "resnet18 (loader pil, compiler default, cell_status weird)",
+        'resnet18 (loader dali, compiler {"v": "0.29"}, cell_status default)',
     }
 
 
@@ -402,3 +402,47 @@ def test_runs_html_holds_every_cell(ceiling_study):
         assert f">{html.escape(column)}</th>" in text
         assert f'<td class="{"l" if column in ("cell_id", "path") else "r"}">' in text
         assert f">{html.escape(first[column])}</td>" in text
+
+
+def test_library_versions_side_by_side_like_the_studys_pytorch_table(tmp_path):
+    """Two torchvision builds (one per cell parameter) and two torch versions (records merged
+    from two environments): one table per library, a column per version, OOM kept."""
+    old = {"torchvision": "0.29.1+cu130", "torchvision_commit": "1f1a920d68", "torch": "2.14.1"}
+    new = {
+        "torchvision": "0.30.0a0+8d2f1c4",
+        "torchvision_commit": "8d2f1c4aa0",
+        "torchvision_build": "main",
+        "torch": "2.14.1",
+    }
+    paths = []
+    for model, seconds in (("resnet18", (600.0, 500.0)), ("resnet34", (700.0, None))):
+        paths.append(rf.make_cell(tmp_path, model=model, time_for_epochs_s=seconds[0], env=old))
+        paths.append(
+            rf.make_cell(
+                tmp_path,
+                model=model,
+                time_for_epochs_s=seconds[1],
+                status="ok" if seconds[1] else "oom",
+                env=new,
+                extra_cell={"torchvision": "main"},
+            )
+        )
+    paths.append(rf.make_cell(tmp_path, model="resnet18", seed=1, env={**old, "torch": "2.15.0"}))
+    text = agg.aggregate(paths, tmp_path / "out")["time_by_library_version"].read_text()
+    tables = dict(md_tables(text))
+    torchvision = as_dict(tables[f"torchvision: {rf.DATASET}, 3 epochs, cuda ({rf.GPU_NAME})"])
+    old_label, new_label = "0.29.1+cu130 @1f1a920", "0.30.0a0+8d2f1c4 @8d2f1c4 (build main)"
+    seed1 = rf.time_for("resnet18", "O0", 1, rf.STUDY_EPOCHS)  # the cell under torch 2.15.0
+    assert torchvision["resnet18 O0"] == {
+        old_label: T.fmt_seconds((600.0 + seed1) / 2),  # mean over the two seeds
+        new_label: "500.0",
+    }
+    assert torchvision["resnet34 O0"] == {old_label: "700.0", new_label: "OOM"}
+    torch = as_dict(tables[f"torch: {rf.DATASET}, 3 epochs, cuda ({rf.GPU_NAME})"])
+    assert torch["resnet18 (torchvision main) O0"] == {"2.14.1": "500.0", "2.15.0": ""}
+    assert torch["resnet18 (torchvision default) O0"] == {
+        "2.14.1": "600.0",
+        "2.15.0": T.fmt_seconds(seed1),
+    }
+    versions = tables["Versions recorded"]
+    assert ["torchvision", new_label, "2"] in versions and ["torch", "2.15.0", "1"] in versions

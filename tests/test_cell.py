@@ -101,3 +101,21 @@ def test_channels_last_and_compile_parse_from_the_command_line():
     assert parser.parse_args(["--compile", "true"]).compile is True
     with pytest.raises(SystemExit):
         parser.parse_args(["--compile", "auto"])
+
+
+def test_library_parameters_at_installed_keep_existing_identities():
+    """Cells made before the torchvision/apex axes existed keep path, hash and arguments."""
+    cell = CellSpec(dataset="d", model="resnet50", precision="O2", batch_size=128)
+    same = CellSpec(
+        dataset="d", model="resnet50", precision="O2", batch_size=128, torchvision="installed"
+    )
+    assert (same.path(), same.cell_id(), same.cli_args()) == (
+        cell.path(),
+        cell.cell_id(),
+        cell.cli_args(),
+    )
+    assert cell.path() == "d/model~resnet50/precision~O2/batch~128/epochs~10/seed~0"
+    built = dataclasses.replace(cell, torchvision="v0.29.1", apex="24.04")
+    assert built.path() == cell.path() + "/apex~24.04/torchvision~v0.29.1"
+    assert built.cell_id() != cell.cell_id()
+    assert built.cli_args()[-4:] == ["--torchvision", "v0.29.1", "--apex", "24.04"]

@@ -20,6 +20,7 @@ ENTRY_POINTS = {
     "profile": "profile.py",
     "profile_aggregate": "profiling/aggregate.py",
     "profile_figures": "profiling/figures.py",
+    "builds": "library_build.py",
 }
 
 

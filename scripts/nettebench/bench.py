@@ -115,6 +115,7 @@ def measure_cell(
     warmup_steps: int = WARMUP_STEPS,
     steps: int = STEPS,
     threads: int | None = None,
+    builds_dir: str | Path | None = None,
 ) -> dict[str, Any]:
     """The compute ceiling of a trainer's cell: its model, precision, batch and step settings.
 
@@ -122,8 +123,12 @@ def measure_cell(
     precision's step, channels_last, the apex backend, the choice of an ``auto`` batch size);
     only the data differs. Options that cannot change a step's speed are ignored (``dataset``,
     ``epochs``, ``workers``, ``max_steps``, ...), and so is ``pretrained``: weights do not change
-    the speed, and a ceiling should not download them.
+    the speed, and a ceiling should not download them. A cell naming a library build runs
+    against it, as in the trainer (:func:`nettebench.libraries.activate`).
     """
+    from nettebench import libraries
+
+    libraries.activate(cell, builds_dir)
     from nettebench.fit import choose_batch_size, configure_determinism
     from nettebench.loop import peak_memory_mb, reset_peak_memory
     from nettebench.train import oom_message, resolve_device
@@ -274,6 +279,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--warmup-steps", type=int, default=WARMUP_STEPS)
     parser.add_argument("--steps", type=int, default=STEPS, help="timed steps")
+    parser.add_argument(
+        "--builds-dir",
+        default=None,
+        help="installed library builds, for cells naming one (default: $NETTEBENCH_BUILDS_DIR "
+        "or results/builds)",
+    )
     add_cell_options(parser)
     return parser
 
@@ -288,13 +299,20 @@ def main(argv: list[str] | None = None) -> int:
         from nettebench.datasets.info import load_data_root
 
         num_classes = len(load_data_root(args.data).classes)
-    record = measure_cell(
-        cell_from_args(args, dataset=CEILING_DATASET),
-        num_classes=num_classes,
-        warmup_steps=args.warmup_steps,
-        steps=args.steps,
-        threads=args.threads,
-    )
+    from nettebench.libraries import LibraryError
+
+    try:
+        record = measure_cell(
+            cell_from_args(args, dataset=CEILING_DATASET),
+            num_classes=num_classes,
+            warmup_steps=args.warmup_steps,
+            steps=args.steps,
+            threads=args.threads,
+            builds_dir=args.builds_dir,
+        )
+    except LibraryError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print(summary_line(record), flush=True)
     if args.out:
         text = json.dumps(record, indent=2, default=str) + "\n"

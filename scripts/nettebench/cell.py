@@ -28,6 +28,10 @@ VAL_RESIZE_RATIO = 0.875
 # The decoded store keeps a training image's longer side up to 1.5x its shorter one (3:2).
 STORE_MAX_ASPECT = 1.5
 _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._+-]+$")
+# Parameters that pick a library build per cell (nettebench.libraries): the environment's own
+# copy, or one built from source under the config's `builds:` section.
+LIBRARY_PARAMETERS = ("torchvision", "apex")
+INSTALLED = "installed"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +64,8 @@ class CellSpec:
     amp_backend: str = "native"  # native (torch.autocast) or apex (NVIDIA apex.amp, O0-O3)
     loader: str = "pil"  # pil (the reference ImageFolder + PIL pipeline) or cached
     compile: bool = False  # torch.compile the model; its compile time is reported apart
+    torchvision: str = "installed"  # installed, or a source build named under `builds.torchvision`
+    apex: str = "installed"  # installed, or a source build named under `builds.apex`
 
     def effective_lr(self, batch_size: int | None = None) -> float:
         """The learning rate used: explicit, or the reference 0.1 scaled with the batch size

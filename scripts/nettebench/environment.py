@@ -43,6 +43,7 @@ def collect() -> dict[str, Any]:
         "torchvision": _version("torchvision"),
         "efficientnet_pytorch": _version("efficientnet_pytorch"),
         "apex": _apex_version(),
+        **library_builds(),
         "git_commit": commit,
         "git_dirty": _git_dirty(commit),
         "nettebench": _version("nettebench"),
@@ -200,3 +201,36 @@ def _scontrol_job(job_id: str) -> dict[str, str]:
     except (OSError, subprocess.SubprocessError):
         return {}
     return parse_scontrol(out.stdout)
+
+
+def library_builds() -> dict[str, Any]:
+    """For torchvision and apex: the git commit of the copy that is imported here, and the name
+    of the source build (``builds:`` in the config) it came from, None for the environment's own.
+
+    torchvision's own ``version.git_version`` (written by its setup.py) is preferred; otherwise
+    the commit comes from the manifest a build's install wrote beside the package
+    (:func:`nettebench.libraries.find_build`), so a build is recorded even when the library
+    records no commit of its own (apex).
+    """
+    from nettebench.libraries import LIBRARIES, find_build
+
+    found: dict[str, Any] = {}
+    for library in LIBRARIES.values():
+        try:
+            build = find_build(library.package)
+        except Exception:  # best effort, like everything here
+            build = None
+        commit = _torchvision_git_version() if library.name == "torchvision" else None
+        found[f"{library.name}_commit"] = commit or (build or {}).get("commit")
+        found[f"{library.name}_build"] = (build or {}).get("build")
+    return found
+
+
+def _torchvision_git_version() -> str | None:
+    """The commit torchvision was built from, as its build recorded it (None: unknown)."""
+    try:
+        from torchvision import version
+    except Exception:  # not installed, or broken: recorded as unknown
+        return None
+    commit = getattr(version, "git_version", None)
+    return commit if commit and commit != "Unknown" else None

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from nettebench import model_names, precision
-from nettebench.cell import PARAMETER_NAMES, CellSpec, field_defaults
+from nettebench.cell import INSTALLED, LIBRARY_PARAMETERS, PARAMETER_NAMES, CellSpec, field_defaults
 
 DEVICES = ("auto", "cpu", "cuda")
 LR_SCHEDULES = ("step", "cosine")
@@ -42,12 +42,14 @@ def expand(
     section: str,
     datasets: Sequence[str],
     overrides: Mapping[str, Any] | None = None,
+    builds: Mapping[str, Sequence[str]] | None = None,
 ) -> list[CellSpec]:
     """All cells of one matrix section (``matrix`` or ``cpu_baseline``), validated.
 
     ``overrides`` are parameter values that hold for the whole section unless an axis names
     them (the CPU baseline's ``device: cpu``). ``datasets`` are the configured dataset names; a
-    section without a ``dataset`` axis runs on all of them.
+    section without a ``dataset`` axis runs on all of them. ``builds`` are the values each
+    library parameter may take (``installed`` and the names under the config's ``builds:``).
     """
     matrix = dict(matrix or {})
     include = _entries(matrix.pop("include", None), f"{section}.include")
@@ -62,15 +64,24 @@ def expand(
 
     cells: dict[str, CellSpec] = {}
     for combo in combos:
-        cell = build_cell(combo, section=section, datasets=datasets)
+        cell = build_cell(combo, section=section, datasets=datasets, builds=builds)
         cells.setdefault(cell.path(), cell)
     return list(cells.values())
 
 
-def build_cell(values: Mapping[str, Any], *, section: str, datasets: Sequence[str]) -> CellSpec:
+def build_cell(
+    values: Mapping[str, Any],
+    *,
+    section: str,
+    datasets: Sequence[str],
+    builds: Mapping[str, Sequence[str]] | None = None,
+) -> CellSpec:
     """Validate one cell's values and fill in defaults."""
     for key, value in values.items():
-        _check_value(key, value, section=section, datasets=datasets)
+        if key in LIBRARY_PARAMETERS:
+            _check_build(key, value, section=section, builds=builds)
+        else:
+            _check_value(key, value, section=section, datasets=datasets)
     cell = CellSpec(**values)
     if cell.device != "auto":
         reason = precision.unsupported_reason(cell.precision, cell.device)
@@ -128,6 +139,18 @@ def _check_value(key: str, value: Any, *, section: str, datasets: Sequence[str])
         lowest = 1 if key in _POSITIVE_INTS else 0
         if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
             raise ConfigError(f"{where} must be an integer >= {lowest}, got {value!r}")
+
+
+def _check_build(
+    key: str, value: Any, *, section: str, builds: Mapping[str, Sequence[str]] | None
+) -> None:
+    """A library parameter names ``installed`` or a build configured under ``builds:``."""
+    allowed = list((builds or {}).get(key) or [INSTALLED])
+    if value not in allowed:
+        raise ConfigError(
+            f"{section}.{key}: {value!r} is not allowed; {INSTALLED} or a build named under "
+            f"`builds.{key}` in the config: {', '.join(allowed)}"
+        )
 
 
 def _one_of(where: str, value: Any, allowed: Iterable[str], what: str = "allowed") -> None:

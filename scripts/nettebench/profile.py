@@ -86,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     """Profile one cell; a problem the user must fix is one line and exit status 1."""
     from nettebench.apex_amp import ApexAmpUnavailable
     from nettebench.datasets import DatasetError
+    from nettebench.libraries import LibraryError
     from nettebench.models import PretrainedWeightsUnavailable
     from nettebench.profiling.backends import BackendUnavailable
     from nettebench.profiling.external import ToolFailed
@@ -99,6 +100,7 @@ def main(argv: list[str] | None = None) -> int:
         ApexAmpUnavailable,
         PretrainedWeightsUnavailable,
         DatasetError,
+        LibraryError,
     ) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -107,6 +109,7 @@ def main(argv: list[str] | None = None) -> int:
 def _main(argv: list[str]) -> int:
     import torch
 
+    from nettebench import libraries
     from nettebench.precision import unsupported_reason
     from nettebench.profiling import backends
     from nettebench.profiling.window import Window
@@ -120,6 +123,7 @@ def _main(argv: list[str]) -> int:
 
         args.dataset = load_data_root(args.data).name
     cell = cell_from_args(args)
+    libraries.activate(cell)  # a cell naming a torchvision/apex build is profiled against it
     if args.threads:
         torch.set_num_threads(args.threads)
     device = resolve_device(cell.device)

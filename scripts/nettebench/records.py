@@ -28,6 +28,9 @@ CEILING_FILE = "ceiling.json"  # the compute ceiling (nettebench.bench) beside a
 
 # What aggregation writes: each table as Markdown and HTML, each figure as PNG and SVG.
 TABLE_NAMES = ("time_by_model_precision", "accuracy_by_epoch", "throughput", "cpu_vs_gpu")
+# The study's library-version table (PyTorch 1.0.1 against 1.1.0): time by model, one column per
+# version of a library, for every library whose version varies among the cells.
+TABLE_NAMES += ("time_by_library_version",)
 FIGURE_NAMES = ("time_by_model_precision", "speedup_over_O0", "accuracy_curves", "throughput")
 
 # Outcomes of a cell. Anything but "ok" still writes metrics.json, so a failed cell is a result

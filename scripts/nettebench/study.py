@@ -15,13 +15,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nettebench import grid
+from nettebench import grid, libraries
 from nettebench.cell import CellSpec
 from nettebench.datasets.catalog import CATALOG
 from nettebench.grid import ConfigError
 from nettebench.records import CEILING_FILE
 
-TOP_LEVEL_KEYS = ("datasets", "matrix", "cpu_baseline", "ceiling", "aggregate_only", "profile")
+TOP_LEVEL_KEYS = (
+    "datasets",
+    "matrix",
+    "cpu_baseline",
+    "ceiling",
+    "aggregate_only",
+    "profile",
+    "builds",
+)
 
 # Where each kind of cell lives under results/.
 KIND_ROOTS = {"matrix": "results/runs", "cpu_baseline": "results/cpu"}
@@ -54,6 +62,9 @@ _TRAINER_MODULES = (
     "data_cached.py",
     "augment.py",
     "store.py",
+    "libraries.py",
+    "library_catalog.py",
+    "grid.py",
 )
 CODE_GROUPS = {
     "store": ("store.py", "atomic_io.py", "datasets/__init__.py", "datasets/info.py"),
@@ -92,6 +103,7 @@ CODE_GROUPS = {
         "tables.py",
         *_RECORD_MODULES,
     ),
+    "builds": ("library_build.py", "library_catalog.py", "atomic_io.py"),
 }
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -130,13 +142,17 @@ class Study:
     cells: dict[str, dict[str, CellSpec]] = field(default_factory=dict)  # kind -> path -> cell
     aggregate_only: bool = False
     ceiling: bool = True  # measure every matrix cell's compute ceiling next to it
+    # library -> build name -> plan: the source builds the config names (`builds:`)
+    builds: dict[str, dict[str, libraries.BuildPlan]] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Study:
         check_top_level(config)
         datasets = {name: plan_dataset(name, spec) for name, spec in config["datasets"].items()}
         names = list(datasets)
-        matrix = grid.expand(config["matrix"], section="matrix", datasets=names)
+        builds = libraries.plan_builds(config.get("builds"))
+        allowed = libraries.build_names(builds)
+        matrix = grid.expand(config["matrix"], section="matrix", datasets=names, builds=allowed)
         baseline_config = config.get("cpu_baseline") or {}
         baselines = (
             grid.expand(
@@ -144,6 +160,7 @@ class Study:
                 section="cpu_baseline",
                 datasets=names,
                 overrides=CPU_BASELINE_OVERRIDES,
+                builds=allowed,
             )
             if baseline_config
             else []
@@ -152,6 +169,7 @@ class Study:
             datasets=datasets,
             aggregate_only=bool(config.get("aggregate_only")),
             ceiling=bool(config.get("ceiling", True)),
+            builds=builds,
         )
         study.cells = {
             "matrix": {cell.path(): cell for cell in matrix},
@@ -195,6 +213,27 @@ class Study:
             found["metrics"] += glob.glob(f"{root}/**/metrics.json", recursive=True)
             found["ceilings"] += glob.glob(f"{root}/**/{CEILING_FILE}", recursive=True)
         return {key: sorted(paths) for key, paths in found.items()}
+
+    # -- library builds --------------------------------------------------------------------
+
+    def build(self, library: str, name: str) -> libraries.BuildPlan:
+        """The configured build a rule's wildcards point at."""
+        try:
+            return self.builds[library][name]
+        except KeyError:
+            raise ConfigError(
+                f"{libraries.BUILDS_ROOT}/{library}/{name} is not a build of this study's "
+                f"config (builds.{library})"
+            ) from None
+
+    def cell_builds(self, kind: str, dataset: str, cell_path: str) -> list[str]:
+        """The install manifests of the builds a cell runs against (none for `installed`)."""
+        cell = self.cell(kind, dataset, cell_path)
+        return [
+            self.build(library, getattr(cell, library)).install_manifest
+            for library in libraries.LIBRARIES
+            if getattr(cell, library) != libraries.INSTALLED
+        ]
 
     # -- datasets --------------------------------------------------------------------------
 

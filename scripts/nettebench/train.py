@@ -68,8 +68,17 @@ def run_cell(
     warmup_steps: int = WARMUP_STEPS,
     started_at: float | None = None,
     store_dir: str | Path | None = None,
+    builds_dir: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Train ``cell`` on the dataset at ``data``; write and return its metrics record."""
+    """Train ``cell`` on the dataset at ``data``; write and return its metrics record.
+
+    A cell that names a library build (``torchvision``, ``apex``) runs against it: the build's
+    prefix under ``builds_dir`` (default: $NETTEBENCH_BUILDS_DIR or results/builds) goes first on
+    the import path before anything imports the library.
+    """
+    from nettebench import libraries
+
+    libraries.activate(cell, builds_dir)
     import torch
 
     from nettebench.datasets.info import load_data_root
@@ -215,6 +224,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="decoded store for loader cached (built there if missing; default: <out-dir>/store)",
     )
+    parser.add_argument(
+        "--builds-dir",
+        default=None,
+        help="installed library builds, for cells naming one (default: $NETTEBENCH_BUILDS_DIR "
+        "or results/builds)",
+    )
     add_cell_options(parser)
     return parser
 
@@ -223,11 +238,12 @@ def main(argv: list[str] | None = None) -> int:
     """Run one cell; a problem the user must fix (missing weights, apex, data) is one line."""
     from nettebench.apex_amp import ApexAmpUnavailable
     from nettebench.datasets import DatasetError
+    from nettebench.libraries import LibraryError
     from nettebench.models import PretrainedWeightsUnavailable
 
     try:
         return _main(argv)
-    except (ApexAmpUnavailable, PretrainedWeightsUnavailable, DatasetError) as error:
+    except (ApexAmpUnavailable, PretrainedWeightsUnavailable, DatasetError, LibraryError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
 
@@ -250,6 +266,7 @@ def _main(argv: list[str] | None) -> int:
         warmup_steps=args.warmup_steps,
         started_at=started_at,
         store_dir=args.store,
+        builds_dir=args.builds_dir,
     )
     summary = record["summary"]
     print(f"{record['status']}: {cell.path()}  wall {summary['wall_s']:.1f} s", file=sys.stderr)

@@ -1,0 +1,65 @@
+# Libraries built from source (the config's `builds:`), for the cells whose `torchvision` or
+# `apex` parameter names a build: clone a ref, build a wheel against the installed torch, install
+# it into a prefix of its own that the trainer puts first on its import path. Every step is
+# cached: a second run with the same repo, ref and options builds nothing. A branch is resolved
+# once, when first cloned; `--forcerun library_clone` fetches it again (and rebuilds).
+
+
+rule library_clone:
+    input:
+        code=code("builds"),
+    output:
+        src=directory("results/builds/{library}/{build}/src"),
+        source="results/builds/{library}/{build}/source.json",
+    log:
+        "results/logs/builds/{library}/{build}.clone.log",
+    conda:
+        "../envs/build.yaml"
+    params:
+        repo=build_param("repo"),
+        ref=build_param("ref"),
+    shell:
+        "python -m nettebench.library_build clone --library {wildcards.library}"
+        " --build {wildcards.build} --repo {params.repo:q} --ref {params.ref:q}"
+        " --src {output.src} --manifest {output.source} --log {log}"
+
+
+rule library_build:
+    input:
+        src="results/builds/{library}/{build}/src",
+        source="results/builds/{library}/{build}/source.json",
+        code=code("builds"),
+    output:
+        wheel=directory("results/builds/{library}/{build}/wheel"),
+        manifest="results/builds/{library}/{build}/wheel.json",
+    log:
+        "results/logs/builds/{library}/{build}.build.log",
+    benchmark:
+        "results/benchmarks/builds/{library}/{build}.build.tsv"
+    conda:
+        "../envs/build.yaml"
+    threads: workflow.cores
+    params:
+        options=build_options,
+    shell:
+        "python -m nettebench.library_build wheel --src {input.src} --source {input.source}"
+        " --out-dir {output.wheel} --manifest {output.manifest} --jobs {threads}"
+        " {params.options} --log {log}"
+
+
+rule library_install:
+    input:
+        wheel="results/builds/{library}/{build}/wheel",
+        manifest="results/builds/{library}/{build}/wheel.json",
+        code=code("builds"),
+    output:
+        prefix=directory("results/builds/{library}/{build}/prefix"),
+        manifest=f"results/builds/{{library}}/{{build}}/{libraries.INSTALL_MANIFEST}",
+    log:
+        "results/logs/builds/{library}/{build}.install.log",
+    conda:
+        "../envs/build.yaml"
+    shell:
+        "python -m nettebench.library_build install --wheel-manifest {input.manifest}"
+        " --wheel-dir {input.wheel} --prefix {output.prefix} --manifest {output.manifest}"
+        " --log {log}"
