@@ -13,6 +13,7 @@ rule library_clone:
         source="results/builds/{library}/{build}/source.json",
     log:
         "results/logs/builds/{library}/{build}.clone.log",
+    localrule: True  # fetches from the network: on a cluster, the login node
     conda:
         "../envs/build.yaml"
     params:
@@ -38,7 +39,11 @@ rule library_build:
         "results/benchmarks/builds/{library}/{build}.build.tsv"
     conda:
         "../envs/build.yaml"
-    threads: workflow.cores
+    threads: job_threads(build_resource("cpus"))
+    resources:
+        mem_mb=build_resource("mem_mb"),
+        runtime=build_resource("runtime"),
+        cpus_per_task=cpus_per_task,
     params:
         options=build_options,
     shell:
@@ -57,6 +62,7 @@ rule library_install:
         manifest=f"results/builds/{{library}}/{{build}}/{libraries.INSTALL_MANIFEST}",
     log:
         "results/logs/builds/{library}/{build}.install.log",
+    localrule: True
     conda:
         "../envs/build.yaml"
     shell:

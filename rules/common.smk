@@ -176,6 +176,15 @@ def data_resource(name):
     return value
 
 
+def build_resource(name):
+    """Input function: one value of the request of a library_build job."""
+
+    def value(wildcards, attempt=1):
+        return getattr(job_resources.build_job().for_attempt(attempt), name)
+
+    return value
+
+
 def job_threads(cluster_cpus):
     """threads: locally every core (jobs one at a time, so timings do not disturb each other);
     when submitting to a cluster, what the job needs (`cluster_cpus(wildcards)`); inside a

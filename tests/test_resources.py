@@ -71,7 +71,8 @@ def test_memory_follows_where_the_activations_live():
     # on a GPU they are not; the loader workers and, for `cached`, the decoded store are
     assert mem(batch_size=256) < mem(batch_size=256, **cpu)
     assert mem(workers=8) > mem(workers=2)
-    store_mb = sum(IMAGENETTE) * 256 * 256 * 3 / 2**20
+    train, val = IMAGENETTE  # the store: whole 3:2 training frames, square val images
+    store_mb = (train * 384 + val * 256) * 256 * 3 / 2**20
     assert mem(loader="cached") - mem() >= store_mb
     assert all(mem(**kw) % 256 == 0 and mem(**kw) >= 2048 for kw in ({}, cpu))
 
@@ -81,6 +82,24 @@ def test_a_retry_asks_for_more_time_and_memory():
     second = first.for_attempt(2)
     assert (second.runtime, second.mem_mb) == (2 * first.runtime, 2 * first.mem_mb)
     assert (second.cpus, second.gpu) == (first.cpus, first.gpu)
+
+
+def test_a_profile_run_needs_the_cells_memory_but_a_benchs_time():
+    spec = cell(model="resnet50", batch_size=128, loader="cached")
+    profile = resources.profile_job(spec, IMAGENETTE)
+    train, bench = resources.train_job(spec, IMAGENETTE), resources.bench_job(spec)
+    assert (profile.cpus, profile.mem_mb, profile.gpu) == (train.cpus, train.mem_mb, train.gpu)
+    assert profile.runtime == bench.runtime < train.runtime
+
+
+def test_every_rule_runs_without_a_total_core_count():
+    """On a cluster (`--executor slurm`, no --cores) a rule whose threads read
+    `workflow.cores` directly stops the whole workflow at parse time."""
+    from tests.workflow_helpers import REPO
+
+    for rules in sorted((REPO / "rules").glob("*.smk")):
+        for number, line in enumerate(rules.read_text().splitlines(), 1):
+            assert not line.strip().startswith("threads: workflow.cores"), f"{rules}:{number}"
 
 
 def test_batch_size_auto_is_sized_as_its_largest_try():

@@ -245,6 +245,18 @@ def data_job(images: tuple[int, int]) -> JobResources:
     return JobResources(cpus=DATA_CPUS, mem_mb=DATA_MEM_MB, runtime=_minutes(seconds), gpu=0)
 
 
+# Building a library wheel from source (library_build): a compiler run, torchvision's C++/CUDA
+# ops or apex's extensions. Generous, as a compile killed at its limit starts over.
+BUILD_CPUS = 8
+BUILD_MEM_MB = 16384
+BUILD_RUNTIME_MIN = 120
+
+
+def build_job() -> JobResources:
+    """The request of a library_build job (a wheel compiled against the installed torch)."""
+    return JobResources(cpus=BUILD_CPUS, mem_mb=BUILD_MEM_MB, runtime=BUILD_RUNTIME_MIN, gpu=0)
+
+
 def dataset_images(
     synthetic: Mapping[str, Any] | None,
     catalog_counts: tuple[int | None, int | None] | None,
