@@ -46,8 +46,10 @@ SLURM_ARGS = (
     "--slurm-init-seconds-before-status-checks",
     "5",
 )
-REMOTE_RULES = {"dataset_synthesize", "cell_train", "cell_bench", "cpu_baseline_train"}
-LOCAL_RULES = {"tables_aggregate", "figures_plot"}
+REMOTE_RULES = {
+    "dataset_synthesize", "cell_train", "cell_bench", "cpu_baseline_train", "cell_profile"
+}  # fmt: skip
+LOCAL_RULES = {"tables_aggregate", "figures_plot", "profiles_aggregate", "profiles_plot"}
 SUBMITTED = re.compile(r"has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")
 
 
