@@ -194,7 +194,8 @@ def test_a_killed_and_requeued_training_job_resumes_from_its_checkpoint(slurm_ru
     assert record["summary"]["resumed_from_epoch"] >= 1
     assert record["summary"]["epochs_run"] == 6
     assert list(pd.read_csv(cell_dir / "epochs.csv")["epoch"]) == list(range(1, 7))
-    log = next((workdir / "results" / "logs" / "runs").rglob("*epochs~6*seed~1*.log"))
+    logs = (workdir / "results" / "logs" / "runs").rglob("*.log")
+    log = next(p for p in logs if "epochs~6" in str(p) and "seed~1" in str(p))
     assert "resumed from the checkpoint after epoch" in log.read_text()
     # the requeued run appended to the same SLURM log (--open-mode=append in the profile)
     assert Path(record["environment"]["slurm_log"]).read_text().count("rule cell_train") >= 2
