@@ -33,7 +33,7 @@ from typing import Any
 
 import torch
 
-from nettebench import environment, records
+from nettebench import environment, libraries, records
 from nettebench.cell import CellSpec, add_cell_options, cell_from_args
 from nettebench.precision import unsupported_reason
 
@@ -126,8 +126,6 @@ def measure_cell(
     the speed, and a ceiling should not download them. A cell naming a library build runs
     against it, as in the trainer (:func:`nettebench.libraries.activate`).
     """
-    from nettebench import libraries
-
     libraries.activate(cell, builds_dir)
     from nettebench.fit import choose_batch_size, configure_determinism
     from nettebench.loop import peak_memory_mb, reset_peak_memory
@@ -279,12 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--warmup-steps", type=int, default=WARMUP_STEPS)
     parser.add_argument("--steps", type=int, default=STEPS, help="timed steps")
-    parser.add_argument(
-        "--builds-dir",
-        default=None,
-        help="installed library builds, for cells naming one (default: $NETTEBENCH_BUILDS_DIR "
-        "or results/builds)",
-    )
+    libraries.add_builds_dir_option(parser)
     add_cell_options(parser)
     return parser
 

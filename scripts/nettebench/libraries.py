@@ -130,6 +130,16 @@ def build_names(plans: Mapping[str, Mapping[str, BuildPlan]]) -> dict[str, list[
 # ---------------------------------------------------------------------------------- at run time
 
 
+def add_builds_dir_option(parser) -> None:
+    """``--builds-dir``, for the commands that run a cell (trainer, bench)."""
+    parser.add_argument(
+        "--builds-dir",
+        default=None,
+        help=f"installed library builds, for cells naming one (default: ${BUILDS_DIR_ENV} "
+        f"or {BUILDS_ROOT})",
+    )
+
+
 def builds_root(builds_dir: str | os.PathLike | None = None) -> Path:
     """Where installed builds are: the argument, $NETTEBENCH_BUILDS_DIR, or results/builds."""
     return Path(builds_dir or os.environ.get(BUILDS_DIR_ENV) or BUILDS_ROOT).resolve()

@@ -25,7 +25,7 @@ import sys  # noqa: E402
 from pathlib import Path  # noqa: E402
 from typing import Any  # noqa: E402
 
-from nettebench import checkpoint, environment, precision, records  # noqa: E402
+from nettebench import checkpoint, environment, libraries, precision, records  # noqa: E402
 from nettebench.cell import CellSpec, add_cell_options, cell_from_args  # noqa: E402
 
 WARMUP_STEPS = 5  # first-epoch steps excluded from img/s (autotuning, allocator, workers)
@@ -76,8 +76,6 @@ def run_cell(
     prefix under ``builds_dir`` (default: $NETTEBENCH_BUILDS_DIR or results/builds) goes first on
     the import path before anything imports the library.
     """
-    from nettebench import libraries
-
     libraries.activate(cell, builds_dir)
     import torch
 
@@ -224,12 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="decoded store for loader cached (built there if missing; default: <out-dir>/store)",
     )
-    parser.add_argument(
-        "--builds-dir",
-        default=None,
-        help="installed library builds, for cells naming one (default: $NETTEBENCH_BUILDS_DIR "
-        "or results/builds)",
-    )
+    libraries.add_builds_dir_option(parser)
     add_cell_options(parser)
     return parser
 
