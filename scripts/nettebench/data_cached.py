@@ -233,7 +233,7 @@ def _no_views_or_saves(buffer: torch.Tensor) -> bool:
 def _cpu_loaders(store, *, image_size: int, batch_size: int, workers: int, channels_last: bool):
     from torch.utils.data import DataLoader
 
-    from nettebench.data import Loaders, _seed_worker
+    from nettebench.data import _seed_worker
 
     generator = torch.Generator()
 
@@ -249,6 +249,14 @@ def _cpu_loaders(store, *, image_size: int, batch_size: int, workers: int, chann
             worker_init_fn=_seed_worker,
         )
         return _NormalisedBatches(loader, channels_last)
+
+    return _store_loaders(store, split, generator)
+
+
+def _store_loaders(store, split, generator: torch.Generator):
+    """The trainer's ``Loaders`` over a store, each split made by ``split(images, labels,
+    train, sizes)`` (train: the full frames and their sizes; val: square images)."""
+    from nettebench.data import Loaders
 
     return Loaders(
         train=split(store.train, store.train_labels, True, store.train_sizes),
@@ -277,7 +285,6 @@ def build_cached_loaders(
     workers: int = 0,
 ):
     """Train and val splits over an opened store, as the trainer's ``Loaders``."""
-    from nettebench.data import Loaders
 
     if device.type == "cpu":
         return _cpu_loaders(
@@ -304,13 +311,7 @@ def build_cached_loaders(
             sizes=None if sizes is None else _as_tensor(sizes).to(home),
         )
 
-    return Loaders(
-        train=split(store.train, store.train_labels, True, store.train_sizes),
-        val=split(store.val, store.val_labels, False),
-        num_classes=len(store.classes),
-        classes=list(store.classes),
-        generator=generator,
-    )
+    return _store_loaders(store, split, generator)
 
 
 def _as_tensor(array) -> torch.Tensor:
