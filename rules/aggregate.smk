@@ -31,7 +31,7 @@ rule tables_aggregate:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.runs),
     shell:
-        "python -m nettebench.aggregate --out-dir {params.out_dir} {input.metrics} > {log} 2>&1"
+        "python -m nettebench.report.aggregate --out-dir {params.out_dir} {input.metrics} > {log} 2>&1"
 
 
 rule figures_plot:
@@ -57,5 +57,5 @@ rule figures_plot:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.png[0]),
     shell:
-        "python -m nettebench.figures --runs {input.runs} --epochs {input.epochs}"
+        "python -m nettebench.report.figures --runs {input.runs} --epochs {input.epochs}"
         " --out-dir {params.out_dir} > {log} 2>&1"

@@ -20,7 +20,7 @@ rule library_clone:
         repo=build_param("repo"),
         ref=build_param("ref"),
     shell:
-        "python -m nettebench.library_build clone --library {wildcards.library}"
+        "python -m nettebench.builds.build clone --library {wildcards.library}"
         " --build {wildcards.build} --repo {params.repo:q} --ref {params.ref:q}"
         " --src {output.src} --manifest {output.source} --log {log}"
 
@@ -47,7 +47,7 @@ rule library_build:
     params:
         options=build_options,
     shell:
-        "python -m nettebench.library_build wheel --src {input.src} --source {input.source}"
+        "python -m nettebench.builds.build wheel --src {input.src} --source {input.source}"
         " --out-dir {output.wheel} --manifest {output.manifest} --jobs {threads}"
         " {params.options} --log {log}"
 
@@ -59,13 +59,13 @@ rule library_install:
         code=code("builds"),
     output:
         prefix=directory("results/builds/{library}/{build}/prefix"),
-        manifest=f"results/builds/{{library}}/{{build}}/{libraries.INSTALL_MANIFEST}",
+        manifest=f"results/builds/{{library}}/{{build}}/{INSTALL_MANIFEST}",
     log:
         "results/logs/builds/{library}/{build}.install.log",
     localrule: True
     conda:
         "../envs/build.yaml"
     shell:
-        "python -m nettebench.library_build install --wheel-manifest {input.manifest}"
+        "python -m nettebench.builds.build install --wheel-manifest {input.manifest}"
         " --wheel-dir {input.wheel} --prefix {output.prefix} --manifest {output.manifest}"
         " --log {log}"

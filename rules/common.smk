@@ -30,21 +30,16 @@ shell.prefix(
     + "${{PYTHONPATH:+:$PYTHONPATH}}; "
 )
 
-from nettebench import records
-from nettebench.study import (
-    CODE_GROUPS,
-    KIND_ROOTS,
-    PACKAGE_DIR,
-    Study,
-    check_top_level,
-)
+from nettebench.study import outputs
+from nettebench.study import code_groups
+from nettebench.study.workflow import Study, check_top_level
 
 check_top_level(config)
 validate(config, schema="../schemas/config.schema.yaml")
 STUDY = Study.from_config(config)
 
-TABLES = records.TABLE_NAMES
-FIGURES = records.FIGURE_NAMES
+TABLES = outputs.TABLE_NAMES
+FIGURES = outputs.FIGURE_NAMES
 
 
 wildcard_constraints:
@@ -54,7 +49,9 @@ wildcard_constraints:
 
 def code(group):
     """The package modules a group of rules runs: inputs, so edits rerun exactly those rules."""
-    return [str(PACKAGE_DIR / module) for module in CODE_GROUPS[group]]
+    return [
+        str(code_groups.PACKAGE_DIR / module) for module in code_groups.modules(group)
+    ]
 
 
 def final_outputs():
@@ -135,8 +132,8 @@ def store_option(wildcards, input):
     return f"--store {os.path.dirname(input.store)}" if input.store else ""
 
 
-# -- What each job asks for (profiles/slurm; nettebench.resources sizes it from the cell) ----
-from nettebench import resources as job_resources
+# -- What each job asks for (profiles/slurm; nettebench.study.resources sizes it from the cell) ----
+from nettebench.study import resources as job_resources
 from nettebench.datasets.catalog import CATALOG
 
 
@@ -241,11 +238,11 @@ def profile_args(wildcards):
 
 # -- library builds (rules/builds.smk) ------------------------------------------------------
 
-from nettebench import libraries
+from nettebench.builds.catalog import INSTALL_MANIFEST, LIBRARIES
 
 
 wildcard_constraints:
-    library="|".join(libraries.LIBRARIES),
+    library="|".join(LIBRARIES),
     build=r"[^/]+",
 
 

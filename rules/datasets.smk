@@ -9,6 +9,8 @@ rule dataset_download:
         manifest="results/downloads/{dataset}.tgz.json",
     log:
         "results/logs/datasets/{dataset}.download.log",
+    benchmark:
+        "results/benchmarks/datasets/{dataset}.download.tsv"
     wildcard_constraints:
         dataset=STUDY.dataset_pattern("download"),
     localrule: True
@@ -29,6 +31,8 @@ rule dataset_extract:
         info="results/data/{dataset}/dataset.json",
     log:
         "results/logs/datasets/{dataset}.extract.log",
+    benchmark:
+        "results/benchmarks/datasets/{dataset}.extract.tsv"
     wildcard_constraints:
         dataset=STUDY.dataset_pattern("download", "archive"),
     conda:
@@ -55,6 +59,8 @@ rule dataset_synthesize:
         info="results/data/{dataset}/dataset.json",
     log:
         "results/logs/datasets/{dataset}.synthesize.log",
+    benchmark:
+        "results/benchmarks/datasets/{dataset}.synthesize.tsv"
     wildcard_constraints:
         dataset=STUDY.dataset_pattern("synthetic"),
     conda:
@@ -90,7 +96,7 @@ rule dataset_register:
         " --out-dir {params.out_dir} --name {wildcards.dataset} > {log} 2>&1"
 
 
-rule dataset_cache:
+rule store_build:
     input:
         data="results/data/{dataset}/dataset.json",
         code=code("store"),
@@ -98,6 +104,8 @@ rule dataset_cache:
         store="results/data/{dataset}/store/res~{resolution}/store.json",
     log:
         "results/logs/datasets/{dataset}.store-res~{resolution}.log",
+    benchmark:
+        "results/benchmarks/datasets/{dataset}.store-res~{resolution}.tsv"
     conda:
         "../envs/data.yaml"
     threads: job_threads(data_resource("cpus"))
@@ -108,5 +116,5 @@ rule dataset_cache:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.store),
     shell:
-        "python -m nettebench.store --data {input.data} --out-dir {params.out_dir}"
+        "python -m nettebench.data.store --data {input.data} --out-dir {params.out_dir}"
         " --resolution {wildcards.resolution} --jobs {threads} > {log} 2>&1"

@@ -18,6 +18,8 @@ rule cell_profile:
         summary=f"{PROFILE_ROOT}/{{dataset}}/{{cell}}/profile.json",
     log:
         "results/logs/profiles/{dataset}/{cell}.log",
+    benchmark:
+        "results/benchmarks/profiles/{dataset}/{cell}.tsv"
     conda:
         "../envs/train.yaml"
     threads: job_threads(cell_resource("matrix", "cpus", "profile"))
@@ -32,7 +34,7 @@ rule cell_profile:
         out_dir=lambda wildcards, output: os.path.dirname(output.summary),
         store=store_option,
     shell:
-        "python -m nettebench.profile --data {input.data} --out-dir {params.out_dir}"
+        "python -m nettebench.profiling --data {input.data} --out-dir {params.out_dir}"
         " --threads {threads} {params.profile} {params.store} {params.cell} > {log} 2>&1"
 
 
@@ -56,7 +58,7 @@ rule profiles_aggregate:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.markdown),
     shell:
-        "python -m nettebench.profiling.aggregate --out-dir {params.out_dir}"
+        "python -m nettebench.report.kernel_tables --out-dir {params.out_dir}"
         " {input.summaries} > {log} 2>&1"
 
 
@@ -79,5 +81,5 @@ rule profiles_plot:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.png),
     shell:
-        "python -m nettebench.profiling.figures --categories {input.categories}"
+        "python -m nettebench.report.kernel_figure --categories {input.categories}"
         " --out-dir {params.out_dir} > {log} 2>&1"

@@ -30,7 +30,7 @@ rule cell_train:
         out_dir=cell_dir,
         store=store_option,
     shell:
-        "python -m nettebench.train --kind {params.kind} --data {input.data}"
+        "python -m nettebench.training --kind {params.kind} --data {input.data}"
         " --out-dir {params.out_dir} --threads {threads} {params.store} {params.cell}"
         " > {log} 2>&1"
 
@@ -67,9 +67,11 @@ rule cell_bench:
         builds=cell_builds("matrix"),
         code=code("bench"),
     output:
-        ceiling=f"results/runs/{{dataset}}/{{cell}}/{records.CEILING_FILE}",
+        ceiling=f"results/runs/{{dataset}}/{{cell}}/{outputs.CEILING_FILE}",
     log:
         "results/logs/runs/{dataset}/{cell}.bench.log",
+    benchmark:
+        "results/benchmarks/runs/{dataset}/{cell}.bench.tsv"
     conda:
         "../envs/train.yaml"
     threads: job_threads(cell_resource("matrix", "cpus", "bench"))
@@ -81,5 +83,5 @@ rule cell_bench:
     params:
         cell=cell_args("matrix"),
     shell:
-        "python -m nettebench.bench --data {input.data} --out {output.ceiling}"
+        "python -m nettebench.benchmarks.ceiling --data {input.data} --out {output.ceiling}"
         " --threads {threads} {params.cell} > {log} 2>&1"

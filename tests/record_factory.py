@@ -1,16 +1,17 @@
 """Write realistic fake cell directories, for tests that need results without training.
 
-Everything goes through :func:`nettebench.records.write_metrics` / ``write_epochs``, so a fake cell
-is byte-for-byte the shape a real trainer writes, and a change to the record contract breaks
-these fakes (and the tests using them) rather than passing silently.
+Everything goes through :func:`nettebench.records.files.write_metrics` / ``write_epochs``, so a
+fake cell is byte-for-byte the shape a real trainer writes, and a change to the record contract
+breaks these fakes (and the tests using them) rather than passing silently.
 
 Three entry points:
 
 - :func:`make_cell` writes one cell with every value overridable (status, times, accuracies,
   extra parameters, the schema version) and returns its ``metrics.json`` path;
-- :func:`make_ceiling` writes the ``ceiling.json`` that ``python -m nettebench.bench`` puts
-  beside a cell's metrics.json (every key of ``nettebench.bench.CEILING_KEYS``, read from the
-  module's source so this file needs no torch and still follows the contract);
+- :func:`make_ceiling` writes the ``ceiling.json`` that ``python -m nettebench.benchmarks.ceiling``
+puts
+  beside a cell's metrics.json (every key of ``nettebench.benchmarks.ceiling.CEILING_KEYS``, read
+  from the module's source so this file needs no torch and still follows the contract);
 - :func:`make_study` writes a small but complete study (several models, O0/O1/O3, two seeds, an
   OOM, an unsupported precision, an extrapolated CPU baseline, optionally compute ceilings) and
   returns the paths.
@@ -30,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import nettebench
-from nettebench import records
+from nettebench.records import files as records
 
 DATASET = "imagenette2-320"
 TRAIN_IMAGES = 9469
@@ -249,8 +250,9 @@ def make_cell(
 
 @functools.cache
 def ceiling_keys() -> tuple[str, ...]:
-    """``nettebench.bench.CEILING_KEYS``, read from the source (importing bench imports torch)."""
-    source = (Path(nettebench.__file__).parent / "bench.py").read_text(encoding="utf-8")
+    """``nettebench.benchmarks.ceiling.CEILING_KEYS``, read from the source (importing bench
+    imports torch)."""
+    source = (Path(nettebench.__file__).parent / "benchmarks" / "ceiling.py").read_text(encoding="utf-8")
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "CEILING_KEYS" for t in node.targets
@@ -266,7 +268,8 @@ def make_ceiling(
     img_s: float | None = None,
     message: str | None = None,
 ) -> Path:
-    """Write a ``ceiling.json`` beside ``metrics_path`` as ``nettebench.bench`` would; its path.
+    """Write a ``ceiling.json`` beside ``metrics_path`` as ``nettebench.benchmarks.ceiling`` would;
+    its path.
 
     The model, precision and batch size come from the cell's metrics.json; ``img_s`` defaults
     to :func:`ceiling_for`. A non-ok status writes no timings, as the bench does.

@@ -12,9 +12,10 @@ import pandas as pd
 import pytest
 import record_factory as rf
 
-from nettebench import aggregate as agg
-from nettebench import records
-from nettebench import tables as T
+from nettebench.records import files as records
+from nettebench.report import aggregate as agg
+from nettebench.report import format as T
+from nettebench.study import outputs
 
 CELL_COUNT = 2 * (3 + 3 + 3 + 1) + 1  # (model, batch) x precisions x 2 seeds + CPU baseline
 
@@ -363,7 +364,7 @@ def test_oom_or_missing_ceiling_gives_no_number(tmp_path):
 
 def test_broken_ceiling_names_the_file(tmp_path):
     path = rf.make_cell(tmp_path)
-    ceiling = path.parent / records.CEILING_FILE
+    ceiling = path.parent / outputs.CEILING_FILE
     ceiling.write_text("{not json")
     with pytest.raises(agg.RecordError, match=re.escape(str(ceiling))):
         agg.aggregate([path], tmp_path / "out")

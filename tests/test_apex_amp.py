@@ -7,13 +7,13 @@ import pytest
 import torch
 from torch import nn
 
-from nettebench import precision
-from nettebench.apex_amp import (
+from nettebench.study import precision
+from nettebench.study.precision import APEX_OPT_LEVELS
+from nettebench.training.apex import (
     ApexAmpUnavailable,
     ApexTrainingStep,
     require_apex_amp,
 )
-from nettebench.precision import APEX_OPT_LEVELS
 
 UNRELATED = "is not NVIDIA apex but PyPI's unrelated package named `apex`"
 

@@ -9,12 +9,12 @@ import torch.nn.functional as F
 from PIL import Image
 from torchvision import transforms
 
-from nettebench.augment import (
+from nettebench.data.augment import (
     center_crop_resize,
     random_resized_crop_flip,
     sample_crop_boxes,
 )
-from nettebench.data import IMAGENET_MEAN, IMAGENET_STD
+from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD
 
 N = 20_000
 # Two-sample Kolmogorov-Smirnov critical value at alpha = 0.001 for n = m = N:
@@ -137,7 +137,7 @@ def test_known_boxes_reproduce_the_pixels():
     box twice the output size is an exact 2x2 average pool (samples at the 4 pixel centres).
     A fixed sampling_ratio=2 is not the identity (it blurs by [1/8, 3/4, 1/8]).
     """
-    from nettebench.augment import _crop_resize
+    from nettebench.data.augment import _crop_resize
 
     images = random_batch(b=2, size=32)
     nchw = images.permute(0, 3, 1, 2).float()

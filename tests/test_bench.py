@@ -10,9 +10,9 @@ import sys
 import pytest
 import torch
 
-from nettebench import bench
-from nettebench.cell import CellSpec
-from nettebench.training_step import TrainingStep
+from nettebench.benchmarks import ceiling as bench
+from nettebench.study.cell import CellSpec
+from nettebench.training.step import TrainingStep
 
 TINY = dict(image_size=32, device="cpu", warmup_steps=2, steps=3, threads=1)
 
@@ -95,7 +95,7 @@ def test_channels_last_reaches_the_inputs(monkeypatch):
 
 def test_pretrained_weights_are_not_fetched_for_a_ceiling(monkeypatch):
     """Weights do not change a step's speed; the cell still records that it asked for them."""
-    from nettebench import models
+    from nettebench.models import build as models
 
     real_build = models.build_model
     asked = []
@@ -129,7 +129,15 @@ def test_parser_takes_the_trainers_cell_options():
 def test_cli_writes_json_from_a_cells_arguments(tmp_path):
     cell = CellSpec(dataset="d", model="resnet18", batch_size=4, image_size=32, epochs=3)
     out = tmp_path / "sub" / "ceiling.json"
-    command = [sys.executable, "-m", "nettebench.bench", "--out", str(out), "--threads", "1"]
+    command = [
+        sys.executable,
+        "-m",
+        "nettebench.benchmarks.ceiling",
+        "--out",
+        str(out),
+        "--threads",
+        "1",
+    ]
     options = ["--device", "cpu", "--warmup-steps", "1", "--steps", "2"]
     done = subprocess.run(
         [*command, *cell.cli_args(), *options], capture_output=True, text=True, check=True

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nettebench.cell import CORE_KEYS, CellSpec, add_cell_options, field_defaults
+from nettebench.study.cell import CORE_KEYS, CellSpec, add_cell_options, field_defaults
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 
@@ -46,7 +46,7 @@ def test_adding_a_parameter_with_a_default_keeps_existing_identities():
 
 
 def test_cli_args_round_trip_through_the_trainer_parser():
-    from nettebench.train import build_parser
+    from nettebench.training.cli import build_parser
 
     cell = CellSpec(dataset="d", model="vgg19", batch_size=64, max_steps=7, lr=0.01)
     args = build_parser().parse_args(["--data", "x", "--out-dir", "y", *cell.cli_args()])

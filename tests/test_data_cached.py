@@ -9,9 +9,9 @@ import torch
 from PIL import Image
 from torchvision import transforms
 
-from nettebench import store as st
-from nettebench.data import IMAGENET_MEAN, IMAGENET_STD
-from nettebench.data_cached import CachedSplit, _cpu_loaders, _NormalisedBatches, _StoreBatches
+from nettebench.data import store as st
+from nettebench.data.cached import CachedSplit, _cpu_loaders, _NormalisedBatches, _StoreBatches
+from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD
 
 SIDE = 64  # store side for 56 px crops: round(56 / 0.875)
 OUT = 56
@@ -169,7 +169,7 @@ def test_device_path_crops_each_image_upright_and_inside_its_own_frame():
         device=torch.device("cpu"), train=True, generator=torch.Generator().manual_seed(0),
         sizes=sizes,
     )  # fmt: skip
-    from nettebench import augment
+    from nettebench.data import augment
 
     whole = augment.random_resized_crop_flip(
         slots, 8, generator=torch.Generator().manual_seed(0), scale=(1.0, 1.0),

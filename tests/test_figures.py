@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import record_factory as rf
 
-from nettebench import aggregate as agg
-from nettebench import figures
+from nettebench.report import aggregate as agg
+from nettebench.report import figures
 
 EXPECTED_FILES = sorted(f"{name}.{fmt}" for name in figures.FIGURE_NAMES for fmt in ("png", "svg"))
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from nettebench.grid import ConfigError, expand
+from nettebench.study.grid import ConfigError, expand
 
 DATASETS = ["imagenette2-320"]
 

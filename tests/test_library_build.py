@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nettebench import libraries
-from nettebench.cell import CellSpec
-from nettebench.grid import ConfigError, expand
+from nettebench.builds import activate as libraries
+from nettebench.study import builds as build_plans
+from nettebench.study.cell import CellSpec
+from nettebench.study.grid import ConfigError, expand
 from tests.library_repos import commit_all, make_package_repo
 from tests.workflow_helpers import REPO
 
@@ -36,7 +37,7 @@ def run_steps(repo: Path, ref: str, out: Path, *, library: str = "apex", build: 
     codes, errors = [], []
     for step, log in zip(steps, ("clone", "build", "install"), strict=True):
         result = subprocess.run(
-            [sys.executable, "-m", "nettebench.library_build", *map(str, step)]
+            [sys.executable, "-m", "nettebench.builds.build", *map(str, step)]
             + ["--log", str(out / f"{log}.log")],
             capture_output=True,
             text=True,
@@ -121,8 +122,9 @@ def test_a_fresh_process_imports_the_build_a_cell_names_and_records_it(tmp_path)
     assert run_steps(tmp_path / "repo", "v0.1", tmp_path / "builds")[0] == [0, 0, 0]
     code = (
         "import json, subprocess, sys\n"
-        "from nettebench import environment, libraries\n"
-        "from nettebench.cell import CellSpec\n"
+        "from nettebench.builds import activate as libraries\n"
+        "from nettebench.records import environment\n"
+        "from nettebench.study.cell import CellSpec\n"
         f"libraries.activate(CellSpec(dataset='d', apex='b'), {str(tmp_path / 'builds')!r})\n"
         "import apex.amp\n"
         "child = subprocess.run([sys.executable, '-c', 'import apex; print(apex.__file__)'],"
@@ -157,7 +159,7 @@ def test_activation_refuses_a_missing_build_or_one_built_for_another_torch(tmp_p
 
 
 def test_plans_default_to_the_official_repositories_and_check_names(tmp_path):
-    plans = libraries.plan_builds(
+    plans = build_plans.plan_builds(
         {
             "torchvision": {"v0.29.1": {"ref": "v0.29.1", "env": {"FORCE_CUDA": 0}}},
             "apex": {"mine": {"repo": str(tmp_path), "ref": "24.04.01", "pip_args": ["-v"]}},
@@ -168,7 +170,7 @@ def test_plans_default_to_the_official_repositories_and_check_names(tmp_path):
     assert official.env == (("FORCE_CUDA", "0"),)
     assert official.install_manifest == "results/builds/torchvision/v0.29.1/install.json"
     assert plans["apex"]["mine"].repo == str(tmp_path.resolve())
-    assert libraries.build_names(plans) == {
+    assert build_plans.build_names(plans) == {
         "torchvision": ["installed", "v0.29.1"],
         "apex": ["installed", "mine"],
     }
@@ -181,7 +183,7 @@ def test_plans_default_to_the_official_repositories_and_check_names(tmp_path):
     ]
     for section, message in bad:
         with pytest.raises(ConfigError, match=message):
-            libraries.plan_builds(section)
+            build_plans.plan_builds(section)
 
 
 def test_cells_name_installed_or_a_configured_build():

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nettebench.cell import CellSpec
 from nettebench.datasets.synthetic import generate
-from nettebench.train import run_cell
+from nettebench.study.cell import CellSpec
+from nettebench.training.cli import run_cell
 
 MAX_GAP_POINTS = 2.0
 

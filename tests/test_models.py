@@ -11,17 +11,17 @@ from efficientnet_pytorch import utils as effnet_utils
 from torch import nn
 
 from nettebench.datasets.testing import LocalHTTPServer
-from nettebench.model_names import (
-    EFFICIENTNET_PYTORCH_MODELS,
-    TORCHVISION_MODELS,
-    check_model_name,
-)
-from nettebench.models import (
+from nettebench.models.build import (
     PretrainedWeightsUnavailable,
     build_model,
     fetch_weights,
     replace_classifier_heads,
     weights_file,
+)
+from nettebench.study.model_names import (
+    EFFICIENTNET_PYTORCH_MODELS,
+    TORCHVISION_MODELS,
+    check_model_name,
 )
 
 # --- names and from-scratch builds --------------------------------------------------------

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from nettebench import precision
-from nettebench.training_step import TrainingStep
+from nettebench.study import precision
+from nettebench.training.step import TrainingStep
 
 CPU = torch.device("cpu")
 

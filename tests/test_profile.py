@@ -13,8 +13,8 @@ import pytest
 import torch
 from PIL import Image
 
-from nettebench import profile as profile_cli
 from nettebench.profiling import OUTPUT_FILES
+from nettebench.profiling import cli as profile_cli
 from nettebench.profiling.backends import BackendUnavailable, check, unavailable_reason
 from nettebench.profiling.categories import CATEGORIES
 from nettebench.profiling.summaries import read_csv

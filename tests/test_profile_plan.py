@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from nettebench import grid
-from nettebench.grid import ConfigError
 from nettebench.profiling.plan import ProfilePlan
+from nettebench.study import grid
+from nettebench.study.grid import ConfigError
 
 MATRIX = {
     cell.path(): cell

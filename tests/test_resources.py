@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from nettebench import resources
-from nettebench.cell import CellSpec
-from nettebench.environment import parse_scontrol, slurm_job
+from nettebench.records.environment import parse_scontrol, slurm_job
+from nettebench.study import resources
+from nettebench.study.cell import CellSpec
 
 IMAGENETTE = (9469, 3925)
 

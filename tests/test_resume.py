@@ -12,10 +12,10 @@ import time
 
 import pytest
 
-from nettebench import records
-from nettebench.cell import CellSpec
-from nettebench.checkpoint import CHECKPOINT_FILE
 from nettebench.datasets.synthetic import generate
+from nettebench.study import outputs
+from nettebench.study.cell import CellSpec
+from nettebench.training.checkpoint import CHECKPOINT_FILE
 
 # Long enough epochs (~1 s on 2 cores) that a poll finds the run inside epoch 2.
 CELL = CellSpec(
@@ -32,14 +32,14 @@ def dataset(tmp_path_factory):
 
 def train_command(dataset, out_dir):
     return [
-        sys.executable, "-m", "nettebench.train", "--data", str(dataset), "--out-dir",
+        sys.executable, "-m", "nettebench.training", "--data", str(dataset), "--out-dir",
         str(out_dir), "--threads", "1", *CELL.cli_args(),
     ]  # fmt: skip
 
 
 def final_metrics(out_dir):
-    record = json.loads((out_dir / records.METRICS_FILE).read_text())
-    epochs = (out_dir / records.EPOCHS_FILE).read_text().splitlines()
+    record = json.loads((out_dir / outputs.METRICS_FILE).read_text())
+    epochs = (out_dir / outputs.EPOCHS_FILE).read_text().splitlines()
     keep = ("train_loss", "val_loss", "val_top1", "val_top5", "lr")
     header = epochs[0].split(",")
     learning = [
@@ -65,7 +65,7 @@ def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(dataset, tmp_
     time.sleep(0.3)  # well inside epoch 2
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
-    assert not (killed / records.METRICS_FILE).exists(), "killed before the end"
+    assert not (killed / outputs.METRICS_FILE).exists(), "killed before the end"
 
     resumed = subprocess.run(train_command(dataset, killed), capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -82,17 +82,17 @@ def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(dataset, tmp_
 
 
 def test_checkpoint_of_another_cell_is_ignored(dataset, tmp_path):
-    from nettebench import checkpoint
+    from nettebench.training import checkpoint
 
     checkpoint.save(tmp_path, {"cell_id": "someone-else", "rows": [], "batch_size": 8})
     other = CELL.__class__(**{**CELL.as_dict(), "epochs": 1})
     result = subprocess.run(
         [
-            sys.executable, "-m", "nettebench.train", "--data", str(dataset), "--out-dir",
+            sys.executable, "-m", "nettebench.training", "--data", str(dataset), "--out-dir",
             str(tmp_path), "--threads", "1", *other.cli_args(),
         ],  # fmt: skip
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert "resumed" not in result.stdout + result.stderr
-    record = json.loads((tmp_path / records.METRICS_FILE).read_text())
+    record = json.loads((tmp_path / outputs.METRICS_FILE).read_text())
     assert record["summary"]["resumed_from_epoch"] is None

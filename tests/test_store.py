@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from nettebench import store as st
+from nettebench.data import store as st
 from nettebench.datasets.synthetic import generate
 
 RES = 32

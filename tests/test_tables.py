@@ -7,7 +7,7 @@ import math
 import pandas as pd
 import pytest
 
-from nettebench import tables as T
+from nettebench.report import format as T
 
 
 def test_precisions_sort_in_display_order_unknown_last_alphabetically():

@@ -11,10 +11,11 @@ import pytest
 import torch
 from PIL import Image
 
-from nettebench import records
-from nettebench.cell import CellSpec
-from nettebench.train import run_cell
-from nettebench.training_step import TrainingStep
+from nettebench.records import files as records
+from nettebench.study import outputs
+from nettebench.study.cell import CellSpec
+from nettebench.training.cli import run_cell
+from nettebench.training.step import TrainingStep
 
 
 @pytest.fixture(scope="module")
@@ -45,7 +46,7 @@ def test_cli_writes_a_complete_record(tiny_tree, tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.train",
+            "nettebench.training.cli",
             "--data",
             str(tiny_tree),
             "--out-dir",
@@ -60,7 +61,7 @@ def test_cli_writes_a_complete_record(tiny_tree, tmp_path):
     )
     assert "epoch 2/2" in done.stderr  # one readable line per epoch in a log
     assert "\r" not in done.stderr  # no progress bar when stderr is not a terminal
-    record = records.read_metrics(out / records.METRICS_FILE)
+    record = records.read_metrics(out / outputs.METRICS_FILE)
     assert list(record) == list(records.METRICS_KEYS)
     assert set(record["summary"]) == set(records.SUMMARY_KEYS)
     assert record["status"] == "ok"
@@ -73,7 +74,7 @@ def test_cli_writes_a_complete_record(tiny_tree, tmp_path):
     assert 0 <= summary["data_wait_share"] <= 1
     env = record["environment"]
     assert env["torch"] == torch.__version__ and env["cpu_count"] >= 1
-    epochs = pd.read_csv(out / records.EPOCHS_FILE)
+    epochs = pd.read_csv(out / outputs.EPOCHS_FILE)
     assert list(epochs.columns) == list(records.EPOCH_COLUMNS)
     assert list(epochs["epoch"]) == [1, 2]
     assert (epochs["compute_s"] + epochs["data_wait_s"]).round(6).equals(epochs["train_s"].round(6))
@@ -84,7 +85,7 @@ def test_max_steps_extrapolates_and_says_so(tiny_tree, tmp_path):
     summary = record["summary"]
     assert summary["extrapolated"] is True
     assert summary["steps_timed"] == 3 and summary["steps_per_epoch"] == 12
-    epochs = pd.read_csv(tmp_path / records.EPOCHS_FILE)
+    epochs = pd.read_csv(tmp_path / outputs.EPOCHS_FILE)
     assert bool(epochs["extrapolated"].iloc[0]) is True
 
 
@@ -99,7 +100,7 @@ def test_out_of_memory_is_a_recorded_result(tiny_tree, tmp_path, monkeypatch):
     assert record["status"] == "oom"
     assert "batch size 4" in record["message"] and "392.00 MiB" in record["message"]
     assert "e.g. 2" in record["message"]
-    on_disk = json.loads((tmp_path / records.METRICS_FILE).read_text())
+    on_disk = json.loads((tmp_path / outputs.METRICS_FILE).read_text())
     assert on_disk["status"] == "oom" and on_disk["summary"]["final_top1"] is None
 
 
@@ -109,7 +110,7 @@ def test_a_mode_the_device_cannot_run_is_recorded_unsupported(tiny_tree, tmp_pat
     record = run_cell(small_cell(precision="O1"), tiny_tree, tmp_path)
     assert record["status"] == "unsupported"
     assert "float16 training needs CUDA" in record["message"]
-    assert not (tmp_path / records.EPOCHS_FILE).read_text().strip().count("\n")
+    assert not (tmp_path / outputs.EPOCHS_FILE).read_text().strip().count("\n")
 
 
 def test_batch_size_auto_halves_until_a_step_fits(tiny_tree, tmp_path, monkeypatch):
@@ -131,7 +132,7 @@ def test_batch_size_auto_halves_until_a_step_fits(tiny_tree, tmp_path, monkeypat
 def test_summary_separates_first_epoch_overhead(tiny_tree, tmp_path):
     record = run_cell(small_cell(epochs=3), tiny_tree, tmp_path)
     summary = record["summary"]
-    epochs = pd.read_csv(tmp_path / records.EPOCHS_FILE)
+    epochs = pd.read_csv(tmp_path / outputs.EPOCHS_FILE)
     assert summary["steady_epoch_s"] == pytest.approx(epochs["wall_s"].iloc[1:].median())
     assert summary["first_epoch_overhead_s"] == pytest.approx(
         epochs["wall_s"].iloc[0] - summary["steady_epoch_s"]
@@ -159,6 +160,6 @@ def test_compile_is_timed_apart_and_leaves_learning_unchanged(tiny_tree, tmp_pat
     assert plain["summary"]["compile_s"] is None
     assert faster["summary"]["compile_s"] > 0
     assert faster["cell"]["compile"] is True
-    epochs = [pd.read_csv(tmp_path / name / records.EPOCHS_FILE) for name in ("plain", "compiled")]
+    epochs = [pd.read_csv(tmp_path / name / outputs.EPOCHS_FILE) for name in ("plain", "compiled")]
     for column in ("train_loss", "val_loss", "val_top1"):
         assert epochs[1][column].tolist() == pytest.approx(epochs[0][column].tolist(), rel=1e-5)

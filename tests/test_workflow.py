@@ -155,7 +155,7 @@ def test_a_new_batch_size_schedules_only_new_cells_and_aggregates(quickstart):
 
 def test_editing_plotting_code_reruns_only_figures(quickstart):
     workdir, config = quickstart
-    figures = workdir / "scripts" / "nettebench" / "figures.py"
+    figures = workdir / "scripts" / "nettebench" / "report" / "figures.py"
     _edit(figures)
     # the category figure shares the study figures' style, so it is redrawn too
     assert planned_jobs(run_study(workdir, config, "-n")) == {"figures_plot": 1, "profiles_plot": 1}
@@ -163,7 +163,7 @@ def test_editing_plotting_code_reruns_only_figures(quickstart):
 
 def test_editing_training_code_marks_training_outdated(quickstart):
     workdir, config = quickstart
-    _edit(workdir / "scripts" / "nettebench" / "loop.py")
+    _edit(workdir / "scripts" / "nettebench" / "training" / "loop.py")
     jobs = planned_jobs(run_study(workdir, config, "-n"))
     assert jobs == {
         "cell_train": 2,
@@ -181,8 +181,8 @@ def test_editing_training_code_marks_training_outdated(quickstart):
 def test_aggregate_only_profile_never_trains(quickstart):
     """After the training code changed, the aggregate profile rebuilds tables from what exists."""
     workdir, _ = quickstart
-    _edit(workdir / "scripts" / "nettebench" / "loop.py")
-    _edit(workdir / "scripts" / "nettebench" / "aggregate.py")
+    _edit(workdir / "scripts" / "nettebench" / "training" / "loop.py")
+    _edit(workdir / "scripts" / "nettebench" / "report" / "aggregate.py")
     before = {p: p.stat().st_mtime for p in (workdir / "results").rglob("metrics.json")}
     result = snakemake(workdir, "--workflow-profile", "profiles/aggregate")
     text = result.stdout + result.stderr

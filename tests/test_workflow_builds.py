@@ -10,8 +10,8 @@ import json
 import pandas as pd
 import pytest
 
-from nettebench.cell import CellSpec
-from nettebench.environment import _torchvision_git_version, _version
+from nettebench.records.environment import _torchvision_git_version, _version
+from nettebench.study.cell import CellSpec
 from tests.library_repos import LOCAL_TORCHVISION_VERSION, make_torchvision_repo
 from tests.workflow_helpers import copy_workflow, planned_jobs, run_study, write_config
 

@@ -167,7 +167,7 @@ def test_cached_loader_cells_build_the_store_once_and_train(workdir):
     path = write_config(workdir, config)
     result = run_study(workdir, path, "--cores", "2")
     text = result.stdout + result.stderr
-    assert text.count("rule dataset_cache:") == 1  # one store for both cached cells
+    assert text.count("rule store_build:") == 1  # one store for both cached cells
     manifest = json.loads((workdir / "results/data/tiny/store/res~37/store.json").read_text())
     assert manifest["resolution"] == 37 and manifest["train_images"] == 60
     runs = workdir / "results" / "runs" / "tiny"

@@ -5,9 +5,9 @@ the compute ceiling of the same step.
 
 Goals (the issue): resnet18 O1 cached <= 12 s, steady img/s >= 90 % of the ceiling; resnet50 O1
 cached <= 25 s. Runs without Snakemake (the GPU machine has none): data and store via the
-package's own modules, each cell via :mod:`nettebench.wallclock` (a fresh trainer process per
-cell), ceilings via :mod:`nettebench.bench`. Prints one table and writes ``table.md``,
-``wallclock-*.json`` and ``ceilings.json`` into --out.
+package's own modules, each cell via :mod:`nettebench.benchmarks.wallclock` (a fresh trainer
+process per cell), ceilings via :mod:`nettebench.benchmarks.ceiling`. Prints one table and writes
+``table.md``, ``wallclock-*.json`` and ``ceilings.json`` into --out.
 
     PYTHONPATH=scripts python3 tests/device/pipeline_goals.py --out $OUT [--smoke]
 
@@ -79,14 +79,16 @@ def main() -> int:
                    "--workers", str(workers)]  # fmt: skip
         result = out / f"wallclock-{model}.json"
         subprocess.run(
-            [sys.executable, "-m", "nettebench.wallclock", "--data", str(data / "dataset.json"),
+            [sys.executable, "-m", "nettebench.benchmarks.wallclock",
+             "--data", str(data / "dataset.json"),
              "--out-dir", str(work / model), "--store", str(work / "store"),
              "--json", str(result), "--", *trainer],
             env=env,
         )  # fmt: skip
         ceiling_file = out / f"ceiling-{model}.json"
         run(
-            [sys.executable, "-m", "nettebench.bench", "--model", model, "--precision", precision,
+            [sys.executable, "-m", "nettebench.benchmarks.ceiling",
+             "--model", model, "--precision", precision,
              "--batch-size", str(batch), "--image-size", str(image), "--num-classes",
              str(classes), "--out", str(ceiling_file)],
             env,

@@ -1,11 +1,11 @@
 """GPU check for profiling: resnet18 at O0 and O3, 20 profiled steps each, with the torch backend
 (and nsys when it is on PATH), on Imagenette-shaped synthetic data.
 
-Runs without Snakemake (the GPU machine has none): ``python -m nettebench.profile`` in a fresh
+Runs without Snakemake (the GPU machine has none): ``python -m nettebench.profiling`` in a fresh
 process per profile, as the workflow's cell_profile rule runs it. Prints each profile's top-5
 kernels and its category shares, and writes into --out: ``profiles/<backend>-<mode>/`` (every
 file the profile command writes, except the nsys report and traces when they are large),
-``summary.md`` (what is printed) and, via nettebench.profiling.aggregate, ``top_kernels.md`` and
+``summary.md`` (what is printed) and, via nettebench.report.kernel_tables, ``top_kernels.md`` and
 ``kernel_categories.csv``.
 
     PYTHONPATH=scripts python3 tests/device/profile_modes.py --out $OUT [--smoke]
@@ -70,7 +70,7 @@ def main() -> None:
             target = out / "profiles" / f"{backend}-{mode}"
             t0 = time.time()
             result = subprocess.run(
-                [sys.executable, "-m", "nettebench.profile", "--data", str(data / "dataset.json"),
+                [sys.executable, "-m", "nettebench.profiling", "--data", str(data / "dataset.json"),
                  "--out-dir", str(target), "--backend", backend, "--model", "resnet18",
                  "--precision", mode, *cell, *window],
                 env=env, capture_output=True, text=True,
@@ -90,7 +90,7 @@ def main() -> None:
 
     if summaries:
         subprocess.run(
-            [sys.executable, "-m", "nettebench.profiling.aggregate", "--out-dir", str(out),
+            [sys.executable, "-m", "nettebench.report.kernel_tables", "--out-dir", str(out),
              *map(str, summaries)],
             env=env, check=False,
         )  # fmt: skip

@@ -1,7 +1,7 @@
 """GPU check for the trainer: resnet18 and resnet50, 2 epochs in every GPU precision mode, on
 Imagenette-320-shaped synthetic data, each next to its compute ceiling.
 
-Runs without Snakemake (the GPU machine has none): the trainer as ``python -m nettebench.train``
+Runs without Snakemake (the GPU machine has none): the trainer as ``python -m nettebench.training``
 in a fresh process per cell (so wall times include start-up), the ceilings in this process.
 Writes ``table.md`` (pipeline img/s vs ceiling vs ../shared/ANCHORS.md) and ``runs.tgz`` (every
 cell's metrics.json, epochs.csv, ceiling.json and log) into --out.
@@ -75,7 +75,7 @@ def main() -> None:
         t0 = time.time()
         with open(runs / f"{model}-{mode}.log", "w") as log:
             result = subprocess.run(
-                [sys.executable, "-m", "nettebench.train", "--data", str(data), "--out-dir",
+                [sys.executable, "-m", "nettebench.training", "--data", str(data), "--out-dir",
                  str(cell_dir), "--dataset", "imagenette2-320-synthetic", "--model", model,
                  "--precision", mode, "--batch-size", str(batch), "--epochs", str(epochs),
                  "--workers", str(workers), "--image-size", str(image_size), *options],
@@ -88,7 +88,7 @@ def main() -> None:
     oom_dir = runs / f"oom-resnet50-batch{oom_batch}"
     with open(runs / "oom.log", "w") as log:
         subprocess.run(
-            [sys.executable, "-m", "nettebench.train", "--data", str(data), "--out-dir",
+            [sys.executable, "-m", "nettebench.training", "--data", str(data), "--out-dir",
              str(oom_dir), "--dataset", "imagenette2-320-synthetic", "--model", "resnet50",
              "--precision", "O0", "--batch-size", str(oom_batch), "--epochs", "1",
              "--max-steps", "2", "--workers", str(workers), "--image-size", str(image_size)],
@@ -97,7 +97,7 @@ def main() -> None:
     oom = json.loads((oom_dir / "metrics.json").read_text())
     print(f"oom cell: status {oom['status']}: {oom['message']}", flush=True)
 
-    from nettebench.bench import measure_ceiling
+    from nettebench.benchmarks.ceiling import measure_ceiling
 
     for model, mode in cells:
         cell_dir = runs / f"{model}-{mode}"

@@ -6,7 +6,8 @@
 * :mod:`.local` - use a folder the user already has, in place;
 * :mod:`.synthetic` - generate a learnable, Imagenette-shaped JPEG dataset;
 * :mod:`.info` - ``dataset.json``, which every route writes last and the trainer reads;
-* :mod:`.verify`, :mod:`.atomic`, :mod:`.errors` - checks, atomic writes, the error type;
+* :mod:`.verify`, :mod:`.errors` - checks and the error type (atomic writes:
+  :mod:`nettebench.records.atomic`);
 * :mod:`.testing` - real tiny archives and a local HTTP server, for tests.
 
 Importing this package (or catalog/info/fetch/extract/local) loads only the standard library:

@@ -31,7 +31,8 @@ import tarfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from .atomic import install_tree, make_work_dir, remove_tree
+from nettebench.records.atomic import install_tree, make_work_dir, remove_tree
+
 from .errors import DatasetError, report
 from .info import INFO_FILE, describe_tree, has_splits, write_info
 from .verify import check_expected, scan_archive

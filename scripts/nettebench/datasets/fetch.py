@@ -33,7 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from nettebench.atomic_io import write_json_atomic
+from nettebench.records.atomic import write_json_atomic
 
 from .errors import DatasetError, report
 from .verify import CHUNK, Digests, check_expected, describe, scan_archive

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nettebench.atomic_io import write_json_atomic
+from nettebench.records.atomic import write_json_atomic
 
 from .errors import DatasetError
 

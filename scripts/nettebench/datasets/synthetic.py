@@ -40,7 +40,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
-from .atomic import install_tree, make_work_dir, remove_tree
+from nettebench.records.atomic import install_tree, make_work_dir, remove_tree
+
 from .errors import DatasetError, report
 from .info import INFO_FILE, TreeStats, write_info
 

@@ -14,8 +14,15 @@ after a warm-up, and every backend's output becomes the same small tables:
 - ``trace.json.gz``: a trace that opens in Perfetto (ui.perfetto.dev) or chrome://tracing;
 - ``profile.json``: what was profiled, how, and the totals.
 
-This module holds the file layout and imports nothing heavy: the workflow imports it while it
-parses the config.
+Owns the command (:mod:`.cli`, ``python -m nettebench.profiling``, the ``cell_profile`` rule),
+the config's ``profile:`` plan (:mod:`.plan`), the window of steps (:mod:`.window`), the backends
+(:mod:`.torch_backend`, :mod:`.nsys_backend`, :mod:`.nvprof_backend`, :mod:`.external`) and what
+their output becomes (:mod:`.summaries`, :mod:`.trace`, :mod:`.categories`). The tables and
+figure over profiled cells are :mod:`nettebench.report`'s.
+
+This module (the file layout), :mod:`.plan` and :mod:`.categories` import nothing heavy: the
+workflow imports them while it parses the config, and the report without torch. The rest may
+import torch and the trainer.
 """
 
 from __future__ import annotations

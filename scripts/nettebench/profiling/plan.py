@@ -21,8 +21,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nettebench.cell import PARAMETER_NAMES, CellSpec
-from nettebench.grid import ConfigError
 from nettebench.profiling import (
     BACKENDS,
     DEFAULT_BACKEND,
@@ -30,6 +28,8 @@ from nettebench.profiling import (
     DEFAULT_WARMUP_STEPS,
     OUTPUT_FILES,
 )
+from nettebench.study.cell import PARAMETER_NAMES, CellSpec
+from nettebench.study.grid import ConfigError
 
 PROFILE_ROOT = "results/profiles"
 SETTINGS = ("cells", "warmup", "steps", "backend")

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nettebench.atomic_io import write_text_atomic
 from nettebench.profiling import (
     API_COLUMNS,
     CPU_OP_COLUMNS,
     KERNEL_COLUMNS,
 )
 from nettebench.profiling.categories import CATEGORIES, categorize
+from nettebench.records.atomic import write_text_atomic
 
 
 @dataclass

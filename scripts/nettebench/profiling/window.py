@@ -1,6 +1,6 @@
 """The work a profile looks at: the cell's own training steps on its own input pipeline.
 
-Built from the trainer's pieces (:func:`nettebench.fit.make_runner`, ``build_loaders``,
+Built from the trainer's pieces (:func:`nettebench.training.fit.make_runner`, ``build_loaders``,
 ``choose_batch_size``, ``configure_determinism``), so a profiled step is the step the timed cell
 runs: same model, precision handling, memory format, cuDNN settings and loader. Each step fetches
 its batch from the loader (so waiting for data shows in the trace, as
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from nettebench.cell import CellSpec
+from nettebench.study.cell import CellSpec
 
 
 @dataclass
@@ -45,7 +45,7 @@ class Workload:
 
     def __init__(self, cell: CellSpec, data_path: str | Path, device: torch.device, store_dir):
         from nettebench.datasets.info import load_data_root
-        from nettebench.fit import (
+        from nettebench.training.fit import (
             build_loaders,
             choose_batch_size,
             configure_determinism,
@@ -66,7 +66,7 @@ class Workload:
         self._batches = self._endless()
 
     def _endless(self) -> Iterator:
-        from nettebench.fit import seed_epoch
+        from nettebench.training.fit import seed_epoch
 
         epoch = 0
         while True:

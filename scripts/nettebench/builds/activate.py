@@ -1,0 +1,138 @@
+"""Putting a library build to use: the build a cell names goes first on the import path.
+
+The workflow clones, builds (a wheel, against the installed torch) and installs every build a cell
+uses once, under ``results/builds/<library>/<build>/`` (``rules/builds.smk``,
+:mod:`nettebench.builds.build`; the config's plans: :mod:`nettebench.study.builds`). The trainer,
+the ceiling bench and the profiler call :func:`activate` with their cell, which puts the build's
+prefix first on the import path. So a cell runs against the build it names with or without
+Snakemake, and the cell rules' shell commands (which Snakemake's code trigger compares) stay as
+they were: cells at ``installed`` stay up to date.
+
+Must run before torch's libraries are imported, so it imports nothing heavy itself.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Mapping
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any
+
+from nettebench.builds.catalog import BUILD_MANIFEST, INSTALL_MANIFEST, LIBRARIES
+from nettebench.study.builds import BUILDS_ROOT
+from nettebench.study.cell import INSTALLED, LIBRARY_PARAMETERS
+
+BUILDS_DIR_ENV = "NETTEBENCH_BUILDS_DIR"  # where a trainer run outside Snakemake finds them
+
+
+class LibraryError(RuntimeError):
+    """A cell's library build cannot be used here; the message says what to do."""
+
+
+def add_builds_dir_option(parser) -> None:
+    """``--builds-dir``, for the commands that run a cell (trainer, bench)."""
+    parser.add_argument(
+        "--builds-dir",
+        default=None,
+        help=f"installed library builds, for cells naming one (default: ${BUILDS_DIR_ENV} "
+        f"or {BUILDS_ROOT})",
+    )
+
+
+def builds_root(builds_dir: str | os.PathLike | None = None) -> Path:
+    """Where installed builds are: the argument, $NETTEBENCH_BUILDS_DIR, or results/builds."""
+    return Path(builds_dir or os.environ.get(BUILDS_DIR_ENV) or BUILDS_ROOT).resolve()
+
+
+def prefix_dir(root: Path, library: str, build: str) -> Path:
+    return root / library / build / "prefix"
+
+
+def activate(cell: Any, builds_dir: str | os.PathLike | None = None) -> dict[str, dict]:
+    """Put every build ``cell`` names first on ``sys.path`` (and on ``PYTHONPATH``, for child
+    processes); returns library -> the build's manifest. Must run before the library is
+    imported: a library already imported from elsewhere is an error, never silently used.
+    """
+    active = {}
+    for library in LIBRARY_PARAMETERS:
+        build = getattr(cell, library, INSTALLED)
+        if build == INSTALLED:
+            continue
+        root = builds_root(builds_dir)
+        prefix = prefix_dir(root, library, build)
+        manifest = read_build_manifest(prefix)
+        if manifest is None:
+            raise LibraryError(
+                f"{library} build {build!r} is not installed at {prefix}. The workflow builds it "
+                f"for cells that name it (builds.{library}.{build} in the config; by hand: "
+                f"`snakemake {BUILDS_ROOT}/{library}/{build}/{INSTALL_MANIFEST}`); outside the "
+                f"workflow, point ${BUILDS_DIR_ENV} at the folder holding {library}/{build}/"
+            )
+        _check_torch(manifest, library, build)
+        package = LIBRARIES[library].package
+        loaded = sys.modules.get(package)
+        if loaded is not None and not _inside(loaded, prefix):
+            raise LibraryError(
+                f"{package} was already imported from {getattr(loaded, '__file__', '?')} before "
+                f"the {library} build {build!r} could be put first on the path; activate builds "
+                "before importing the libraries (a new process per cell)"
+            )
+        if str(prefix) not in sys.path:
+            sys.path.insert(0, str(prefix))
+            paths = os.environ.get("PYTHONPATH")
+            os.environ["PYTHONPATH"] = str(prefix) + (os.pathsep + paths if paths else "")
+        active[library] = manifest
+    return active
+
+
+def read_build_manifest(prefix: Path) -> dict[str, Any] | None:
+    """The manifest an install wrote into its prefix, or None when there is none."""
+    try:
+        return json.loads((Path(prefix) / BUILD_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def find_build(package: str) -> dict[str, Any] | None:
+    """The manifest of the installed build ``import package`` resolves to (None: no build).
+
+    Looks where the import system finds the package, without importing it: its folder's parent
+    is the install prefix, which holds the manifest.
+    """
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        return None
+    if spec is None:
+        return None
+    places = list(spec.submodule_search_locations or ())
+    if spec.origin and not places:
+        places = [os.path.dirname(spec.origin)]
+    for place in places:
+        manifest = read_build_manifest(Path(place).parent)
+        if manifest is not None:
+            return manifest
+    return None
+
+
+def _check_torch(manifest: Mapping[str, Any], library: str, build: str) -> None:
+    """A build is compiled against one torch; another torch would fail obscurely at import."""
+    built_with = manifest.get("torch")
+    try:
+        here = version("torch")
+    except PackageNotFoundError:
+        here = None
+    if built_with and here and built_with != here:
+        raise LibraryError(
+            f"{library} build {build!r} was built against torch {built_with}, but this "
+            f"environment has torch {here}; rebuild it (`snakemake --forcerun library_build`)"
+        )
+
+
+def _inside(module: Any, prefix: Path) -> bool:
+    path = getattr(module, "__file__", None)
+    return path is not None and Path(path).resolve().is_relative_to(prefix)

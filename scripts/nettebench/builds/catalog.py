@@ -1,0 +1,45 @@
+"""The libraries that can be built from source, and the files a build leaves behind.
+
+Kept apart from :mod:`nettebench.builds.activate` (config plans, activation in the trainer) so that
+the build steps (:mod:`nettebench.builds.build`) depend on this file alone: the build rules list
+their code as inputs, and an edit to the cell table or the config checks must not rebuild every
+library.
+
+Imports nothing from the package and nothing heavy.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+BUILD_MANIFEST = "nettebench-build.json"  # inside an installed prefix: what it was built from
+SOURCE_MANIFEST = "source.json"  # the clone: repository, ref and the commit it resolved to
+WHEEL_MANIFEST = "wheel.json"  # the wheel: file, sha256, commit, torch it was built against
+INSTALL_MANIFEST = "install.json"  # the install: the prefix's BUILD_MANIFEST, outside it
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://|^[^/\s]+@[^/\s]+:")  # scheme://... or user@host:path
+
+
+@dataclass(frozen=True)
+class Library:
+    """A library that can be built from source: its import name and its official repository."""
+
+    name: str  # the cell parameter and the key under `builds:`
+    package: str  # the import package its wheel must provide
+    repo: str  # default repository
+    # Build environment every build of it gets (a build's own `env:` adds to and overrides it).
+    env: Mapping[str, str] = field(default_factory=dict)
+
+
+LIBRARIES = {
+    "torchvision": Library("torchvision", "torchvision", "https://github.com/pytorch/vision"),
+    # Without options apex's setup.py builds the Python-only package, which needs no CUDA
+    # toolkit; its C++/CUDA extensions are opt-in through a build's `pip_args` (see the README).
+    "apex": Library("apex", "apex", "https://github.com/NVIDIA/apex"),
+}
+
+
+def is_url(repo: str) -> bool:
+    """Whether a build's repository is remote (a URL or ``user@host:path``), not a local path."""
+    return bool(_URL.match(repo))

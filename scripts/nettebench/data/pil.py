@@ -1,0 +1,93 @@
+"""The reference input pipeline: ImageFolder + PIL + torchvision transforms + DataLoader.
+
+Exactly what pytorch/examples' ``imagenet/main.py`` (the study's script) does, kept as the
+baseline that faster loaders are measured against: RandomResizedCrop + horizontal flip for
+training, resize to ``image_size / 0.875`` + centre crop for validation, ImageNet normalisation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch.utils.data import DataLoader
+
+from nettebench.study.cell import VAL_RESIZE_RATIO
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+@dataclass
+class Loaders:
+    train: DataLoader
+    val: DataLoader
+    num_classes: int
+    classes: list[str]
+    generator: torch.Generator  # drives the training shuffle and the workers' seeds
+
+
+def build_pil_loaders(
+    train_dir,
+    val_dir,
+    *,
+    image_size: int,
+    batch_size: int,
+    workers: int,
+    pin_memory: bool,
+) -> Loaders:
+    """Train and val DataLoaders over ImageFolder trees.
+
+    The training shuffle and the workers' seeds come from ``Loaders.generator``, which the
+    trainer re-seeds every epoch. Workers are not persistent (the reference's behaviour): each
+    epoch starts fresh workers seeded from that generator, so an epoch's augmentations depend
+    only on its seed, which is what lets a resumed run repeat them exactly.
+    """
+    from torchvision import datasets, transforms
+
+    normalize = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
+    train_set = datasets.ImageFolder(
+        str(train_dir),
+        transforms.Compose(
+            [
+                transforms.RandomResizedCrop(image_size),
+                transforms.RandomHorizontalFlip(),
+                transforms.ToTensor(),
+                normalize,
+            ]
+        ),
+    )
+    val_set = datasets.ImageFolder(
+        str(val_dir),
+        transforms.Compose(
+            [
+                transforms.Resize(round(image_size / VAL_RESIZE_RATIO)),
+                transforms.CenterCrop(image_size),
+                transforms.ToTensor(),
+                normalize,
+            ]
+        ),
+    )
+    if train_set.classes != val_set.classes:
+        raise ValueError(
+            f"train/ and val/ hold different class folders: {train_set.classes} vs "
+            f"{val_set.classes}"
+        )
+    generator = torch.Generator()
+    common = {"batch_size": batch_size, "num_workers": workers, "pin_memory": pin_memory}
+    train = DataLoader(
+        train_set, shuffle=True, generator=generator, worker_init_fn=_seed_worker, **common
+    )
+    val = DataLoader(val_set, shuffle=False, **common)
+    return Loaders(train, val, len(train_set.classes), list(train_set.classes), generator)
+
+
+def _seed_worker(worker_id: int) -> None:
+    """Seed python's and numpy's RNGs in each worker from torch's per-worker seed."""
+    import random
+
+    import numpy as np
+
+    worker_seed = torch.initial_seed() % 2**32
+    np.random.seed(worker_seed)
+    random.seed(worker_seed)

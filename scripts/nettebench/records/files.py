@@ -1,0 +1,133 @@
+"""The files every cell writes, and the only files aggregation reads.
+
+One cell = one directory holding ``metrics.json`` (outcome, parameters, environment, summary) and
+``epochs.csv`` (one row per epoch). Keeping the layout in one module means the trainer that writes
+these files and the aggregation that reads them cannot drift apart silently: both import the names
+below, and ``tests/test_records.py`` checks a real trainer run against them.
+
+Imports nothing heavy: the workflow and the aggregation import this module without torch.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+# All-or-nothing writes: a killed process leaves the old file or the new one, never a torn one,
+# so the workflow never mistakes a crashed cell for a finished one.
+from nettebench.records.atomic import write_text_atomic as atomic_write_text
+from nettebench.study.outputs import EPOCHS_FILE, METRICS_FILE
+
+SCHEMA_VERSION = 1
+# Outcomes of a cell. Anything but "ok" still writes metrics.json, so a failed cell is a result
+# (shown in the tables) rather than a hole that makes the workflow stop.
+STATUS_OK = "ok"
+STATUS_OOM = "oom"
+STATUS_UNSUPPORTED = "unsupported"
+STATUSES = (STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED)
+
+# Top-level keys of metrics.json.
+METRICS_KEYS = (
+    "schema_version",  # int, SCHEMA_VERSION
+    "status",  # one of STATUSES
+    "message",  # str | None: why a cell is not "ok", with a hint the user can act on
+    "kind",  # "matrix" (a cell of the study's grid) or "cpu_baseline"
+    "cell",  # dict: every parameter of the cell, defaults filled in
+    "cell_id",  # str: hash of the cell's identity (see nettebench.cells.cell_id)
+    "device",  # dict: {"type": "cpu"|"cuda", "name": str, "threads": int}
+    "environment",  # dict: see nettebench.records.environment.collect
+    "summary",  # dict: SUMMARY_KEYS (values None when the cell did not run)
+)
+
+# Keys of metrics.json["summary"].
+SUMMARY_KEYS = (
+    "epochs_run",  # int: epochs that finished
+    "steps_per_epoch",  # int: optimiser steps in one full epoch
+    "steps_timed",  # int: steps actually run per epoch (< steps_per_epoch when extrapolated)
+    "extrapolated",  # bool: epoch times were scaled from steps_timed to steps_per_epoch
+    "wall_s",  # float: process start to metrics written (includes model build, data setup);
+    # for a resumed cell, plus what earlier processes spent on the epochs they finished
+    "time_for_epochs_s",  # float: sum of epoch wall times = the study's "seconds for N epochs"
+    "epoch_s_median",  # float: median epoch wall time
+    "train_img_s",  # float: median over epochs of steady-state training images per second
+    "data_wait_share",  # float in [0, 1]: share of training time spent waiting for data
+    "final_top1",  # float: val top-1 (%) after the last epoch
+    "final_top5",  # float: val top-5 (%) after the last epoch
+    "best_top1",  # float: best val top-1 (%) over epochs
+    "final_train_loss",  # float
+    "batch_size_used",  # int: the batch size trained with (chosen when the cell says auto)
+    "steady_epoch_s",  # float: median wall time of the epochs after the first
+    "first_epoch_overhead_s",  # float: first epoch's wall time minus steady_epoch_s (warm-up)
+    "peak_mem_mb",  # float: peak device memory (CUDA allocator) or peak RSS on a CPU
+    "resumed_from_epoch",  # int | None: epochs an earlier, killed process had finished
+    "compile_s",  # float | None: torch.compile warm-up before epoch 1 (cells with compile: true)
+)
+
+# Columns of epochs.csv, in order.
+EPOCH_COLUMNS = (
+    "epoch",  # 1-based
+    "train_loss",  # mean training loss over the epoch
+    "val_loss",
+    "val_top1",  # %
+    "val_top5",  # %
+    "lr",  # learning rate used in this epoch
+    "train_s",  # training wall time of the epoch (extrapolated when "extrapolated")
+    "val_s",  # validation wall time (extrapolated when "extrapolated")
+    "wall_s",  # train_s + val_s
+    "data_wait_s",  # part of train_s spent blocked on the input pipeline
+    "compute_s",  # train_s - data_wait_s
+    "data_wait_share",  # data_wait_s / train_s
+    "train_img_s",  # training images per second, warm-up steps excluded
+    "train_images",  # images trained on in the timed steps of this epoch
+    "peak_mem_mb",  # peak device memory in the epoch (CPU: process peak RSS so far)
+    "extrapolated",  # bool
+)
+
+
+def write_metrics(cell_dir: str | os.PathLike, record: Mapping[str, Any]) -> Path:
+    """Validate ``record`` against METRICS_KEYS and write it as the cell's metrics.json."""
+    path = Path(cell_dir) / METRICS_FILE
+    _check_record(record, path)
+    atomic_write_text(path, json.dumps(record, indent=2, sort_keys=False, default=str) + "\n")
+    return path
+
+
+def write_epochs(cell_dir: str | os.PathLike, rows: Iterable[Mapping[str, Any]]) -> Path:
+    """Write the per-epoch rows (EPOCH_COLUMNS) as the cell's epochs.csv (header only if none)."""
+    path = Path(cell_dir) / EPOCHS_FILE
+    lines: list[str] = []
+
+    class _Sink:
+        def write(self, text: str) -> None:
+            lines.append(text)
+
+    writer = csv.DictWriter(_Sink(), fieldnames=EPOCH_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({column: row.get(column) for column in EPOCH_COLUMNS})
+    atomic_write_text(path, "".join(lines))
+    return path
+
+
+def read_metrics(path: str | os.PathLike) -> dict[str, Any]:
+    """Read one metrics.json, refusing an unknown schema version or a record missing keys."""
+    with open(path, encoding="utf-8") as handle:
+        record = json.load(handle)
+    version = record.get("schema_version")
+    if version != SCHEMA_VERSION:
+        raise ValueError(f"{path}: schema_version {version!r}, expected {SCHEMA_VERSION}")
+    _check_record(record, path)
+    return record
+
+
+def _check_record(record: Mapping[str, Any], path: Path | str) -> None:
+    """The same checks when a record is written and when it is read back."""
+    missing = [key for key in METRICS_KEYS if key not in record]
+    if missing:
+        raise ValueError(f"{path}: metrics record lacks keys {missing}")
+    if record["status"] not in STATUSES:
+        raise ValueError(f"{path}: status {record['status']!r} is not one of {STATUSES}")

@@ -1,0 +1,560 @@
+"""Draw the study's figures from the aggregate tables (runs.csv and epochs.csv) only.
+
+Figures read nothing but the two CSVs that :mod:`nettebench.report.aggregate` writes, so a figure
+can always be redrawn, restyled or checked without the cell directories. Each figure is written as
+PNG (for the report and quick looks) and SVG (for papers), under fixed names:
+
+- ``time_by_model_precision``: seconds for all epochs by model, one bar per precision;
+- ``speedup_over_O0``: how many times faster each precision is than O0 (pure fp32);
+- ``accuracy_curves``: validation top-1 (solid) and top-5 (dashed) after each epoch;
+- ``throughput``: steady-state training img/s, CPU baselines beside the matrix cells, and the
+  compute ceiling (img/s with no input pipeline) as a dashed outline over a bar where measured.
+
+A partial study must never break the workflow, so every figure renders something: an empty or
+missing input gives a panel saying "no data" instead of an exception. Cells that did not run are
+marked ``OOM`` / ``n/a`` where their bar would be: a bar that is missing for a reason should not
+look like a bar nobody asked for.
+
+SVGs are deterministic (fixed ``svg.hashsalt``, no date), so rerunning the workflow does not churn
+files under version control. Figures are drawn on :class:`matplotlib.figure.Figure` objects with
+the Agg canvas directly, never through pyplot's global state, so importing this module does not
+change the backend of whoever imports it. No torch.
+
+Usage::
+
+    python -m nettebench.report.figures --runs results/tables/runs.csv \\
+        --epochs results/tables/epochs.csv --out-dir results/figures
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import matplotlib as mpl
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from nettebench.report import format as T
+from nettebench.report.aggregate import EPOCH_ID_COLUMNS, row_keys
+from nettebench.study import outputs
+
+FIGURE_NAMES = outputs.FIGURE_NAMES
+FORMATS = ("png", "svg")
+DPI = 150
+BASELINE_PRECISION = "O0"  # what the speed-up figure divides by: the study's pure-fp32 level
+CPU_HATCH = "//"
+CEILING_LABEL = "compute ceiling"  # legend entry of the dashed outline over a throughput bar
+CEILING_EDGE = "0.1"
+# Keys the bar figures put on the x axis, the hue or the facet title rather than in row labels
+# (max_steps is how a cell was timed, not what was timed).
+# Columns the figures use; a CSV without them (an empty study) gets them as all-missing.
+_RUN_COLUMNS = (
+    "dataset",
+    "model",
+    "precision",
+    "batch_size",
+    "epochs",
+    "seed",
+    "kind",
+    "status",
+    "cell_id",
+    "device_type",
+    "device_name",
+    "extrapolated",
+    "time_for_epochs_s",
+    "epoch_s_median",
+    "train_img_s",
+    "ceiling_status",
+    "ceiling_img_s",
+)
+_EPOCH_COLUMNS = (*EPOCH_ID_COLUMNS, "epoch", "val_top1", "val_top5")
+_NUMERIC = (
+    "batch_size",
+    "epochs",
+    "seed",
+    "epoch",
+    "time_for_epochs_s",
+    "epoch_s_median",
+    "train_img_s",
+    "ceiling_img_s",
+    "val_top1",
+    "val_top5",
+)
+
+
+def style() -> dict[str, Any]:
+    """seaborn's whitegrid look plus what makes the SVG bytes reproducible."""
+    return {
+        **sns.axes_style("whitegrid"),
+        **sns.plotting_context("notebook", font_scale=0.8),
+        "svg.hashsalt": "nettebench",  # stable element ids
+        "svg.fonttype": "path",  # glyphs as paths: no dependence on installed fonts
+        "figure.dpi": DPI,
+    }
+
+
+def precision_colors(names: Sequence[str]) -> dict[str, Any]:
+    """One colour per precision, fixed by its place in the display order, in every figure."""
+    palette = sns.color_palette("colorblind", 10)
+    ranked = T.sort_precisions([*T.PRECISION_ORDER, *names])
+    return {name: palette[i % len(palette)] for i, name in enumerate(ranked)}
+
+
+# --------------------------------------------------------------------------------------- reading
+
+
+def read_table(path: str | os.PathLike, columns: Sequence[str]) -> pd.DataFrame:
+    """Read one aggregate CSV; an empty file or one without rows gives an empty frame.
+
+    Missing columns are added as all-missing, numeric ones are coerced, so a partial study
+    draws "no data" panels instead of raising.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such table (run nettebench.report.aggregate first)")
+    try:
+        frame = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        frame = pd.DataFrame()
+    for column in columns:
+        if column not in frame.columns:
+            frame[column] = pd.Series(dtype=object)
+    for column in _NUMERIC:
+        if column in frame.columns:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    if "extrapolated" in frame.columns:
+        frame["extrapolated"] = frame["extrapolated"].map(T.as_bool).astype(bool)
+    return frame
+
+
+# -------------------------------------------------------------------------------------- drawing
+
+
+def _new_figure(panels: int, *, panel_width: float, panel_height: float = 3.6) -> tuple:
+    """A figure with ``panels`` axes, two per row at most."""
+    panels = max(panels, 1)
+    ncols = min(panels, 2)
+    nrows = math.ceil(panels / ncols)
+    fig = Figure(figsize=(panel_width * ncols, panel_height * nrows + 0.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in axes[panels:]:
+        ax.set_visible(False)
+    return fig, list(axes[:panels])
+
+
+def _message(ax, text: str) -> None:
+    """Write ``text`` in the middle of an empty panel."""
+    ax.text(
+        0.5,
+        0.5,
+        text,
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        fontsize=11,
+        color="0.35",
+        wrap=True,
+    )
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _empty_figure(title: str, text: str) -> Figure:
+    fig, (ax,) = _new_figure(1, panel_width=6.0)
+    _message(ax, text)
+    ax.set_title(title)
+    return fig
+
+
+def _bar_width(categories: int, hues: int) -> float:
+    return max(5.0, 0.32 * categories * max(hues, 1) + 2.0)
+
+
+def _grouped_bars(
+    ax,
+    frame: pd.DataFrame,
+    *,
+    categories: Sequence[str],
+    hues: Sequence[str],
+    colors: dict[str, Any],
+    hatched: Sequence[str] = (),
+) -> None:
+    """Bars of the mean ``value`` per (``label``, ``hue``), error bars = sd over seeds.
+
+    ``frame`` has columns label, hue, status, value (one row per seed). Where a (label, hue)
+    has rows but none finished, its outcome (``OOM``, ``n/a``) is written where the bar would be.
+    An optional column ``outline`` (the compute ceiling) is drawn, as its mean over the seeds
+    that have one, as an unfilled dashed bar over the bar, and gets a legend entry.
+    """
+    width = 0.8 / max(len(hues), 1)
+    text_transform = ax.get_xaxis_transform()  # x in data, y in axes fraction
+    outlined = False
+    for j, hue in enumerate(hues):
+        offsets = np.arange(len(categories)) - 0.4 + width * (j + 0.5)
+        for i, category in enumerate(categories):
+            seeds = frame[(frame["label"] == category) & (frame["hue"] == hue)]
+            if seeds.empty:
+                continue
+            outline = seeds["outline"].dropna() if "outline" in seeds else pd.Series(dtype=float)
+            if len(outline):
+                outlined = True
+                ax.bar(
+                    offsets[i],
+                    outline.mean(),
+                    width,
+                    fill=False,
+                    edgecolor=CEILING_EDGE,
+                    linestyle="--",
+                    linewidth=0.9,
+                    zorder=3,  # over the filled bar, so it shows where the bar is taller
+                )
+            values = seeds.loc[seeds["status"] == "ok", "value"].dropna()
+            if len(values):
+                spread = values.std(ddof=1) if len(values) > 1 else None
+                ax.bar(
+                    offsets[i],
+                    values.mean(),
+                    width,
+                    yerr=spread,
+                    capsize=2,
+                    color=colors[hue],
+                    edgecolor="0.2" if hue in hatched else "white",
+                    hatch=CPU_HATCH if hue in hatched else None,
+                    linewidth=0.6,
+                    error_kw={"elinewidth": 0.8, "ecolor": "0.2"},
+                )
+            else:
+                text = T.outcome_cell(list(seeds["status"]), None, str)
+                if text:
+                    ax.text(
+                        offsets[i],
+                        0.02,
+                        text,
+                        transform=text_transform,
+                        rotation=90,
+                        ha="center",
+                        va="bottom",
+                        fontsize=7,
+                        color="0.2",
+                    )
+    ax.set_xticks(range(len(categories)), categories, rotation=20, ha="right")
+    ax.set_xlim(-0.6, len(categories) - 0.4)
+    handles = [
+        Patch(
+            facecolor=colors[h],
+            hatch=CPU_HATCH if h in hatched else None,
+            edgecolor="0.2" if h in hatched else "white",
+            label=h,
+        )
+        for h in hues
+    ]
+    if outlined:
+        handles.append(
+            Patch(fill=False, edgecolor=CEILING_EDGE, linestyle="--", label=CEILING_LABEL)
+        )
+    ax.legend(handles=handles, title="precision", fontsize=7, title_fontsize=8, frameon=True)
+
+
+def _facet_title(dataset: Any, epochs: Any, frame: pd.DataFrame) -> str:
+    names = sorted({str(n) for n in frame["device_name"].dropna()})
+    device = "; ".join(names) or "; ".join(sorted({str(t) for t in frame["device_type"].dropna()}))
+    parts = [str(dataset)]
+    if epochs is not None:
+        parts.append(f"{T.fmt_value(epochs)} epochs")
+    return ", ".join(parts) + (f"\n{device}" if device else "")
+
+
+def _matrix_facets(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """Matrix cells split by (dataset, epochs, device type), each with its row labels."""
+    matrix = runs[runs["kind"] == "matrix"]
+    facets = []
+    for (dataset, epochs, _), frame in matrix.groupby(
+        ["dataset", "epochs", "device_type"], sort=False, dropna=False
+    ):
+        frame = frame.assign(label=T.row_labels(frame, row_keys(runs)))
+        facets.append((_facet_title(dataset, epochs, frame), frame))
+    return facets
+
+
+def _bar_frame(
+    frame: pd.DataFrame, value: str, hue: str = "precision", outline: str | None = None
+) -> pd.DataFrame:
+    columns = {
+        "label": frame["label"],
+        "hue": frame[hue].astype(str),
+        "status": frame["status"],
+        "value": pd.to_numeric(frame[value], errors="coerce"),
+    }
+    if outline is not None and outline in frame:  # an older runs.csv has no ceiling columns
+        columns["outline"] = pd.to_numeric(frame[outline], errors="coerce")
+    return pd.DataFrame(columns)
+
+
+def _precision_bar_panels(runs: pd.DataFrame, facets, value: str):
+    """One panel per (title, frame) facet: bars of ``value`` by row label, one per precision
+    (colours fixed across the figure). Returns the figure and its (axes, frame) pairs for the
+    caller's own labels and marks."""
+    colors = precision_colors(runs["precision"].dropna().astype(str))
+    widest = max(_bar_width(f["label"].nunique(), f["precision"].nunique()) for _, f in facets)
+    fig, axes = _new_figure(len(facets), panel_width=widest)
+    panels = []
+    for ax, (facet_title, frame) in zip(axes, facets, strict=True):
+        _grouped_bars(
+            ax,
+            _bar_frame(frame, value),
+            categories=list(frame["label"].unique()),
+            hues=T.sort_precisions(frame["precision"]),
+            colors=colors,
+        )
+        ax.set_title(facet_title, fontsize=9)
+        panels.append((ax, frame))
+    return fig, panels
+
+
+def plot_time(runs: pd.DataFrame) -> Figure:
+    """Seconds for all epochs of each matrix cell, by model, one bar per precision."""
+    title = "Time for all epochs by model and precision"
+    facets = _matrix_facets(runs)
+    if not facets:
+        return _empty_figure(title, "no data: no matrix cells in runs.csv")
+    fig, panels = _precision_bar_panels(runs, facets, "time_for_epochs_s")
+    for ax, frame in panels:
+        ax.set_ylabel("seconds (mean ± sd over seeds)")
+        if frame["extrapolated"].any():
+            ax.annotate(
+                "some times extrapolated from max_steps",
+                (0.0, 1.0),
+                xycoords="axes fraction",
+                xytext=(2, -10),
+                textcoords="offset points",
+                fontsize=7,
+                color="0.35",
+            )
+    fig.suptitle(title)
+    return fig
+
+
+def plot_speedup(runs: pd.DataFrame) -> Figure:
+    """O0 time / time, per seed, by model and precision; 1.0 = as fast as O0."""
+    title = f"Speed-up over {BASELINE_PRECISION} (time for all epochs)"
+    matrix_facets = _matrix_facets(runs)
+    if not matrix_facets:
+        return _empty_figure(title, "no data: no matrix cells in runs.csv")
+    facets = []
+    for facet_title, frame in matrix_facets:
+        base = frame[(frame["precision"] == BASELINE_PRECISION) & (frame["status"] == "ok")]
+        base_time = base.groupby("label")["time_for_epochs_s"].mean().dropna()
+        others = frame[
+            (frame["precision"] != BASELINE_PRECISION) & frame["label"].isin(base_time.index)
+        ]
+        if base_time.empty or others.empty:
+            continue
+        others = others.assign(speedup=others["label"].map(base_time) / others["time_for_epochs_s"])
+        facets.append((facet_title, others))
+    if not facets:
+        return _empty_figure(title, f"no {BASELINE_PRECISION} cells to compare against")
+    fig, panels = _precision_bar_panels(runs, facets, "speedup")
+    for ax, _frame in panels:
+        ax.axhline(1.0, color="0.15", linewidth=1.0, linestyle="--", zorder=3)
+        ax.annotate(
+            f"{BASELINE_PRECISION} = 1",
+            (1.0, 1.0),
+            xycoords=("axes fraction", "data"),
+            xytext=(-2, 2),
+            textcoords="offset points",
+            ha="right",
+            fontsize=7,
+        )
+        ax.set_ylabel(f"{BASELINE_PRECISION} seconds / seconds")
+    fig.suptitle(title)
+    return fig
+
+
+def plot_accuracy(epochs: pd.DataFrame) -> Figure:
+    """Validation top-1 (solid) and top-5 (dashed) against epoch, one panel per model."""
+    title = "Validation accuracy by epoch"
+    matrix = epochs[(epochs["kind"] == "matrix") & epochs["epoch"].notna()]
+    if matrix.empty:
+        return _empty_figure(title, "no data: no epochs of matrix cells in epochs.csv")
+    cells = matrix.drop_duplicates("cell_id")
+    labels = T.row_labels(cells, ["batch_size", "epochs"])
+    matrix = matrix.assign(
+        label=matrix["cell_id"].map(dict(zip(cells["cell_id"], labels, strict=True)))
+    )
+    several_datasets = matrix["dataset"].nunique() > 1
+    panels = list(matrix.groupby(["dataset", "label"], sort=False, dropna=False))
+    colors = precision_colors(matrix["precision"].dropna().astype(str))
+    fig, axes = _new_figure(len(panels), panel_width=5.0)
+    for ax, ((dataset, label), frame) in zip(axes, panels, strict=True):
+        precisions = T.sort_precisions(frame["precision"])
+        for precision in precisions:
+            per_epoch = frame[frame["precision"] == precision].groupby("epoch")
+            for column, dashes in (("val_top1", "-"), ("val_top5", "--")):
+                stats = per_epoch[column].agg(["mean", "min", "max"]).dropna()
+                if stats.empty:
+                    continue
+                ax.plot(
+                    stats.index,
+                    stats["mean"],
+                    dashes,
+                    color=colors[precision],
+                    marker="o",
+                    markersize=3,
+                    linewidth=1.4 if dashes == "-" else 1.0,
+                )
+                ax.fill_between(
+                    stats.index,
+                    stats["min"],
+                    stats["max"],
+                    color=colors[precision],
+                    alpha=0.15,
+                    linewidth=0,
+                )
+        ax.set_title(f"{label}\n{dataset}" if several_datasets else str(label), fontsize=9)
+        ax.set_xlabel("epoch")
+        ax.set_ylabel("validation accuracy (%)")
+        ax.xaxis.get_major_locator().set_params(integer=True)
+        handles = [Line2D([], [], color=colors[p], label=p) for p in precisions]
+        handles += [
+            Line2D([], [], color="0.3", linestyle="-", label="top-1"),
+            Line2D([], [], color="0.3", linestyle="--", label="top-5"),
+        ]
+        ax.legend(handles=handles, fontsize=7, loc="lower right")
+    fig.suptitle(f"{title}\n(mean over seeds, band = min-max)")
+    return fig
+
+
+def plot_throughput(runs: pd.DataFrame) -> Figure:
+    """Training img/s by model and precision; CPU baselines as grey hatched bars beside them.
+
+    Where a cell has a compute ceiling (``ceiling_img_s``: img/s with the batch already on the
+    device), a dashed outline shows it over the cell's bar, so the gap is the input pipeline's.
+    """
+    title = "Training throughput (steady state, warm-up excluded)"
+    wanted = runs[runs["kind"].isin(["matrix", "cpu_baseline"])]
+    if wanted.empty:
+        return _empty_figure(title, "no data: no cells in runs.csv")
+    wanted = wanted.assign(
+        hue=np.where(
+            wanted["kind"] == "cpu_baseline",
+            "CPU " + wanted["precision"].astype(str),
+            wanted["precision"].astype(str),
+        )
+    )
+    label_keys = row_keys(runs)
+    cpu_hues = sorted(set(wanted.loc[wanted["kind"] == "cpu_baseline", "hue"]))
+    colors = precision_colors(wanted.loc[wanted["kind"] == "matrix", "precision"].astype(str))
+    greys = np.linspace(0.8, 0.45, max(len(cpu_hues), 2))  # light greys, so the hatch shows
+    colors.update({hue: str(round(grey, 2)) for hue, grey in zip(cpu_hues, greys, strict=False)})
+
+    facets = []
+    for dataset, frame in wanted.groupby("dataset", sort=False, dropna=False):
+        # One panel per device type the dataset's matrix ran on, each with the CPU baselines.
+        is_cpu = frame["kind"] == "cpu_baseline"
+        device_types = list(frame.loc[~is_cpu, "device_type"].unique()) or [None]
+        for device_type in device_types:
+            on_device = (
+                frame["device_type"].isna()
+                if T.is_missing(device_type)
+                else (frame["device_type"] == device_type)
+            )
+            part = frame[is_cpu | (~is_cpu & on_device)]
+            part = part.sort_values(["model", "batch_size"], kind="stable")
+            part = part.assign(label=T.row_labels(part, label_keys))
+            facets.append((_facet_title(dataset, None, part), part))
+    widest = max(_bar_width(f["label"].nunique(), f["hue"].nunique()) for _, f in facets)
+    fig, axes = _new_figure(len(facets), panel_width=widest)
+    for ax, (facet_title, frame) in zip(axes, facets, strict=True):
+        matrix_hues = T.sort_precisions(frame.loc[frame["kind"] == "matrix", "precision"])
+        hues = matrix_hues + sorted(set(frame["hue"]) - set(matrix_hues))
+        _grouped_bars(
+            ax,
+            _bar_frame(frame, "train_img_s", hue="hue", outline="ceiling_img_s"),
+            categories=list(frame["label"].unique()),
+            hues=hues,
+            colors=colors,
+            hatched=cpu_hues,
+        )
+        ok = pd.to_numeric(frame.loc[frame["status"] == "ok", "train_img_s"], errors="coerce")
+        if "ceiling_img_s" in frame:  # the log scale decision and limits include the ceilings
+            ceilings = pd.to_numeric(frame["ceiling_img_s"], errors="coerce").dropna()
+            ok = pd.Series([*ok, *ceilings], dtype=float)
+        ok = ok[ok > 0]
+        if len(ok) and ok.max() / ok.min() > 30:  # CPU next to GPU: keep both readable
+            ax.set_yscale("log")
+            ax.set_ylim(bottom=ok.min() / 3)  # bars start at the axis, so the smallest shows
+        scale = ", log scale" if ax.get_yscale() == "log" else ""
+        ax.set_ylabel(f"training images / s (mean ± sd over seeds{scale})")
+        ax.set_title(facet_title, fontsize=9)
+    fig.suptitle(title)
+    return fig
+
+
+# ------------------------------------------------------------------------------------- writing
+
+
+def save(fig: Figure, out_dir: str | os.PathLike, name: str) -> list[Path]:
+    """Write ``fig`` as ``<name>.png`` and ``<name>.svg`` (the SVG without a date)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in FORMATS:
+        path = out / f"{name}.{fmt}"
+        metadata = {"Date": None} if fmt == "svg" else None
+        fig.savefig(path, format=fmt, dpi=DPI, metadata=metadata)
+        paths.append(path)
+    return paths
+
+
+def make_figures(
+    runs_csv: str | os.PathLike, epochs_csv: str | os.PathLike, out_dir: str | os.PathLike
+) -> dict[str, list[Path]]:
+    """Draw all figures from the two aggregate CSVs; return {figure name: [png, svg]}."""
+    runs = read_table(runs_csv, _RUN_COLUMNS)
+    epochs = read_table(epochs_csv, _EPOCH_COLUMNS)
+    written = {}
+    with mpl.rc_context(style()):
+        drawn = {
+            "time_by_model_precision": plot_time(runs),
+            "speedup_over_O0": plot_speedup(runs),
+            "accuracy_curves": plot_accuracy(epochs),
+            "throughput": plot_throughput(runs),
+        }
+        for name in FIGURE_NAMES:
+            written[name] = save(drawn[name], out_dir, name)
+    return written
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m nettebench.report.figures",
+        description="Draw the study's figures from runs.csv and epochs.csv.",
+    )
+    parser.add_argument("--runs", required=True, type=Path, help="runs.csv from aggregate")
+    parser.add_argument("--epochs", required=True, type=Path, help="epochs.csv from aggregate")
+    parser.add_argument("--out-dir", required=True, type=Path, help="folder for the figures")
+    args = parser.parse_args(argv)
+    mpl.use("Agg")  # a command-line run never needs a display, even where one exists
+    try:
+        written = make_figures(args.runs, args.epochs, args.out_dir)
+    except FileNotFoundError as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
+    count = sum(len(paths) for paths in written.values())
+    print(f"wrote {count} figure files to {args.out_dir}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,406 @@
+"""Small pure helpers that turn numbers into the text of the study's markdown tables.
+
+Kept apart from :mod:`nettebench.report.aggregate` so that module reads as data shaping only, and so
+every formatting rule (one decimal for seconds, thousands separators for img/s, ``OOM``/``n/a``
+for cells that did not run, ``~`` for extrapolated times) lives in one place with its tests.
+:mod:`nettebench.report.figures` uses the same precision order and row labels, so a table and a
+figure of the same data list precisions and models the same way.
+
+Tables are GitHub pipe tables written by hand: the ``tabulate`` package is not a dependency.
+Snakemake's report shows only images, PDF and HTML inline, so :func:`markdown_to_html` renders the
+same markdown text as a small self-contained HTML page (the subset these tables use: headings,
+paragraphs, pipe tables, inline code), and :func:`csv_to_html` does the same for runs.csv; the
+``markdown`` package is not a dependency either.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import math
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+from nettebench.study.precision import PRECISION_NAMES
+
+# Display order of precisions: the precision table's own order (O0, tf32, O1, O2, O3, bf16, fp32),
+# so every table and figure reads from "plain fp32" towards "least precise".
+PRECISION_ORDER: tuple[str, ...] = tuple(PRECISION_NAMES)
+
+# What a cell shows when it has no number, by status (records.STATUSES).
+OUTCOME_TEXT = {"oom": "OOM", "unsupported": "n/a"}
+APPROX_MARK = "~"  # prefix of an extrapolated time
+PARTIAL_MARK = "†"  # suffix when only some seeds of a cell finished
+MISSING_LABEL = "default"  # None, or a parameter added after the cell ran: its default
+
+
+def precision_rank(name: Any) -> tuple[int, str]:
+    """Sort key: canonical precisions first in their order, unknown ones after, alphabetically."""
+    text = str(name)
+    if text in PRECISION_ORDER:
+        return (PRECISION_ORDER.index(text), "")
+    return (len(PRECISION_ORDER), text)
+
+
+def sort_precisions(names: Iterable[Any]) -> list[str]:
+    """Distinct precision names in display order (missing values dropped)."""
+    return sorted({str(name) for name in names if not is_missing(name)}, key=precision_rank)
+
+
+def is_missing(value: Any) -> bool:
+    """True for None, NaN and pandas' NA: "no value" whichever way a CSV or JSON spelled it."""
+    if value is None:
+        return True
+    try:
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):  # lists and other containers are values
+        return False
+
+
+def as_bool(value: Any) -> bool:
+    """A flag read from JSON or CSV (True, "True", "true", 1) as a bool; missing is False."""
+    if is_missing(value):
+        return False
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1", "yes")
+    return bool(value)
+
+
+def fmt_value(value: Any) -> str:
+    """A parameter value for a label: ints without ``.0``, missing or None as ``default``."""
+    if is_missing(value):
+        return MISSING_LABEL
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def fmt_seconds(value: Any) -> str:
+    """Seconds with one decimal, like the study's tables (``1440.3``)."""
+    return "" if is_missing(value) else f"{float(value):.1f}"
+
+
+def fmt_rate(value: Any) -> str:
+    """Images per second as an integer with thousands separators (``5,765``)."""
+    return "" if is_missing(value) else f"{round(float(value)):,}"
+
+
+def fmt_percent(share: Any) -> str:
+    """A share in [0, 1] as a percentage with one decimal (``12.5``)."""
+    return "" if is_missing(share) else f"{100 * float(share):.1f}"
+
+
+def fmt_accuracy(value: Any) -> str:
+    """An accuracy that is already in percent, one decimal (``79.2``)."""
+    return "" if is_missing(value) else f"{float(value):.1f}"
+
+
+def fmt_speedup(value: Any) -> str:
+    """A ratio as ``12.3x``."""
+    if is_missing(value) or not math.isfinite(float(value)):
+        return ""
+    return f"{float(value):.1f}x"
+
+
+def outcome_cell(
+    statuses: Sequence[Any],
+    value: Any,
+    fmt: Callable[[Any], str],
+    *,
+    approx: bool = False,
+) -> str:
+    """The text of one table cell summarising the seeds of one cell of the grid.
+
+    ``statuses`` are the seeds' outcomes and ``value`` the aggregate of the ones that finished.
+    Any finished seed gives a number (``~`` in front when extrapolated, ``†`` after when other
+    seeds did not finish); otherwise ``OOM`` wins over ``n/a``; no seeds at all gives a blank, so
+    "not in the study" and "did not run" never look alike.
+    """
+    statuses = [str(s) for s in statuses if not is_missing(s)]
+    if "ok" in statuses and not is_missing(value):
+        text = fmt(value)
+        if approx:
+            text = APPROX_MARK + text
+        if any(s != "ok" for s in statuses):
+            text += PARTIAL_MARK
+        return text
+    for status in ("oom", "unsupported"):
+        if status in statuses:
+            return OUTCOME_TEXT[status]
+    return ""
+
+
+def _escape(text: Any) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def pipe_table(header: Sequence[Any], rows: Iterable[Sequence[Any]], align: str = "") -> str:
+    """A GitHub pipe table; ``align`` has one letter per column, ``l`` or ``r`` (default ``l``).
+
+    Short rows are padded with blanks so a ragged row cannot break the table.
+    """
+    width = len(header)
+    align = (align + "l" * width)[:width]
+    rule = ["---:" if a == "r" else "---" for a in align]
+    lines = ["| " + " | ".join(_escape(h) for h in header) + " |", "|" + "|".join(rule) + "|"]
+    for row in rows:
+        cells = [_escape(c) for c in row][:width]
+        cells += [""] * (width - len(cells))
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def section(title: str, body: str, *, notes: Sequence[str] = (), level: int = 3) -> str:
+    """A heading, the table (or text) under it, then footnote lines."""
+    parts = [f"{'#' * level} {title}", "", body.rstrip("\n"), ""]
+    for note in notes:
+        parts += [note, ""]
+    return "\n".join(parts)
+
+
+def document(title: str, note: str, sections: Sequence[str], *, empty: str = "") -> str:
+    """A whole markdown file: heading, the one-line note, then the sections (or ``empty``)."""
+    body = "\n".join(s.rstrip("\n") + "\n" for s in sections) if sections else empty + "\n"
+    return f"# {title}\n\n{note}\n\n{body}".rstrip("\n") + "\n"
+
+
+def seeds_note(counts: Iterable[int]) -> str:
+    """``mean over seeds (n=2)``, or ``(n=1-3)`` when cells finished different numbers of seeds."""
+    counts = sorted({int(c) for c in counts if c})
+    if not counts:
+        return "mean over seeds"
+    n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    return f"mean over seeds (n={n})"
+
+
+def row_label(model: Any, params: Mapping[str, Any]) -> str:
+    """``resnet50 (batch 128, workers 8)``: the model, then the parameters that tell rows apart."""
+    parts = [f"{'batch' if k == 'batch_size' else k} {fmt_value(v)}" for k, v in params.items()]
+    return f"{model} ({', '.join(parts)})" if parts else str(model)
+
+
+def varying_keys(frame: pd.DataFrame, keys: Sequence[str], within: Sequence[str]) -> list[str]:
+    """The ``keys`` that take more than one value inside some group of ``within`` columns.
+
+    A parameter that follows from the model and batch size (a learning rate scaled with the
+    batch) cannot tell two rows apart and is left out; one that varies for the same model and
+    batch (a new ``loader`` axis) is exactly what tells them apart, so it is kept.
+    """
+    within = [w for w in within if w in frame.columns]
+    found = []
+    for key in keys:
+        if key not in frame.columns or key in within:
+            continue
+        values = frame[key].map(fmt_value)  # "unset" counts as a value of its own
+        if within:
+            spread = values.groupby([frame[w].map(fmt_value) for w in within]).nunique()
+        else:
+            spread = pd.Series([values.nunique()])
+        if len(spread) and spread.max() > 1:
+            found.append(key)
+    return found
+
+
+def row_labels(frame: pd.DataFrame, keys: Sequence[str]) -> pd.Series:
+    """A row label per row of ``frame``: the model, then the parameters that tell rows apart.
+
+    Batch size is shown whenever it varies (``resnet50 (batch 128)`` next to ``resnet18
+    (batch 256)``); any other key in ``keys`` only when it varies for the same model and batch
+    size (see :func:`varying_keys`). A parameter that is the same for all rows would only
+    repeat itself in every label.
+    """
+    if frame.empty:
+        return pd.Series([], index=frame.index, dtype=object)
+    shown = varying_keys(frame, ["batch_size"], within=())
+    shown += varying_keys(frame, [k for k in keys if k != "model"], within=["model", "batch_size"])
+    return pd.Series(
+        [row_label(row["model"], {k: row[k] for k in shown}) for _, row in frame.iterrows()],
+        index=frame.index,
+        dtype=object,
+    )
+
+
+# ------------------------------------------------------------------------------------------ HTML
+
+# One style for every HTML table: readable font, bordered cells, numbers right-aligned in
+# tabular figures, zebra rows, a header that stays visible while scrolling a long table.
+PAGE_CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", Roboto, Helvetica, Arial, sans-serif;
+  font-size: 14px; line-height: 1.45; color: #1f2328; margin: 1.2em 1.5em; max-width: none; }
+h1 { font-size: 1.5em; margin: 0 0 0.6em; }
+h2 { font-size: 1.25em; margin: 1.4em 0 0.5em; border-bottom: 1px solid #d0d7de; }
+h3, h4, h5, h6 { font-size: 1.05em; margin: 1.2em 0 0.4em; }
+p { margin: 0.4em 0 0.8em; max-width: 60em; }
+p.note { font-size: 0.9em; color: #57606a; }
+code { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 0.9em;
+  background: #f3f4f6; padding: 0.05em 0.3em; border-radius: 3px; }
+.scroll { overflow-x: auto; margin: 0.5em 0 0.8em; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { border: 1px solid #c6cbd1; padding: 0.25em 0.6em; vertical-align: top; }
+th { background: #eaeef2; font-weight: 600; position: sticky; top: 0; white-space: nowrap; }
+tbody tr:nth-child(even) { background: #f6f8fa; }
+tbody tr:hover { background: #fff8c5; }
+.l { text-align: left; }
+.r { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.c { text-align: center; }
+"""
+
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+_RULE_CELL = re.compile(r"^\s*(:?)-+(:?)\s*$")
+_CELL_SPLIT = re.compile(r"(?<!\\)\|")
+_CODE = re.compile(r"`([^`]+)`")
+
+
+def inline_html(text: Any) -> str:
+    """Escape ``text`` for HTML, then turn markdown code spans (`` `x` ``) into ``<code>``."""
+    return _CODE.sub(r"<code>\1</code>", html.escape(str(text)))
+
+
+def html_table(
+    header: Sequence[Any],
+    rows: Iterable[Sequence[Any]],
+    align: str = "",
+    *,
+    render: Callable[[Any], str] = html.escape,
+) -> str:
+    """An HTML table; ``align`` has one letter per column, ``l``, ``r`` or ``c`` (default ``l``).
+
+    ``render`` turns a cell's text into HTML (escaping it); short rows are padded with blanks.
+    """
+    width = len(header)
+    align = (align + "l" * width)[:width]
+    head = "".join(f'<th class="{a}">{render(h)}</th>' for h, a in zip(header, align, strict=True))
+    body = []
+    for row in rows:
+        cells = [render(c) for c in row][:width]
+        cells += [""] * (width - len(cells))
+        body.append(
+            "<tr>"
+            + "".join(f'<td class="{a}">{c}</td>' for c, a in zip(cells, align, strict=True))
+            + "</tr>"
+        )
+    return (
+        '<div class="scroll"><table>\n'
+        f"<thead><tr>{head}</tr></thead>\n"
+        "<tbody>\n" + "".join(line + "\n" for line in body) + "</tbody>\n"
+        "</table></div>"
+    )
+
+
+def html_page(title: str, body: str) -> str:
+    """A whole self-contained HTML page (inline CSS, no scripts, no external files)."""
+    return (
+        "<!DOCTYPE html>\n"
+        '<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        f"<title>{html.escape(title)}</title>\n"
+        f"<style>{PAGE_CSS}</style>\n"
+        "</head>\n<body>\n"
+        f"{body.rstrip()}\n"
+        "</body>\n</html>\n"
+    )
+
+
+def _is_row(line: str) -> bool:
+    return line.lstrip().startswith("|")
+
+
+def _split_row(line: str) -> list[str]:
+    """The cells of a pipe-table line, outer pipes dropped, ``\\|`` turned back into ``|``."""
+    text = line.strip()
+    text = text[1:] if text.startswith("|") else text
+    text = text[:-1] if text.endswith("|") and not text.endswith("\\|") else text
+    return [cell.strip().replace("\\|", "|") for cell in _CELL_SPLIT.split(text)]
+
+
+def _rule_align(line: str) -> str | None:
+    """``lrc`` letters of a table's alignment row (``|---|---:|:-:|``), or None if it is not one."""
+    if not _is_row(line):
+        return None
+    letters = []
+    for cell in _split_row(line):
+        match = _RULE_CELL.match(cell)
+        if match is None:
+            return None
+        left, right = match.groups()
+        letters.append("c" if left and right else "r" if right else "l")
+    return "".join(letters)
+
+
+def markdown_to_html(text: str, title: str | None = None) -> str:
+    """Render the markdown these tables are written in as a self-contained HTML page.
+
+    Understands ATX headings (``#`` to ``######``), paragraphs (consecutive lines), GitHub pipe
+    tables (a header line, then the alignment row, then rows) and inline code. Paragraphs between
+    a table and the next heading are its footnotes and are set smaller. Everything is
+    HTML-escaped. ``title`` defaults to the first heading.
+    """
+    lines = text.splitlines()
+    parts: list[str] = []
+    first_heading = None
+    after_table = False
+    i = 0
+
+    def starts_block(index: int) -> bool:
+        line = lines[index]
+        if _HEADING.match(line):
+            return True
+        return (
+            index + 1 < len(lines) and _is_row(line) and _rule_align(lines[index + 1]) is not None
+        )
+
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        heading = _HEADING.match(line)
+        if heading:
+            level, content = len(heading.group(1)), heading.group(2)
+            first_heading = content if first_heading is None else first_heading
+            parts.append(f"<h{level}>{inline_html(content)}</h{level}>")
+            after_table = False
+            i += 1
+        elif starts_block(i):
+            header = _split_row(line)
+            align = _rule_align(lines[i + 1]) or ""
+            i += 2
+            rows = []
+            while i < len(lines) and _is_row(lines[i]):
+                rows.append(_split_row(lines[i]))
+                i += 1
+            parts.append(html_table(header, rows, align, render=inline_html))
+            after_table = True
+        else:
+            paragraph = []
+            while i < len(lines) and lines[i].strip() and not (paragraph and starts_block(i)):
+                paragraph.append(lines[i].strip())
+                i += 1
+            css = ' class="note"' if after_table else ""
+            parts.append(f"<p{css}>{inline_html(' '.join(paragraph))}</p>")
+    page_title = title or (first_heading or "nettebench").replace("`", "")
+    return html_page(page_title, "\n".join(parts))
+
+
+def csv_to_html(csv_text: str, title: str, note: str = "", *, empty: str = "No rows.") -> str:
+    """A CSV as an HTML page: each value exactly as the CSV spells it, numeric columns right."""
+    try:
+        frame = pd.read_csv(io.StringIO(csv_text), dtype=str, keep_default_na=False)
+    except pd.errors.EmptyDataError:
+        frame = pd.DataFrame()
+    align = "".join("r" if _numeric_column(frame[c]) else "l" for c in frame.columns)
+    parts = [f"<h1>{html.escape(title)}</h1>"]
+    if note:
+        parts.append(f"<p>{inline_html(note)}</p>")
+    if frame.empty:
+        parts.append(f"<p>{inline_html(empty)}</p>")
+    if len(frame.columns):
+        parts.append(html_table(list(frame.columns), frame.itertuples(index=False), align))
+    return html_page(title, "\n".join(parts))
+
+
+def _numeric_column(values: pd.Series) -> bool:
+    present = values[values != ""]
+    return bool(len(present)) and pd.to_numeric(present, errors="coerce").notna().all()

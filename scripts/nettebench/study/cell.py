@@ -1,0 +1,195 @@
+"""One cell of the study: its parameters, their defaults, its identity and where it lives.
+
+A cell's *identity* is the set of parameters that tell it apart: the core axes (dataset, model,
+precision, batch size, epochs, seed) always, and any other parameter only when it differs from
+its default. The identity alone decides the cell's directory, its hash and the arguments the
+workflow passes to the trainer. That is what lets a later version add a parameter (say
+``loader`` or ``torchvision``) with a default without moving existing results or making
+Snakemake think they are outdated: cells that keep the default keep their identity.
+
+Imports nothing heavy: the workflow builds every cell while it parses the config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import re
+from typing import Any
+
+# Always part of a cell's identity and path, in this order.
+CORE_KEYS = ("dataset", "model", "precision", "batch_size", "epochs", "seed")
+# Short path labels for the core keys (``batch~256`` reads better than ``batch_size~256``).
+PATH_LABELS = {"batch_size": "batch"}
+# The reference validates on a centre crop of an image resized to crop / 0.875 (224 -> 256).
+VAL_RESIZE_RATIO = 0.875
+# The decoded store keeps a training image's longer side up to 1.5x its shorter one (3:2).
+STORE_MAX_ASPECT = 1.5
+_SAFE_VALUE = re.compile(r"^[A-Za-z0-9._+-]+$")
+# Parameters that pick a library build per cell (nettebench.builds.activate): the environment's own
+# copy, or one built from source under the config's `builds:` section.
+LIBRARY_PARAMETERS = ("torchvision", "apex")
+INSTALLED = "installed"
+
+
+@dataclasses.dataclass(frozen=True)
+class CellSpec:
+    """Every parameter of a training cell, with the defaults of the reference recipe.
+
+    ``schemas/config.schema.yaml`` documents the same defaults for config authors;
+    ``tests/test_cell.py`` keeps the two equal.
+    """
+
+    dataset: str
+    model: str = "resnet18"
+    precision: str = "O0"
+    batch_size: int | str = 256  # or "auto": halve from 256 until a training step fits
+    epochs: int = 10
+    seed: int = 0
+    workers: int = 4  # DataLoader worker processes (the study's -j)
+    image_size: int = 224  # training crop; validation resizes to image_size / 0.875, centre-crops
+    device: str = "auto"  # auto (CUDA when present, else CPU), cpu or cuda
+    max_steps: int | None = None  # run this many steps per epoch, extrapolate epoch times
+    lr: float | None = None  # None: the reference 0.1 x batch_size / 256
+    momentum: float = 0.9
+    weight_decay: float = 1e-4
+    lr_schedule: str = "step"  # step (x0.1 every 30 epochs, the reference) or cosine
+    # NHWC memory format for the model and its inputs; auto: on for the mixed- and
+    # half-precision modes, whose tensor-core convolutions want NHWC, off otherwise
+    channels_last: bool | str = "auto"
+    deterministic: bool = False  # deterministic algorithms, cuDNN autotuning off
+    pretrained: bool = False  # start from the libraries' ImageNet weights (new classifier head)
+    amp_backend: str = "native"  # native (torch.autocast) or apex (NVIDIA apex.amp, O0-O3)
+    loader: str = "pil"  # pil (the reference ImageFolder + PIL pipeline) or cached
+    compile: bool = False  # torch.compile the model; its compile time is reported apart
+    torchvision: str = "installed"  # installed, or a source build named under `builds.torchvision`
+    apex: str = "installed"  # installed, or a source build named under `builds.apex`
+
+    def effective_lr(self, batch_size: int | None = None) -> float:
+        """The learning rate used: explicit, or the reference 0.1 scaled with the batch size
+        (``batch_size`` is the size actually used, which ``auto`` only knows at run time)."""
+        if self.lr is not None:
+            return self.lr
+        return 0.1 * (self.batch_size if batch_size is None else batch_size) / 256
+
+    def uses_channels_last(self) -> bool:
+        """``channels_last`` resolved: ``auto`` is on exactly for the reduced-precision modes."""
+        if self.channels_last == "auto":
+            from nettebench.study import precision
+
+            return precision.get(self.precision).reduced_precision
+        return bool(self.channels_last)
+
+    def store_resolution(self) -> int:
+        """Side of the decoded store a ``cached`` cell samples from: the reference's
+        validation resize (224 -> 256), so crops have the context the reference's have."""
+        return round(self.image_size / VAL_RESIZE_RATIO)
+
+    def identity(self) -> dict[str, Any]:
+        """Core keys plus every parameter that differs from its default, in field order."""
+        ident: dict[str, Any] = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name in CORE_KEYS or value != field.default:
+                ident[field.name] = value
+        return ident
+
+    def cell_id(self) -> str:
+        """A short stable hash of the identity, to match results across machines."""
+        blob = json.dumps(self.identity(), sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+    def path(self) -> str:
+        """``<dataset>/model~<m>/precision~<p>/batch~<b>/epochs~<e>/seed~<s>[/<key>~<v>...]``.
+
+        Non-default extras follow the core keys sorted by name, one directory level each, so a
+        human can find a cell and Snakemake can tell cells apart.
+        """
+        ident = self.identity()
+        parts = [_path_value("dataset", ident.pop("dataset"))]
+        for key in CORE_KEYS[1:]:
+            parts.append(f"{PATH_LABELS.get(key, key)}~{_path_value(key, ident.pop(key))}")
+        parts.extend(f"{key}~{_path_value(key, ident[key])}" for key in sorted(ident))
+        return "/".join(parts)
+
+    def cli_args(self) -> list[str]:
+        """The trainer's command-line arguments for this cell's identity (defaults omitted)."""
+        args: list[str] = []
+        for key, value in self.identity().items():
+            args += [f"--{key.replace('_', '-')}", "none" if value is None else str(value)]
+        return args
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def store_frame_width(resolution: int) -> int:
+    """Width of a training image's slot in a store of ``resolution``: the longest longer side
+    a stored frame keeps (here, so the workflow can size jobs without importing the store)."""
+    return int(resolution * STORE_MAX_ASPECT)
+
+
+def field_defaults() -> dict[str, Any]:
+    """Every parameter's default (``dataset`` has none and is left out)."""
+    return {
+        field.name: field.default
+        for field in dataclasses.fields(CellSpec)
+        if field.default is not dataclasses.MISSING
+    }
+
+
+PARAMETER_NAMES = tuple(field.name for field in dataclasses.fields(CellSpec))
+
+
+def add_cell_options(parser: argparse.ArgumentParser) -> None:
+    """One ``--option`` per CellSpec parameter, with its default, so the trainer and the bench
+    take exactly the arguments :meth:`CellSpec.cli_args` writes."""
+    for field in dataclasses.fields(CellSpec):
+        default = None if field.default is dataclasses.MISSING else field.default
+        parser.add_argument(
+            f"--{field.name.replace('_', '-')}",
+            type=_option_type(field.type),
+            default=default,
+            help=f"(default: {default})",
+        )
+
+
+def cell_from_args(args: argparse.Namespace, *, dataset: str | None = None) -> CellSpec:
+    """The CellSpec the parsed options describe (``dataset`` fills a missing --dataset)."""
+    values = {name: getattr(args, name) for name in PARAMETER_NAMES}
+    values["dataset"] = values["dataset"] or dataset
+    return CellSpec(**values)
+
+
+def _option_type(annotation: str):
+    """Argument type from a CellSpec annotation (``int | str`` tries int first; ``none``
+    stands for None where allowed; booleans read true/false)."""
+    kinds = annotation.split(" | ")
+
+    def parse(text: str):
+        if "None" in kinds and text.lower() == "none":
+            return None
+        if kinds[0] == "bool":
+            if text.lower() in ("true", "false"):
+                return text.lower() == "true"
+            if "str" not in kinds:
+                raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+        for kind in kinds:
+            try:
+                return {"int": int, "float": float, "str": str}[kind](text)
+            except (KeyError, ValueError):
+                continue
+        raise argparse.ArgumentTypeError(f"expected {annotation}, got {text!r}")
+
+    return parse
+
+
+def _path_value(key: str, value: Any) -> str:
+    text = "none" if value is None else str(value)
+    if not _SAFE_VALUE.match(text):
+        raise ValueError(
+            f"{key}={text!r} cannot be part of a result path; use letters, digits and . _ + -"
+        )
+    return text

@@ -1,0 +1,66 @@
+"""The code each group of rules runs: inputs of those rules, so an edit reruns exactly them.
+
+Groups follow the package's folders: editing ``report/`` reruns the tables, figures and report;
+editing ``training/`` or ``data/`` reruns the training cells (``data/store.py`` also rebuilds the
+store); editing ``builds/build.py`` rebuilds the libraries. An entry is a folder (every module in
+it, at any depth) or one module. ``tests/test_study.py`` follows each group's entry point through
+its imports and fails when a module it reaches is in no entry of the group.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+
+# What every group that reads or writes records runs: the parse-time core and the record files.
+_CORE = ("study/", "records/")
+# A training cell: the trainer, its input pipelines and models, the builds it activates and the
+# dataset description it reads.
+_TRAINER = ("training/", "data/", "models/", "builds/", "datasets/", *_CORE)
+
+CODE_GROUPS: dict[str, tuple[str, ...]] = {
+    # Only the store's own module of data/: editing a loader must not decode the dataset again.
+    "store": ("data/store.py", "datasets/", *_CORE),
+    "train": _TRAINER,
+    "bench": ("benchmarks/ceiling.py", *_TRAINER),
+    "profile": ("profiling/", *_TRAINER),
+    "aggregate": ("report/__init__.py", "report/aggregate.py", "report/format.py", *_CORE),
+    "figures": (
+        "report/__init__.py",
+        "report/figures.py",
+        "report/aggregate.py",
+        "report/format.py",
+        *_CORE,
+    ),
+    "profile_aggregate": (
+        "report/__init__.py",
+        "report/kernel_tables.py",
+        "report/format.py",
+        "profiling/",
+        *_CORE,
+    ),
+    "profile_figures": (
+        "report/__init__.py",
+        "report/kernel_figure.py",
+        "report/figures.py",
+        "report/aggregate.py",
+        "report/format.py",
+        "profiling/",
+        *_CORE,
+    ),
+    # A library build depends on its own steps alone, so no other edit rebuilds a library.
+    "builds": ("builds/build.py", "builds/catalog.py", "records/atomic.py"),
+}
+
+
+def modules(group: str) -> list[str]:
+    """Every module (relative to the package) the group's entries name, folders expanded."""
+    found: set[str] = set()
+    for entry in CODE_GROUPS[group]:
+        path = PACKAGE_DIR / entry
+        if entry.endswith("/"):
+            found |= {str(p.relative_to(PACKAGE_DIR)) for p in path.rglob("*.py")}
+        else:
+            found.add(entry)
+    return sorted(found)

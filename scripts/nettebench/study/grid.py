@@ -1,0 +1,204 @@
+"""Expand the config's matrix into the table of cells that every rule reads.
+
+The matrix works like a CI matrix:
+
+- every key except ``include``/``exclude`` is an axis: a value or a list of values, crossed;
+- ``exclude:`` entries drop every crossed cell that matches all of an entry's keys (an entry's
+  value may be a list, meaning "any of these");
+- ``include:`` entries are small matrices of their own: their listed values are crossed, and
+  every axis an entry does not name takes all of the main matrix's values. So
+  ``{model: resnet50, batch_size: 128}`` adds resnet50 at batch 128 in every precision and seed.
+
+Parameters no axis names take the defaults of :class:`nettebench.study.cell.CellSpec`. Duplicate
+cells collapse into one. Every value is checked here, before any job runs, so a typo fails with the
+key, the bad value and the allowed values.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from nettebench.study import model_names, precision
+from nettebench.study.cell import (
+    INSTALLED,
+    LIBRARY_PARAMETERS,
+    PARAMETER_NAMES,
+    CellSpec,
+    field_defaults,
+)
+
+DEVICES = ("auto", "cpu", "cuda")
+LR_SCHEDULES = ("step", "cosine")
+AMP_BACKENDS = ("native", "apex")
+LOADERS = ("pil", "cached")
+_POSITIVE_INTS = ("epochs", "image_size")
+_BOOLEANS = ("deterministic", "pretrained", "compile")
+_NON_NEGATIVE_INTS = ("workers", "seed")
+
+
+class ConfigError(ValueError):
+    """A config value the workflow cannot run; the message names the key and what is allowed."""
+
+
+def expand(
+    matrix: Mapping[str, Any],
+    *,
+    section: str,
+    datasets: Sequence[str],
+    overrides: Mapping[str, Any] | None = None,
+    builds: Mapping[str, Sequence[str]] | None = None,
+) -> list[CellSpec]:
+    """All cells of one matrix section (``matrix`` or ``cpu_baseline``), validated.
+
+    ``overrides`` are parameter values that hold for the whole section unless an axis names
+    them (the CPU baseline's ``device: cpu``). ``datasets`` are the configured dataset names; a
+    section without a ``dataset`` axis runs on all of them. ``builds`` are the values each
+    library parameter may take (``installed`` and the names under the config's ``builds:``).
+    """
+    matrix = dict(matrix or {})
+    include = _entries(matrix.pop("include", None), f"{section}.include")
+    exclude = _entries(matrix.pop("exclude", None), f"{section}.exclude")
+    base = {"dataset": list(datasets), **dict(overrides or {})}
+    axes = {**{key: _as_list(value) for key, value in base.items()}, **_axes(matrix, section)}
+
+    combos = [c for c in _product(axes) if not any(_matches(c, e) for e in exclude)]
+    for index, entry in enumerate(include):
+        entry_axes = _axes(entry, f"{section}.include[{index}]")
+        combos.extend(_product({**axes, **entry_axes}))
+
+    cells: dict[str, CellSpec] = {}
+    for combo in combos:
+        cell = build_cell(combo, section=section, datasets=datasets, builds=builds)
+        cells.setdefault(cell.path(), cell)
+    return list(cells.values())
+
+
+def build_cell(
+    values: Mapping[str, Any],
+    *,
+    section: str,
+    datasets: Sequence[str],
+    builds: Mapping[str, Sequence[str]] | None = None,
+) -> CellSpec:
+    """Validate one cell's values and fill in defaults."""
+    for key, value in values.items():
+        if key in LIBRARY_PARAMETERS:
+            _check_build(key, value, section=section, builds=builds)
+        else:
+            _check_value(key, value, section=section, datasets=datasets)
+    cell = CellSpec(**values)
+    if cell.device != "auto":
+        reason = precision.unsupported_reason(cell.precision, cell.device)
+        if reason:
+            raise ConfigError(f"{section}: {reason}")
+    if cell.amp_backend == "apex":
+        levels = precision.APEX_OPT_LEVELS
+        if cell.precision not in levels:
+            raise ConfigError(
+                f"{section}: amp_backend apex takes precision {', '.join(levels)} "
+                f"(apex's opt-levels), got {cell.precision!r}"
+            )
+        if cell.device == "cpu" or cell.batch_size == "auto":
+            raise ConfigError(
+                f"{section}: amp_backend apex needs a CUDA device and a fixed batch_size "
+                "(apex's amp.initialize runs once per process)"
+            )
+    if cell.compile and cell.amp_backend == "apex":
+        raise ConfigError(f"{section}: compile needs amp_backend native (apex patches the model)")
+    if cell.max_steps is not None and cell.max_steps < 1:
+        raise ConfigError(f"{section}.max_steps must be >= 1 or null, got {cell.max_steps!r}")
+    cell.path()  # raises on values that cannot be a path component
+    return cell
+
+
+def _check_value(key: str, value: Any, *, section: str, datasets: Sequence[str]) -> None:
+    where = f"{section}.{key}"
+    if key == "dataset":
+        _one_of(where, value, datasets, what="configured datasets")
+    elif key == "model":
+        try:
+            model_names.check_model_name(value)
+        except ValueError as error:
+            raise ConfigError(f"{where}: {error}") from None
+    elif key == "precision":
+        _one_of(where, value, precision.PRECISION_NAMES)
+    elif key == "device":
+        _one_of(where, value, DEVICES)
+    elif key == "lr_schedule":
+        _one_of(where, value, LR_SCHEDULES)
+    elif key == "amp_backend":
+        _one_of(where, value, AMP_BACKENDS)
+    elif key == "loader":
+        _one_of(where, value, LOADERS)
+    elif key == "batch_size":
+        if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ConfigError(f"{where} must be an integer >= 1 or auto, got {value!r}")
+    elif key == "channels_last":
+        if not isinstance(value, bool) and value != "auto":
+            raise ConfigError(f"{where} must be true, false or auto, got {value!r}")
+    elif key in _BOOLEANS:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{where} must be true or false, got {value!r}")
+    elif key in _POSITIVE_INTS or key in _NON_NEGATIVE_INTS:
+        lowest = 1 if key in _POSITIVE_INTS else 0
+        if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+            raise ConfigError(f"{where} must be an integer >= {lowest}, got {value!r}")
+
+
+def _check_build(
+    key: str, value: Any, *, section: str, builds: Mapping[str, Sequence[str]] | None
+) -> None:
+    """A library parameter names ``installed`` or a build configured under ``builds:``."""
+    allowed = list((builds or {}).get(key) or [INSTALLED])
+    if value not in allowed:
+        raise ConfigError(
+            f"{section}.{key}: {value!r} is not allowed; {INSTALLED} or a build named under "
+            f"`builds.{key}` in the config: {', '.join(allowed)}"
+        )
+
+
+def _one_of(where: str, value: Any, allowed: Iterable[str], what: str = "allowed") -> None:
+    allowed = list(allowed)
+    if value not in allowed:
+        raise ConfigError(f"{where}: {value!r} is not allowed; {what}: {', '.join(allowed)}")
+
+
+def _axes(mapping: Mapping[str, Any], where: str) -> dict[str, list[Any]]:
+    unknown = sorted(set(mapping) - set(PARAMETER_NAMES))
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; allowed: "
+            f"{', '.join(PARAMETER_NAMES)}, include, exclude"
+        )
+    axes = {key: _as_list(value) for key, value in mapping.items()}
+    for key, values in axes.items():
+        if not values:
+            raise ConfigError(f"{where}.{key} is an empty list; give at least one value")
+    return axes
+
+
+def _entries(value: Any, where: str) -> list[Mapping[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(e, Mapping) for e in value):
+        raise ConfigError(f"{where} must be a list of mappings like {{model: resnet50}}")
+    for index, entry in enumerate(value):
+        _axes(entry, f"{where}[{index}]")
+    return value
+
+
+def _as_list(value: Any) -> list[Any]:
+    return list(value) if isinstance(value, list | tuple) else [value]
+
+
+def _product(axes: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
+    keys = list(axes)
+    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*axes.values())]
+
+
+def _matches(cell: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
+    """Whether a crossed cell matches an exclude entry (keys no axis names hold their default)."""
+    defaults = field_defaults()
+    return all(cell.get(key, defaults.get(key)) in _as_list(v) for key, v in entry.items())

@@ -1,0 +1,21 @@
+"""The names of the files the workflow's rules write: what Snakemake must know while it parses.
+
+A cell's record files, the ceiling beside it, and the tables and figures aggregation writes.
+They live here, at the bottom of the package, so that the workflow (parse time, torch-free) and
+the code that writes and reads these files (``records``, ``report``) share one spelling.
+"""
+
+from __future__ import annotations
+
+METRICS_FILE = "metrics.json"
+EPOCHS_FILE = "epochs.csv"
+CEILING_FILE = (
+    "ceiling.json"  # the compute ceiling (nettebench.benchmarks.ceiling) beside a matrix cell
+)
+
+# What aggregation writes: each table as Markdown and HTML, each figure as PNG and SVG.
+TABLE_NAMES = ("time_by_model_precision", "accuracy_by_epoch", "throughput", "cpu_vs_gpu")
+# The study's library-version table (PyTorch 1.0.1 against 1.1.0): time by model, one column per
+# version of a library, for every library whose version varies among the cells.
+TABLE_NAMES += ("time_by_library_version",)
+FIGURE_NAMES = ("time_by_model_precision", "speedup_over_O0", "accuracy_curves", "throughput")

@@ -1,0 +1,221 @@
+"""The study as the workflow sees it: datasets, the table of cells, and the files they make.
+
+``rules/common.smk`` builds one :class:`Study` from the validated config while Snakemake parses
+the workflow, and every rule and input function reads it; nothing else expands the matrix. This
+module imports nothing heavy (no torch, no pandas), so a dry run over a large matrix stays fast.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nettebench.datasets.catalog import CATALOG
+from nettebench.study import builds as build_plans
+from nettebench.study import grid
+from nettebench.study.cell import CellSpec
+from nettebench.study.grid import ConfigError
+from nettebench.study.outputs import CEILING_FILE
+
+TOP_LEVEL_KEYS = (
+    "datasets",
+    "matrix",
+    "cpu_baseline",
+    "ceiling",
+    "aggregate_only",
+    "profile",
+    "builds",
+)
+
+# Where each kind of cell lives under results/.
+KIND_ROOTS = {"matrix": "results/runs", "cpu_baseline": "results/cpu"}
+# The CPU baseline reproduces the study's CPU run: plain fp32 on the CPU unless it says otherwise.
+CPU_BASELINE_OVERRIDES = {"device": "cpu", "precision": "fp32"}
+
+
+@dataclass(frozen=True)
+class DatasetPlan:
+    """How one configured dataset is obtained.
+
+    ``how`` is one of: ``download`` (a catalog entry or an http(s)/file URL: fetch, verify,
+    extract), ``archive`` (a local .tgz: verify, extract), ``directory`` (a local tree, used in
+    place) or ``synthetic`` (generated).
+    """
+
+    name: str
+    how: str
+    url: str | None = None
+    archive: str | None = None
+    directory: str | None = None
+    size: int | None = None
+    md5: str | None = None
+    sha256: str | None = None
+    synthetic: Mapping[str, Any] | None = None
+    from_catalog: bool = False  # fetched from the catalog's own URL
+
+    @property
+    def record_kind(self) -> str:
+        """What dataset.json calls how the data came: catalog, archive, directory, synthetic."""
+        if self.how == "download":
+            return "catalog" if self.from_catalog else "archive"
+        return self.how
+
+
+@dataclass
+class Study:
+    datasets: dict[str, DatasetPlan]
+    cells: dict[str, dict[str, CellSpec]] = field(default_factory=dict)  # kind -> path -> cell
+    aggregate_only: bool = False
+    ceiling: bool = True  # measure every matrix cell's compute ceiling next to it
+    # library -> build name -> plan: the source builds the config names (`builds:`)
+    builds: dict[str, dict[str, build_plans.BuildPlan]] = field(default_factory=dict)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> Study:
+        check_top_level(config)
+        datasets = {name: plan_dataset(name, spec) for name, spec in config["datasets"].items()}
+        names = list(datasets)
+        builds = build_plans.plan_builds(config.get("builds"))
+        allowed = build_plans.build_names(builds)
+        matrix = grid.expand(config["matrix"], section="matrix", datasets=names, builds=allowed)
+        baseline_config = config.get("cpu_baseline") or {}
+        baselines = (
+            grid.expand(
+                baseline_config,
+                section="cpu_baseline",
+                datasets=names,
+                overrides=CPU_BASELINE_OVERRIDES,
+                builds=allowed,
+            )
+            if baseline_config
+            else []
+        )
+        study = cls(
+            datasets=datasets,
+            aggregate_only=bool(config.get("aggregate_only")),
+            ceiling=bool(config.get("ceiling", True)),
+            builds=builds,
+        )
+        study.cells = {
+            "matrix": {cell.path(): cell for cell in matrix},
+            "cpu_baseline": {cell.path(): cell for cell in baselines},
+        }
+        return study
+
+    # -- cells -----------------------------------------------------------------------------
+
+    def cell(self, kind: str, dataset: str, cell_path: str) -> CellSpec:
+        """The cell a rule's wildcards point at (``dataset`` and the rest of its path)."""
+        try:
+            return self.cells[kind][f"{dataset}/{cell_path}"]
+        except KeyError:
+            raise ConfigError(
+                f"{KIND_ROOTS[kind]}/{dataset}/{cell_path} is not a cell of this study's config"
+            ) from None
+
+    def cell_args(self, kind: str, dataset: str, cell_path: str) -> str:
+        """The trainer's arguments for a cell: its identity only, so defaults stay implicit."""
+        return shlex.join(self.cell(kind, dataset, cell_path).cli_args())
+
+    def metrics_files(self, kind: str | None = None) -> list[str]:
+        """metrics.json of every configured cell (of one kind, or all)."""
+        kinds = [kind] if kind else list(KIND_ROOTS)
+        return [f"{KIND_ROOTS[k]}/{path}/metrics.json" for k in kinds for path in self.cells[k]]
+
+    def ceiling_files(self) -> list[str]:
+        """ceiling.json beside every matrix cell, when ceilings are measured."""
+        if not self.ceiling:
+            return []
+        return [f"{KIND_ROOTS['matrix']}/{path}/{CEILING_FILE}" for path in self.cells["matrix"]]
+
+    def aggregate_inputs(self) -> dict[str, list[str]]:
+        """The files aggregation reads: the configured cells' records, or in aggregate-only
+        mode whatever records are on disk, configured or not."""
+        if not self.aggregate_only:
+            return {"metrics": self.metrics_files(), "ceilings": self.ceiling_files()}
+        found: dict[str, list[str]] = {"metrics": [], "ceilings": []}
+        for root in KIND_ROOTS.values():
+            found["metrics"] += glob.glob(f"{root}/**/metrics.json", recursive=True)
+            found["ceilings"] += glob.glob(f"{root}/**/{CEILING_FILE}", recursive=True)
+        return {key: sorted(paths) for key, paths in found.items()}
+
+    # -- library builds --------------------------------------------------------------------
+
+    def build(self, library: str, name: str) -> build_plans.BuildPlan:
+        """The configured build a rule's wildcards point at."""
+        try:
+            return self.builds[library][name]
+        except KeyError:
+            raise ConfigError(
+                f"{build_plans.BUILDS_ROOT}/{library}/{name} is not a build of this study's "
+                f"config (builds.{library})"
+            ) from None
+
+    def cell_builds(self, kind: str, dataset: str, cell_path: str) -> list[str]:
+        """The install manifests of the builds a cell runs against (none for `installed`)."""
+        cell = self.cell(kind, dataset, cell_path)
+        return [
+            self.build(library, getattr(cell, library)).install_manifest
+            for library in build_plans.LIBRARIES
+            if getattr(cell, library) != build_plans.INSTALLED
+        ]
+
+    # -- datasets --------------------------------------------------------------------------
+
+    def dataset_pattern(self, *hows: str) -> str:
+        """A wildcard constraint matching the datasets obtained in one of the ``hows`` ways."""
+        names = [re.escape(n) for n, plan in self.datasets.items() if plan.how in hows]
+        return "|".join(names) if names else "(?!)"  # (?!) never matches
+
+    def plan(self, dataset: str) -> DatasetPlan:
+        return self.datasets[dataset]
+
+
+def check_top_level(config: Mapping[str, Any]) -> None:
+    """Unknown top-level keys fail with the allowed ones (before schema validation)."""
+    unknown = sorted(set(config) - set(TOP_LEVEL_KEYS))
+    if unknown:
+        raise ConfigError(
+            f"unknown config key(s) {', '.join(unknown)}; allowed: {', '.join(TOP_LEVEL_KEYS)}"
+        )
+
+
+def plan_dataset(name: str, spec: Mapping[str, Any] | None) -> DatasetPlan:
+    """Decide how a configured dataset is obtained; unknown names without a source fail."""
+    spec = dict(spec or {})
+    entry = CATALOG.get(name)
+    # Checksums the user wrote win; otherwise a catalog name brings the catalog's, which also
+    # verify a user's own copy (a mirror URL or a local .tgz) of that archive.
+    user_checks = {key: spec.get(key) for key in ("size", "md5", "sha256")}
+    if entry is None or any(user_checks.values()):
+        known = user_checks
+    else:
+        known = {"size": entry.size, "md5": entry.md5, "sha256": entry.sha256}
+    if spec.get("synthetic") is not None:
+        return DatasetPlan(name, "synthetic", synthetic=dict(spec["synthetic"]))
+    source = spec.get("source")
+    if source is None:
+        if entry is None:
+            raise ConfigError(
+                f"datasets.{name}: not in the catalog ({', '.join(sorted(CATALOG))}) and has "
+                "neither `source:` (a .tgz, a directory, a file:// or http(s):// URL) nor "
+                "`synthetic:`"
+            )
+        return DatasetPlan(name, "download", url=entry.url, from_catalog=True, **known)
+    source = str(source)
+    if re.match(r"^(https?|file)://", source):
+        return DatasetPlan(name, "download", url=source, **known)
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return DatasetPlan(name, "directory", directory=str(path.resolve()))
+    if path.is_file():
+        return DatasetPlan(name, "archive", archive=str(path.resolve()), **known)
+    raise ConfigError(
+        f"datasets.{name}.source: {source!r} is neither an existing file or directory nor a "
+        "file:// or http(s):// URL"
+    )

@@ -1,0 +1,12 @@
+"""The trainer: one cell from process start to ``metrics.json``.
+
+Owns the command (:mod:`.cli`, ``python -m nettebench.training``), the epochs and outcomes
+(:mod:`.fit`), the timed loop (:mod:`.loop`), one training step in a precision mode
+(:mod:`.step`), the optional NVIDIA apex backend (:mod:`.apex`) and the resume checkpoint
+(:mod:`.checkpoint`).
+
+May import torch and everything below it: :mod:`nettebench.data`, :mod:`nettebench.models`,
+:mod:`nettebench.records`, :mod:`nettebench.builds`, :mod:`nettebench.datasets`,
+:mod:`nettebench.study`. :mod:`.cli` activates a cell's library build before anything imports
+torchvision or apex, so it imports the data pipeline and models inside :func:`~.cli.run_cell`.
+"""

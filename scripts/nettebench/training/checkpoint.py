@@ -1,0 +1,45 @@
+"""Per-epoch checkpoints, so a killed cell resumes from its last finished epoch.
+
+A SLURM preemption or a laptop going to sleep must not cost the whole cell. After every epoch
+the trainer writes ``checkpoint.pt`` next to the cell's results, atomically (a temporary file
+renamed over the old one), so a kill at any moment leaves either the previous checkpoint or the
+new one. A rerun of the same cell (same identity hash) continues from it; a checkpoint of a
+different cell is ignored. Randomness is re-seeded per epoch from (seed, epoch), so a resumed
+run draws the same data order and augmentations as an uninterrupted one. The checkpoint is
+deleted once the cell's metrics are written: results, not checkpoints, are what a study keeps.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nettebench.records.atomic import write_bytes_atomic
+
+CHECKPOINT_FILE = "checkpoint.pt"
+
+
+def save(out_dir: str | os.PathLike, state: dict[str, Any]) -> Path:
+    """Write ``state`` (must hold ``cell_id``) as the cell's checkpoint, atomically."""
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return write_bytes_atomic(Path(out_dir) / CHECKPOINT_FILE, buffer.getvalue())
+
+
+def load(out_dir: str | os.PathLike, cell_id: str) -> dict[str, Any] | None:
+    """The cell's checkpoint, or None when there is none or it belongs to another cell."""
+    path = Path(out_dir) / CHECKPOINT_FILE
+    if not path.is_file():
+        return None
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    if state.get("cell_id") != cell_id:
+        return None
+    return state
+
+
+def remove(out_dir: str | os.PathLike) -> None:
+    (Path(out_dir) / CHECKPOINT_FILE).unlink(missing_ok=True)

@@ -1,0 +1,282 @@
+"""Train one cell of the study and write its ``metrics.json`` and ``epochs.csv``.
+
+Runs with or without Snakemake::
+
+    python -m nettebench.training --data results/data/imagenette2-320/dataset.json \\
+        --out-dir /tmp/cell --dataset imagenette2-320 --model resnet50 --precision O1 \\
+        --batch-size 128 --epochs 10
+
+Needs only torch, torchvision, numpy, pandas-free code and tqdm, so it also runs on a GPU machine
+that has no Snakemake. Every parameter of :class:`nettebench.study.cell.CellSpec` is an option with
+the same default. Outcomes that are results rather than crashes (out of memory, a precision the
+device cannot run) are written to metrics.json with exit status 0, so one bad cell never stops a
+study.
+"""
+
+from __future__ import annotations
+
+import time
+
+_IMPORTED_AT = time.time()  # before the heavy imports, in case the process start is unknown
+
+import argparse  # noqa: E402
+import math  # noqa: E402
+import statistics  # noqa: E402
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+from typing import Any  # noqa: E402
+
+from nettebench.builds import activate as libraries  # noqa: E402
+from nettebench.records import environment  # noqa: E402
+from nettebench.records import files as records  # noqa: E402
+from nettebench.study import precision  # noqa: E402
+from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args  # noqa: E402
+from nettebench.training import checkpoint  # noqa: E402
+
+WARMUP_STEPS = 5  # first-epoch steps excluded from img/s (autotuning, allocator, workers)
+KINDS = ("matrix", "cpu_baseline")
+
+
+def process_start_time() -> float:
+    """When this process started (Unix time), so wall time includes interpreter and imports."""
+    try:
+        with open("/proc/self/stat", encoding="ascii") as handle:
+            # Field 22 (starttime, clock ticks after boot); the command name may hold spaces.
+            start_ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/stat", encoding="ascii") as handle:
+            boot = next(int(line.split()[1]) for line in handle if line.startswith("btime"))
+        import os
+
+        return boot + start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError, StopIteration):
+        return _IMPORTED_AT
+
+
+def resolve_device(requested: str):
+    """``auto`` means CUDA when a GPU is visible, else the CPU."""
+    import torch
+
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("error: device cuda was asked for but torch sees no CUDA GPU")
+    return torch.device(requested)
+
+
+def run_cell(
+    cell: CellSpec,
+    data: str | Path,
+    out_dir: str | Path,
+    *,
+    kind: str = "matrix",
+    threads: int | None = None,
+    warmup_steps: int = WARMUP_STEPS,
+    started_at: float | None = None,
+    store_dir: str | Path | None = None,
+    builds_dir: str | Path | None = None,
+) -> dict[str, Any]:
+    """Train ``cell`` on the dataset at ``data``; write and return its metrics record.
+
+    A cell that names a library build (``torchvision``, ``apex``) runs against it: the build's
+    prefix under ``builds_dir`` (default: $NETTEBENCH_BUILDS_DIR or results/builds) goes first on
+    the import path before anything imports the library.
+    """
+    libraries.activate(cell, builds_dir)
+    import torch
+
+    from nettebench.datasets.info import load_data_root
+    from nettebench.training.fit import fit
+
+    started_at = process_start_time() if started_at is None else started_at
+    out_dir = Path(out_dir)
+    if threads:
+        torch.set_num_threads(threads)
+    device = resolve_device(cell.device)
+    record = _record_skeleton(cell, kind, device)
+
+    reason = precision.unsupported_reason(cell.precision, device.type)
+    if reason:
+        return _finish(
+            record, out_dir, [], started_at, status=records.STATUS_UNSUPPORTED, message=reason
+        )
+
+    rows: list[dict[str, Any]] = []
+    try:
+        result = fit(
+            cell,
+            load_data_root(data),
+            out_dir,
+            device,
+            warmup_steps=warmup_steps,
+            rows=rows,
+            started_at=started_at,
+            data_path=data,
+            store_dir=store_dir,
+        )
+    except (torch.OutOfMemoryError, MemoryError) as error:
+        return _finish(
+            record,
+            out_dir,
+            rows,
+            started_at,
+            status=records.STATUS_OOM,
+            message=oom_message(cell, device, error),
+        )
+    return _finish(
+        record, out_dir, rows, started_at, status=records.STATUS_OK, message=None, fit=result
+    )
+
+
+def _record_skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
+    return {
+        "schema_version": records.SCHEMA_VERSION,
+        "status": None,
+        "message": None,
+        "kind": kind,
+        "cell": cell.as_dict(),
+        "cell_id": cell.cell_id(),
+        "device": environment.device_info(device),
+        "environment": environment.collect(),
+        "summary": dict.fromkeys(records.SUMMARY_KEYS),
+    }
+
+
+def _finish(record, out_dir: Path, rows, started_at: float, *, status, message, fit=None):
+    """Write the cell's outcome; the checkpoint goes once the results are safely written."""
+    record["status"] = status
+    record["message"] = message
+    earlier_wall_s = 0.0
+    if rows:
+        record["summary"] = _summary(rows)
+    if fit is not None:
+        record["summary"]["batch_size_used"] = fit.batch_size
+        record["summary"]["resumed_from_epoch"] = fit.resumed_from_epoch
+        record["summary"]["compile_s"] = fit.compile_s
+        earlier_wall_s = fit.earlier_wall_s
+    record["summary"]["wall_s"] = earlier_wall_s + time.time() - started_at
+    records.write_epochs(out_dir, rows)
+    records.write_metrics(out_dir, record)
+    checkpoint.remove(out_dir)
+    if message:
+        print(f"{status}: {message}", file=sys.stderr, flush=True)
+    return record
+
+
+def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    train_s = sum(r["train_s"] for r in rows)
+    img_s = [r["train_img_s"] for r in rows if not math.isnan(r["train_img_s"])]
+    last = rows[-1]
+    later = [r["wall_s"] for r in rows[1:]]
+    steady = statistics.median(later) if later else None
+    return {
+        "epochs_run": len(rows),
+        "steps_per_epoch": last["_steps_per_epoch"],
+        "steps_timed": last["_steps_run"],
+        "extrapolated": any(r["extrapolated"] for r in rows),
+        "wall_s": None,
+        "time_for_epochs_s": sum(r["wall_s"] for r in rows),
+        "epoch_s_median": statistics.median(r["wall_s"] for r in rows),
+        "train_img_s": statistics.median(img_s) if img_s else None,
+        "data_wait_share": sum(r["data_wait_s"] for r in rows) / train_s if train_s else None,
+        "final_top1": last["val_top1"],
+        "final_top5": last["val_top5"],
+        "best_top1": max(r["val_top1"] for r in rows),
+        "final_train_loss": last["train_loss"],
+        "batch_size_used": None,
+        "steady_epoch_s": steady,
+        "first_epoch_overhead_s": rows[0]["wall_s"] - steady if steady is not None else None,
+        "peak_mem_mb": max(r["peak_mem_mb"] for r in rows),
+        "resumed_from_epoch": None,
+        "compile_s": None,
+    }
+
+
+def oom_message(cell: CellSpec, device, error: BaseException) -> str:
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if cell.batch_size == "auto":
+        hint = "even batch size 1 does not fit: try a smaller image_size or model"
+    else:
+        hint = (
+            f"lower batch_size for this cell (e.g. {max(cell.batch_size // 2, 1)}, or auto) "
+            "in the matrix; large models need their batch size tuned per card"
+        )
+    return (
+        f"out of memory at batch size {cell.batch_size} on {device.type}: {first_line}. "
+        f"Hint: {hint}."
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Options: the data and output paths, then one per CellSpec parameter (same defaults)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m nettebench.training",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--data",
+        required=True,
+        help="dataset.json, or a folder holding train/ and val/ class folders",
+    )
+    parser.add_argument("--out-dir", required=True, help="where metrics.json and epochs.csv go")
+    parser.add_argument("--kind", choices=KINDS, default="matrix")
+    parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    parser.add_argument("--warmup-steps", type=int, default=WARMUP_STEPS)
+    parser.add_argument(
+        "--store",
+        default=None,
+        help="decoded store for loader cached (built there if missing; default: <out-dir>/store)",
+    )
+    libraries.add_builds_dir_option(parser)
+    add_cell_options(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run one cell; a problem the user must fix (missing weights, apex, data) is one line."""
+    from nettebench.builds.activate import LibraryError
+    from nettebench.datasets import DatasetError
+    from nettebench.models.build import PretrainedWeightsUnavailable
+    from nettebench.training.apex import ApexAmpUnavailable
+
+    try:
+        return _main(argv)
+    except (ApexAmpUnavailable, PretrainedWeightsUnavailable, DatasetError, LibraryError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
+    started_at = process_start_time()
+    args = build_parser().parse_args(argv)
+    _print_slurm_job()
+    if args.dataset is None:
+        from nettebench.datasets.info import load_data_root
+
+        args.dataset = load_data_root(args.data).name
+    cell = cell_from_args(args)
+    record = run_cell(
+        cell,
+        args.data,
+        args.out_dir,
+        kind=args.kind,
+        threads=args.threads,
+        warmup_steps=args.warmup_steps,
+        started_at=started_at,
+        store_dir=args.store,
+        builds_dir=args.builds_dir,
+    )
+    summary = record["summary"]
+    print(f"{record['status']}: {cell.path()}  wall {summary['wall_s']:.1f} s", file=sys.stderr)
+    return 0
+
+
+def _print_slurm_job() -> None:
+    """Under SLURM, the job's log starts with the job id, node and the scheduler's own log."""
+    line = environment.slurm_job_line()
+    if line:
+        print(line, file=sys.stderr, flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""Train one cell epoch by epoch: data, model, precision, checkpoints, per-epoch rows.
+
+:mod:`nettebench.training.cli` decides what a run's outcome is (ok, oom, unsupported) and writes the
+record; this module does the training itself. Every epoch is seeded from (seed, epoch), so a run
+resumed from its checkpoint draws the same batches and augmentations as one that never stopped,
+and a checkpoint is written after every epoch.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nettebench.records import files as records
+from nettebench.study import precision
+from nettebench.study.cell import CellSpec
+from nettebench.training import checkpoint
+from nettebench.training.loop import (
+    evaluate,
+    peak_memory_mb,
+    reset_peak_memory,
+    step_limit,
+    train_epoch,
+)
+
+AUTO_BATCH_START = 256  # batch_size: auto starts at the reference batch size and halves
+
+
+@dataclass
+class FitResult:
+    batch_size: int  # the batch size used (chosen when the cell says auto)
+    resumed_from_epoch: int | None  # epochs already done by earlier processes, None if fresh
+    earlier_wall_s: float  # wall time earlier processes spent on the finished epochs
+    compile_s: float | None = None  # the torch.compile warm-up (compile: true), else None
+
+
+def lr_at(cell: CellSpec, epoch: int, batch_size: int) -> float:
+    """Learning rate of a 0-based epoch: the reference step schedule or cosine."""
+    base = cell.effective_lr(batch_size)
+    if cell.lr_schedule == "cosine":
+        return base * 0.5 * (1 + math.cos(math.pi * epoch / cell.epochs))
+    return base * 0.1 ** (epoch // 30)
+
+
+def seed_epoch(seed: int, epoch: int, generator: torch.Generator | None = None) -> None:
+    """Seed every random source for one epoch from (seed, epoch) alone."""
+    import numpy as np
+
+    epoch_seed = seed * 100_003 + epoch
+    random.seed(epoch_seed)
+    np.random.seed(epoch_seed % 2**32)
+    torch.manual_seed(epoch_seed)
+    if generator is not None:
+        generator.manual_seed(epoch_seed)
+
+
+def configure_determinism(cell: CellSpec, device: torch.device) -> None:
+    """Deterministic kernels when asked; otherwise let cuDNN autotune, as the reference does."""
+    if cell.deterministic:
+        import os
+
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+        torch.use_deterministic_algorithms(True)
+    if device.type == "cuda":
+        torch.backends.cudnn.benchmark = not cell.deterministic
+        torch.backends.cudnn.deterministic = cell.deterministic
+
+
+def make_runner(cell: CellSpec, device: torch.device, num_classes: int, batch_size: int):
+    """A fresh model and its precision-specific training step, seeded by the cell's seed."""
+    from nettebench.models.build import build_model
+
+    seed_epoch(cell.seed, -1)
+    mode = precision.get(cell.precision)
+    kwargs = dict(
+        lr=lr_at(cell, 0, batch_size),
+        momentum=cell.momentum,
+        weight_decay=cell.weight_decay,
+        channels_last=cell.uses_channels_last(),
+    )
+    model = build_model(cell.model, num_classes, pretrained=cell.pretrained)
+    if cell.amp_backend == "apex":
+        from nettebench.training.apex import ApexTrainingStep, require_apex_amp
+
+        require_apex_amp()  # fails with what to do instead, before any work
+        return ApexTrainingStep(model, mode, device, **kwargs)
+    from nettebench.training.step import TrainingStep
+
+    return TrainingStep(model, mode, device, compile=cell.compile, **kwargs)
+
+
+def choose_batch_size(cell: CellSpec, device: torch.device, num_classes: int) -> int:
+    """For ``batch_size: auto``: halve from 256 until two training steps fit in memory."""
+    if cell.batch_size != "auto":
+        return int(cell.batch_size)
+    batch = AUTO_BATCH_START
+    while True:
+        try:
+            runner = make_runner(cell, device, num_classes, batch)
+            images = torch.randn(batch, 3, cell.image_size, cell.image_size)
+            targets = torch.randint(0, num_classes, (batch,), device=device)
+            for _ in range(2):
+                runner.step(runner.prepare_inputs(images), targets)
+            return batch
+        except (torch.OutOfMemoryError, MemoryError):
+            if batch == 1:
+                raise
+            batch //= 2
+        finally:
+            runner = images = targets = None  # noqa: F841 - free the trial before the next
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+
+
+def compile_warmup(runner, batch_size: int, image_size: int) -> float:
+    """Compile a ``compile: true`` cell's model before the first epoch; return the seconds.
+
+    One training step and one evaluation forward at the cell's batch shape, on zeros, so that
+    torch.compile builds both graphs here and not inside the timed epochs. The weights,
+    optimiser and loss-scaler state are put back afterwards, so the cell learns exactly as if
+    the warm-up had not happened. (An odd-sized last validation batch compiles once more,
+    inside the first epoch, where it counts as first-epoch overhead.)
+    """
+    import copy
+
+    from nettebench.training.loop import synchronize
+
+    saved = copy.deepcopy(runner.state_dict())
+    synchronize(runner.device)
+    start = time.perf_counter()
+    images = runner.prepare_inputs(torch.zeros(batch_size, 3, image_size, image_size))
+    targets = torch.zeros(batch_size, dtype=torch.int64, device=runner.device)
+    runner.model.train()
+    runner.step(images, targets)
+    runner.model.eval()
+    with torch.no_grad(), runner.autocast():
+        runner.model(images)
+    synchronize(runner.device)
+    seconds = time.perf_counter() - start
+    runner.load_state_dict(saved)
+    return seconds
+
+
+def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device, store_dir: Path):
+    """The cell's input pipeline: the reference PIL loader, or batches from the decoded store
+    (``data_path``, the dataset.json or tree the cell was given, identifies the store's source)."""
+    if cell.loader == "cached":
+        from nettebench.data import store
+        from nettebench.data.cached import build_cached_loaders
+
+        resolution = cell.store_resolution()
+        if not store.store_is_current(store_dir, data_path, resolution, "shorter_side"):
+            store.build_store(data_path, store_dir, resolution=resolution)
+        return build_cached_loaders(
+            store.open_store(store_dir),
+            image_size=cell.image_size,
+            batch_size=batch_size,
+            device=device,
+            channels_last=cell.uses_channels_last(),
+            workers=cell.workers,
+        )
+    from nettebench.data.pil import build_pil_loaders
+
+    return build_pil_loaders(
+        data_root.train_dir,
+        data_root.val_dir,
+        image_size=cell.image_size,
+        batch_size=batch_size,
+        workers=cell.workers,
+        pin_memory=device.type == "cuda",
+    )
+
+
+def fit(
+    cell: CellSpec,
+    data_root,
+    out_dir: Path,
+    device: torch.device,
+    *,
+    warmup_steps: int,
+    rows: list[dict[str, Any]],
+    started_at: float,
+    data_path: str | Path | None = None,
+    store_dir: Path | None = None,
+) -> FitResult:
+    """Train ``cell``, appending one row per epoch to ``rows`` (kept on an OOM).
+
+    ``store_dir`` is where a ``cached`` cell's decoded store lives (built there if missing or
+    stale); the workflow builds one per dataset and resolution and passes it.
+    """
+    from tqdm import tqdm
+
+    configure_determinism(cell, device)
+    num_classes = len(data_root.classes)
+    saved = checkpoint.load(out_dir, cell.cell_id())
+    batch_size = saved["batch_size"] if saved else choose_batch_size(cell, device, num_classes)
+    loaders = build_loaders(
+        cell,
+        data_root,
+        data_path or data_root.root,
+        batch_size,
+        device,
+        Path(store_dir) if store_dir else out_dir / "store",
+    )
+    runner = make_runner(cell, device, num_classes, batch_size)
+    result = FitResult(batch_size, None, 0.0)
+    if saved:
+        runner.load_state_dict(saved["trainer"])
+        rows.extend(saved["rows"])
+        result.resumed_from_epoch = len(rows)
+        result.earlier_wall_s = saved["wall_s"]
+        print(f"resumed from the checkpoint after epoch {len(rows)}", flush=True)
+    if cell.compile:
+        result.compile_s = compile_warmup(runner, batch_size, cell.image_size)
+        print(f"compiled the model in {result.compile_s:.1f} s (apart from the epochs)", flush=True)
+
+    steps_per_epoch = len(loaders.train)
+    first_epoch = len(rows)  # the first epoch this process runs (after a resume: not epoch 0)
+    for epoch in range(first_epoch, cell.epochs):
+        seed_epoch(cell.seed, epoch, loaders.generator)
+        lr = lr_at(cell, epoch, batch_size)
+        runner.set_lr(lr)
+        reset_peak_memory(device)
+        with tqdm(
+            total=step_limit(steps_per_epoch, cell.max_steps),
+            desc=f"epoch {epoch + 1}/{cell.epochs}",
+            unit="step",
+            disable=None,
+            leave=False,
+        ) as progress:
+            train = train_epoch(
+                runner,
+                loaders.train,
+                steps_per_epoch=steps_per_epoch,
+                max_steps=cell.max_steps,
+                # warm-up is excluded from img/s in the first epoch this process runs
+                warmup_steps=warmup_steps if epoch == first_epoch else 0,
+                progress=progress,
+            )
+        val = evaluate(runner, loaders.val, total_steps=len(loaders.val), max_steps=cell.max_steps)
+        rows.append(epoch_row(epoch + 1, lr, train, val, peak_memory_mb(device), steps_per_epoch))
+        records.write_epochs(out_dir, rows)
+        log_epoch(cell, rows[-1])
+        checkpoint.save(
+            out_dir,
+            {
+                "cell_id": cell.cell_id(),
+                "batch_size": batch_size,
+                "rows": rows,
+                "trainer": runner.state_dict(),
+                "wall_s": result.earlier_wall_s + time.time() - started_at,
+            },
+        )
+    return result
+
+
+def epoch_row(epoch: int, lr: float, train, val, peak_mem_mb: float, steps: int) -> dict:
+    """One epochs.csv row (plus ``_``-prefixed fields the summary needs, not written)."""
+    return {
+        "epoch": epoch,
+        "train_loss": train.loss,
+        "val_loss": val.loss,
+        "val_top1": val.top1,
+        "val_top5": val.top5,
+        "lr": lr,
+        "train_s": train.seconds,
+        "val_s": val.seconds,
+        "wall_s": train.seconds + val.seconds,
+        "data_wait_s": train.data_wait_s,
+        "compute_s": train.seconds - train.data_wait_s,
+        "data_wait_share": train.data_wait_s / train.seconds if train.seconds else float("nan"),
+        "train_img_s": train.img_s,
+        "train_images": train.images,
+        "peak_mem_mb": peak_mem_mb,
+        "extrapolated": train.extrapolated or val.extrapolated,
+        "_steps_run": train.steps_run,
+        "_steps_per_epoch": steps,
+    }
+
+
+def log_epoch(cell: CellSpec, row: dict[str, Any]) -> None:
+    """One line per epoch: readable in a log file, where the progress bar stays quiet."""
+    import sys
+
+    approx = "~" if row["extrapolated"] else ""
+    print(
+        f"epoch {row['epoch']}/{cell.epochs}  train_loss {row['train_loss']:.4f}  "
+        f"val_top1 {row['val_top1']:.1f}%  val_top5 {row['val_top5']:.1f}%  "
+        f"{approx}{row['wall_s']:.1f} s  {row['train_img_s']:.0f} img/s  "
+        f"data wait {100 * row['data_wait_share']:.0f}%  peak {row['peak_mem_mb']:.0f} MB",
+        file=sys.stderr,
+        flush=True,
+    )

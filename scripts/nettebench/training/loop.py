@@ -1,0 +1,184 @@
+"""The epoch loops, timed like a GPU engineer would time them.
+
+- The device is synchronised before every clock read that ends a timed region, so queued GPU
+  work is counted where it belongs.
+- Data-wait time is the time the training loop spends blocked on the input pipeline (inside
+  ``next()`` of the loader); compute time is the rest of the epoch. No per-step synchronisation
+  is added (it would serialise the GPU and the loader and slow down what is being measured), so
+  data wait means "the CPU waited for data", which is what starves a GPU.
+- The first ``warmup_steps`` of the first epoch (cuDNN autotuning, allocator growth, worker
+  start-up) are excluded from images per second but stay in the epoch's wall time.
+- With ``max_steps`` an epoch stops early and its times are extrapolated to the full epoch from
+  the steady-state step time, and flagged as extrapolated.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import torch
+
+from nettebench.training.step import TrainingStep
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def step_limit(steps: int, max_steps: int | None) -> int:
+    """Steps an epoch runs: all of them, or ``max_steps`` when that is fewer."""
+    return steps if max_steps is None else min(max_steps, steps)
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    """Peak device memory since the last reset: CUDA's allocator peak on a GPU; on a CPU the
+    process's peak resident set size (never reset, so a maximum over the run so far)."""
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+
+
+@dataclass
+class TrainEpoch:
+    loss: float
+    seconds: float  # wall time of the epoch's training phase (extrapolated if partial)
+    data_wait_s: float
+    images: int  # images in the timed (post-warm-up) steps
+    img_s: float
+    steps_run: int
+    extrapolated: bool
+
+
+@dataclass
+class ValResult:
+    loss: float
+    top1: float
+    top5: float
+    seconds: float
+    extrapolated: bool
+
+
+def train_epoch(
+    runner: TrainingStep,
+    loader: Iterable,
+    *,
+    steps_per_epoch: int,
+    max_steps: int | None,
+    warmup_steps: int,
+    progress=None,
+) -> TrainEpoch:
+    """Run one training epoch (or ``max_steps`` of it) and time it."""
+    device = runner.device
+    runner.model.train()
+    steps_limit = step_limit(steps_per_epoch, max_steps)
+    warmup_steps = min(warmup_steps, max(steps_limit - 1, 0))
+    loss_sum = torch.zeros((), device=device)
+    samples = 0
+    data_wait = 0.0
+    timed_images = 0
+    steps = 0
+
+    synchronize(device)
+    start = timed_start = time.perf_counter()
+    iterator = iter(loader)
+    while steps < steps_limit:
+        wait_start = time.perf_counter()
+        try:
+            images, targets = next(iterator)
+        except StopIteration:
+            break
+        data_wait += time.perf_counter() - wait_start
+        images = runner.prepare_inputs(images)
+        targets = targets.to(device, non_blocking=True)
+        loss = runner.step(images, targets)
+        batch = targets.shape[0]
+        loss_sum += loss * batch
+        samples += batch
+        steps += 1
+        if steps == warmup_steps:
+            synchronize(device)
+            timed_start = time.perf_counter()
+        elif steps > warmup_steps:
+            timed_images += batch
+        if progress is not None:
+            progress.update(1)
+    synchronize(device)
+    end = time.perf_counter()
+    del iterator  # stop the loader's prefetching before the next phase is timed
+
+    seconds = end - start
+    timed_seconds = end - timed_start
+    img_s = timed_images / timed_seconds if timed_seconds > 0 and timed_images else float("nan")
+    extrapolated = steps < steps_per_epoch
+    if extrapolated and steps:
+        steady_step_s = timed_seconds / max(steps - warmup_steps, 1)
+        missing = steps_per_epoch - steps
+        data_wait *= (seconds + missing * steady_step_s) / seconds
+        seconds += missing * steady_step_s
+    return TrainEpoch(
+        loss=(loss_sum / max(samples, 1)).item(),
+        seconds=seconds,
+        data_wait_s=data_wait,
+        images=timed_images,
+        img_s=img_s,
+        steps_run=steps,
+        extrapolated=extrapolated,
+    )
+
+
+@torch.no_grad()
+def evaluate(
+    runner: TrainingStep, loader: Iterable, *, total_steps: int, max_steps: int | None
+) -> ValResult:
+    """Validation loss, top-1 and top-5 accuracy (%), and the time it took."""
+    device = runner.device
+    runner.model.eval()
+    limit = step_limit(total_steps, max_steps)
+    loss_sum = torch.zeros((), device=device)
+    correct = torch.zeros(2, device=device)
+    samples = 0
+    steps = 0
+    synchronize(device)
+    start = time.perf_counter()
+    for images, targets in itertools.islice(loader, limit):  # no batch fetched beyond the limit
+        images = runner.prepare_inputs(images)
+        targets = targets.to(device, non_blocking=True)
+        with runner.autocast():
+            outputs = runner.model(images).float()
+        loss_sum += torch.nn.functional.cross_entropy(outputs, targets, reduction="sum")
+        correct += topk_correct(outputs, targets, ks=(1, 5))
+        samples += targets.shape[0]
+        steps += 1
+    synchronize(device)
+    seconds = time.perf_counter() - start
+    extrapolated = steps < total_steps
+    if extrapolated and steps:
+        seconds *= total_steps / steps
+    top1, top5 = (correct * 100.0 / max(samples, 1)).tolist()
+    return ValResult(
+        loss=(loss_sum / max(samples, 1)).item(),
+        top1=top1,
+        top5=top5,
+        seconds=seconds,
+        extrapolated=extrapolated,
+    )
+
+
+def topk_correct(outputs: torch.Tensor, targets: torch.Tensor, ks=(1, 5)) -> torch.Tensor:
+    """How many samples have their target among the top-k outputs, for each k (k capped at
+    the number of classes, so top-5 of a 3-class problem is top-3)."""
+    maxk = min(max(ks), outputs.shape[1])
+    predicted = outputs.topk(maxk, dim=1).indices
+    hits = predicted.eq(targets.unsqueeze(1))
+    return torch.stack([hits[:, : min(k, maxk)].any(dim=1).sum() for k in ks]).float()

@@ -1,0 +1,158 @@
+"""Turn a precision mode into a model, an optimiser and one training step.
+
+:mod:`nettebench.study.precision` says what a mode means; this module is where that meaning becomes
+torch objects: the model's dtype (batch-norm kept fp32 for O2), the autocast context, the loss
+scaler and, for O2, fp32 master weights that the optimiser updates and copies back into the fp16
+model. The training loop only calls :meth:`TrainingStep.step` and :meth:`TrainingStep.autocast`,
+so no loop code branches on precision names.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+from nettebench.study.precision import PrecisionMode
+
+
+def torch_dtype(dtype_name: str | None) -> torch.dtype | None:
+    """The torch dtype a dtype name of the precision table means (None: no cast, no autocast)."""
+    return None if dtype_name is None else getattr(torch, dtype_name)
+
+
+def set_tf32(device: torch.device, allow: bool) -> None:
+    """Set TF32 explicitly for every run on CUDA, so no mode inherits it from a global default."""
+    if device.type == "cuda":
+        torch.backends.cuda.matmul.allow_tf32 = allow
+        torch.backends.cudnn.allow_tf32 = allow
+
+
+def cast_model(model: nn.Module, mode: PrecisionMode) -> nn.Module:
+    """Cast the parameters to the mode's dtype, keeping batch-norm in fp32 where it asks."""
+    model = model.to(torch_dtype(mode.model_dtype))
+    if mode.keep_batchnorm_fp32:
+        for module in model.modules():
+            if isinstance(module, nn.modules.batchnorm._BatchNorm):
+                module.float()
+    return model
+
+
+def main_logits(outputs):
+    """The main classifier's logits: inception_v3 and googlenet return (logits, aux) tuples in
+    training mode; their auxiliary heads are not trained here (the reference script cannot
+    train them either)."""
+    return outputs[0] if isinstance(outputs, tuple) else outputs
+
+
+class TrainingStep:
+    """One optimiser step under a precision mode: forward, loss, backward, (un)scale, update."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        mode: PrecisionMode,
+        device: torch.device,
+        *,
+        lr: float,
+        momentum: float,
+        weight_decay: float,
+        channels_last: bool = False,
+        compile: bool = False,
+    ) -> None:
+        self.mode = mode
+        self.device = device
+        self.input_dtype = torch_dtype(mode.model_dtype)
+        self.autocast_dtype = torch_dtype(mode.autocast_dtype)
+        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
+        set_tf32(device, mode.allow_tf32)
+        self.model = cast_model(model.to(device, memory_format=self.memory_format), mode)
+        if compile:
+            # In place (nn.Module.compile): calls go through the compiled forward while the
+            # state_dict keeps its plain keys, so checkpoints do not depend on compilation.
+            self.model.compile()
+        self.criterion = nn.CrossEntropyLoss()
+        self.model_params = [p for p in self.model.parameters() if p.requires_grad]
+        if mode.master_weights:
+            # fp32 copies the optimiser owns; the fp16 model gets a copy after every update.
+            self.master_params = [p.detach().clone().float() for p in self.model_params]
+            for master in self.master_params:
+                master.requires_grad_(True)
+            optimised = self.master_params
+        else:
+            self.master_params = None
+            optimised = self.model_params
+        self.optimizer = torch.optim.SGD(
+            optimised, lr=lr, momentum=momentum, weight_decay=weight_decay
+        )
+        self.scaler = torch.amp.GradScaler(device.type) if mode.loss_scaling else None
+
+    @contextlib.contextmanager
+    def autocast(self) -> Iterator[None]:
+        """The forward-pass context of this mode (a no-op for modes without autocast)."""
+        if self.autocast_dtype is None:
+            yield
+            return
+        with torch.autocast(self.device.type, dtype=self.autocast_dtype):
+            yield
+
+    def prepare_inputs(self, images: torch.Tensor) -> torch.Tensor:
+        """Move a batch to the device in the dtype the model's first layer expects."""
+        return images.to(
+            self.device,
+            dtype=self.input_dtype,
+            memory_format=self.memory_format,
+            non_blocking=True,
+        )
+
+    def step(self, images: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        """Train on one batch; returns the (detached, fp32) loss without synchronising."""
+        with self.autocast():
+            outputs = main_logits(self.model(images))
+            loss = self.criterion(outputs.float(), targets)
+        # The model's own gradients, not the optimiser's: with master weights they differ.
+        self.model.zero_grad(set_to_none=True)
+        if self.scaler is None:
+            loss.backward()
+        else:
+            self.scaler.scale(loss).backward()
+        if self.master_params is not None:
+            for master, param in zip(self.master_params, self.model_params, strict=True):
+                master.grad = None if param.grad is None else param.grad.float()
+        if self.scaler is None:
+            self.optimizer.step()
+        else:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
+        if self.master_params is not None:
+            with torch.no_grad():
+                for master, param in zip(self.master_params, self.model_params, strict=True):
+                    param.copy_(master)
+        return loss.detach()
+
+    def set_lr(self, lr: float) -> None:
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+    def state_dict(self) -> dict:
+        """Everything a resumed run needs to continue exactly: weights, optimiser, scaler."""
+        return {
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scaler": None if self.scaler is None else self.scaler.state_dict(),
+            "master_params": None
+            if self.master_params is None
+            else [p.detach().clone() for p in self.master_params],
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.model.load_state_dict(state["model"])
+        if self.master_params is not None:
+            with torch.no_grad():
+                for master, saved in zip(self.master_params, state["master_params"], strict=True):
+                    master.copy_(saved)
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scaler is not None:
+            self.scaler.load_state_dict(state["scaler"])
