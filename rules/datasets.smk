@@ -116,5 +116,5 @@ rule store_build:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.store),
     shell:
-        "python -m nettebench.data.store --data {input.data} --out-dir {params.out_dir}"
+        "python -m nettebench.data.store_build --data {input.data} --out-dir {params.out_dir}"
         " --resolution {wildcards.resolution} --jobs {threads} > {log} 2>&1"

@@ -58,7 +58,7 @@ rule profiles_aggregate:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.markdown),
     shell:
-        "python -m nettebench.report.kernel_tables --out-dir {params.out_dir}"
+        "python -m nettebench.report.tables.kernels --out-dir {params.out_dir}"
         " {input.summaries} > {log} 2>&1"
 
 

@@ -252,13 +252,15 @@ def make_cell(
 def ceiling_keys() -> tuple[str, ...]:
     """``nettebench.benchmarks.ceiling.CEILING_KEYS``, read from the source (importing bench
     imports torch)."""
-    source = (Path(nettebench.__file__).parent / "benchmarks" / "ceiling.py").read_text(encoding="utf-8")
+    source = (Path(nettebench.__file__).parent / "benchmarks" / "ceiling.py").read_text(
+        encoding="utf-8"
+    )
     for node in ast.parse(source).body:
         if isinstance(node, ast.Assign) and any(
             isinstance(t, ast.Name) and t.id == "CEILING_KEYS" for t in node.targets
         ):
             return tuple(ast.literal_eval(node.value))
-    raise LookupError("nettebench/bench.py defines no CEILING_KEYS")
+    raise LookupError("nettebench/benchmarks/ceiling.py defines no CEILING_KEYS")
 
 
 def make_ceiling(

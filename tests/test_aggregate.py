@@ -14,6 +14,7 @@ import record_factory as rf
 
 from nettebench.records import files as records
 from nettebench.report import aggregate as agg
+from nettebench.report import collect
 from nettebench.report import format as T
 from nettebench.study import outputs
 
@@ -71,12 +72,12 @@ def test_runs_csv_has_one_row_per_cell_with_columns_in_order(study):
     first_cell_keys = ["dataset", "model", "precision", "batch_size", "epochs", "seed"]
     assert columns[:6] == first_cell_keys
     kind = columns.index("kind")
-    assert columns[kind : kind + len(agg.RECORD_COLUMNS)] == list(agg.RECORD_COLUMNS)
-    summary_at = kind + len(agg.RECORD_COLUMNS)
+    assert columns[kind : kind + len(collect.RECORD_COLUMNS)] == list(collect.RECORD_COLUMNS)
+    summary_at = kind + len(collect.RECORD_COLUMNS)
     ceiling_at = summary_at + len(records.SUMMARY_KEYS)
     assert columns[summary_at:ceiling_at] == list(records.SUMMARY_KEYS)
-    assert columns[ceiling_at : ceiling_at + 3] == list(agg.CEILING_COLUMNS)
-    assert [c for c in columns if c.startswith("env_")] == [f"env_{k}" for k in agg.ENV_KEYS]
+    assert columns[ceiling_at : ceiling_at + 3] == list(collect.CEILING_COLUMNS)
+    assert [c for c in columns if c.startswith("env_")] == [f"env_{k}" for k in collect.ENV_KEYS]
     assert {"env_git_dirty", "env_slurm_job_id"} <= set(columns)
     assert columns[-1] == "path"
     assert set(runs["path"]) == {str(p.parent) for p in study["paths"]}
@@ -108,7 +109,7 @@ def test_non_ok_cells_are_rows_with_their_message(study):
 
 def test_epochs_csv_is_tidy(study):
     epochs = pd.read_csv(study["written"]["epochs"])
-    assert list(epochs.columns) == [*agg.EPOCH_ID_COLUMNS, *records.EPOCH_COLUMNS]
+    assert list(epochs.columns) == [*collect.EPOCH_ID_COLUMNS, *records.EPOCH_COLUMNS]
     ok_matrix = 2 * (3 + 2 + 3)
     assert len(epochs) == ok_matrix * rf.STUDY_EPOCHS + 1  # + the one-epoch CPU baseline
     assert set(epochs.groupby("cell_id").size()) == {rf.STUDY_EPOCHS, 1}
@@ -261,19 +262,19 @@ def test_cli_without_metrics_files(tmp_path, capsys):
 
 def test_wrong_schema_version_names_the_file(tmp_path):
     path = rf.make_cell(tmp_path, schema_version=records.SCHEMA_VERSION + 1)
-    with pytest.raises(agg.RecordError, match=re.escape(str(path))):
+    with pytest.raises(collect.RecordError, match=re.escape(str(path))):
         agg.aggregate([path], tmp_path / "out")
 
 
 def test_missing_files_name_the_file(tmp_path):
     missing = tmp_path / "nowhere" / "metrics.json"
-    with pytest.raises(agg.RecordError, match=re.escape(str(missing))):
-        agg.read_cell(missing)
+    with pytest.raises(collect.RecordError, match=re.escape(str(missing))):
+        collect.read_cell(missing)
     no_epochs = rf.make_cell(tmp_path, write_epochs=False)
-    with pytest.raises(agg.RecordError, match="epochs.csv"):
-        agg.read_cell(no_epochs)
+    with pytest.raises(collect.RecordError, match="epochs.csv"):
+        collect.read_cell(no_epochs)
     oom_without_epochs = rf.make_cell(tmp_path / "oom", status="oom", write_epochs=False)
-    assert agg.read_cell(oom_without_epochs).epochs.empty
+    assert collect.read_cell(oom_without_epochs).epochs.empty
 
 
 def test_cli(tmp_path, capsys):
@@ -314,7 +315,7 @@ def test_ceiling_columns_are_the_ceiling_and_the_share_of_it(ceiling_study):
     assert sorted(not_ok["ceiling_status"]) == ["oom", "oom", "unsupported", "unsupported"]
     assert not_ok[["ceiling_img_s", "ceiling_share"]].isna().all().all()
     cpu = runs[runs["kind"] == "cpu_baseline"]  # no ceiling.json beside it
-    assert cpu[list(agg.CEILING_COLUMNS)].isna().all().all()
+    assert cpu[list(collect.CEILING_COLUMNS)].isna().all().all()
 
 
 def test_throughput_ceiling_tables(ceiling_study):
@@ -366,11 +367,11 @@ def test_broken_ceiling_names_the_file(tmp_path):
     path = rf.make_cell(tmp_path)
     ceiling = path.parent / outputs.CEILING_FILE
     ceiling.write_text("{not json")
-    with pytest.raises(agg.RecordError, match=re.escape(str(ceiling))):
+    with pytest.raises(collect.RecordError, match=re.escape(str(ceiling))):
         agg.aggregate([path], tmp_path / "out")
     ceiling.write_text("[]")
-    with pytest.raises(agg.RecordError, match="not a ceiling record"):
-        agg.read_cell(path)
+    with pytest.raises(collect.RecordError, match="not a ceiling record"):
+        collect.read_cell(path)
 
 
 # ------------------------------------------------------------------------------------------ HTML

@@ -10,6 +10,7 @@ from PIL import Image
 from torchvision import transforms
 
 from nettebench.data import store as st
+from nettebench.data import store_build as sb
 from nettebench.data.cached import CachedSplit, _cpu_loaders, _NormalisedBatches, _StoreBatches
 from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD
 
@@ -30,7 +31,7 @@ class _Store:
             shape = (long, side, 3) if index % 3 == 0 else (side, long, 3)
             image = rng.integers(0, 256, shape, dtype=np.uint8)
             self.upright.append(image)
-            frame, size = st.full_frame(Image.fromarray(image), side)
+            frame, size = sb.full_frame(Image.fromarray(image), side)
             frames.append(frame)
             sizes.append(size)
         self.train = np.stack(frames)

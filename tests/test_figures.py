@@ -6,7 +6,7 @@ import pytest
 import record_factory as rf
 
 from nettebench.report import aggregate as agg
-from nettebench.report import figures
+from nettebench.report import collect, figures, plotting
 
 EXPECTED_FILES = sorted(f"{name}.{fmt}" for name in figures.FIGURE_NAMES for fmt in ("png", "svg"))
 
@@ -46,7 +46,7 @@ def test_full_study_writes_all_figures_deterministically(study_tables):
 
 
 def test_bars_mark_cells_that_did_not_run(study_tables):
-    runs = figures.read_table(study_tables[0], ())
+    runs = plotting.read_table(study_tables[0], ())
     assert {"OOM", "n/a"} <= set(texts(figures.plot_time(runs)))
     throughput = figures.plot_throughput(runs)
     legend = [t.get_text() for t in throughput.axes[0].get_legend().get_texts()]
@@ -59,34 +59,34 @@ def ceiling_outlines(fig) -> list:
 
 
 def test_throughput_without_ceilings_has_no_outlines(study_tables):
-    runs = figures.read_table(study_tables[0], figures._RUN_COLUMNS)
+    runs = plotting.read_table(study_tables[0], figures._RUN_COLUMNS)
     fig = figures.plot_throughput(runs)
     assert ceiling_outlines(fig) == []
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert figures.CEILING_LABEL not in legend
+    assert plotting.CEILING_LABEL not in legend
 
 
 def test_throughput_outlines_the_ceiling_over_each_measured_bar(tmp_path):
     tables = agg.aggregate(rf.make_study(tmp_path / "cells", ceilings=True), tmp_path / "tables")
-    runs = figures.read_table(tables["runs"], figures._RUN_COLUMNS)
+    runs = plotting.read_table(tables["runs"], figures._RUN_COLUMNS)
     fig = figures.plot_throughput(runs)
     ok = runs[runs["ceiling_status"] == "ok"]
     expected = ok.groupby(["model", "batch_size", "precision"])["ceiling_img_s"].mean()
     heights = sorted(round(p.get_height(), 3) for p in ceiling_outlines(fig))
     assert heights == sorted(round(v, 3) for v in expected)
     legend = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
-    assert legend == ["O0", "O1", "O3", "CPU fp32", figures.CEILING_LABEL]
-    png, svg = figures.save(fig, tmp_path / "figures", "throughput")
+    assert legend == ["O0", "O1", "O3", "CPU fp32", plotting.CEILING_LABEL]
+    png, svg = plotting.save(fig, tmp_path / "figures", "throughput")
     assert png.read_bytes().startswith(b"\x89PNG") and b"<svg" in svg.read_bytes()
 
     old_csv = tmp_path / "old_runs.csv"  # a runs.csv from before ceilings were aggregated
-    runs.drop(columns=list(agg.CEILING_COLUMNS)).to_csv(old_csv, index=False)
-    old = figures.plot_throughput(figures.read_table(old_csv, ()))
+    runs.drop(columns=list(collect.CEILING_COLUMNS)).to_csv(old_csv, index=False)
+    old = figures.plot_throughput(plotting.read_table(old_csv, ()))
     assert ceiling_outlines(old) == []
 
 
 def test_speedup_is_o0_time_over_time(study_tables):
-    runs = figures.read_table(study_tables[0], ())
+    runs = plotting.read_table(study_tables[0], ())
     fig = figures.plot_speedup(runs)
     heights = sorted(round(p.get_height(), 6) for p in fig.axes[0].patches)
     expected = [
@@ -105,7 +105,7 @@ def test_empty_inputs_still_render(tmp_path):
     tables = agg.aggregate([], tmp_path / "tables")  # header-only CSVs
     out = tmp_path / "figures"
     check_written(figures.make_figures(tables["runs"], tables["epochs"], out), out)
-    runs = figures.read_table(tables["runs"], figures._RUN_COLUMNS)
+    runs = plotting.read_table(tables["runs"], figures._RUN_COLUMNS)
     assert any("no data" in t for t in texts(figures.plot_time(runs)))
 
     blank_runs, blank_epochs = tmp_path / "runs.csv", tmp_path / "epochs.csv"
@@ -122,7 +122,7 @@ def test_study_without_o0(tmp_path):
         for precision in ("O1", "O3")
     ]
     tables = agg.aggregate(paths, tmp_path / "tables")
-    runs = figures.read_table(tables["runs"], ())
+    runs = plotting.read_table(tables["runs"], ())
     assert "no O0 cells to compare against" in texts(figures.plot_speedup(runs))
     out = tmp_path / "figures"
     check_written(figures.make_figures(tables["runs"], tables["epochs"], out), out)

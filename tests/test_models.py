@@ -12,12 +12,12 @@ from torch import nn
 
 from nettebench.datasets.testing import LocalHTTPServer
 from nettebench.models.build import (
-    PretrainedWeightsUnavailable,
     build_model,
     fetch_weights,
     replace_classifier_heads,
     weights_file,
 )
+from nettebench.models.errors import PretrainedWeightsUnavailable
 from nettebench.study.model_names import (
     EFFICIENTNET_PYTORCH_MODELS,
     TORCHVISION_MODELS,

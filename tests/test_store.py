@@ -10,6 +10,7 @@ import pytest
 from PIL import Image
 
 from nettebench.data import store as st
+from nettebench.data import store_build as sb
 from nettebench.datasets.synthetic import generate
 
 RES = 32
@@ -25,7 +26,7 @@ def dataset(tmp_path_factory):
 @pytest.fixture(scope="module")
 def built(dataset, tmp_path_factory):
     out = tmp_path_factory.mktemp("store")
-    manifest = st.build_store(dataset, out, resolution=RES, jobs=2, progress=False)
+    manifest = sb.build_store(dataset, out, resolution=RES, jobs=2, progress=False)
     return out, manifest
 
 
@@ -104,7 +105,7 @@ def test_train_images_keep_their_whole_frame(dataset, built):
 def test_frames_wider_than_three_to_two_keep_their_centre():
     rng = np.random.default_rng(0)
     wide = Image.fromarray(rng.integers(0, 256, (20, 60, 3), dtype=np.uint8))  # 3:1
-    slot, size = st.full_frame(wide, 10)
+    slot, size = sb.full_frame(wide, 10)
     assert slot.shape == (10, 15, 3) and size == (10, 15)
     from torchvision import transforms
 
@@ -119,7 +120,7 @@ def test_policy_handles_portrait_and_landscape():
         from torchvision import transforms
 
         expected = np.asarray(transforms.CenterCrop(24)(transforms.Resize(24)(image)))
-        np.testing.assert_array_equal(np.asarray(st._shorter_side(image, 24)), expected)
+        np.testing.assert_array_equal(np.asarray(sb._shorter_side(image, 24)), expected)
 
 
 def test_store_opens_read_only(built):
@@ -134,7 +135,7 @@ def test_store_is_current_tracks_resolution_policy_and_data(tmp_path):
     generate(data, name="tiny", size=48, train_images=20, val_images=10, seed=1, jobs=1)
     out = tmp_path / "store"
     assert not st.store_is_current(out, data, RES, "shorter_side")
-    st.build_store(data, out, resolution=RES, jobs=1, progress=False)
+    sb.build_store(data, out, resolution=RES, jobs=1, progress=False)
     assert st.store_is_current(out, data, RES, "shorter_side")
     assert st.store_is_current(out, data / "dataset.json", RES)
     assert not st.store_is_current(out, data, RES + 8, "shorter_side")
@@ -154,7 +155,7 @@ def test_archive_sha256_is_the_source(tmp_path):
     info_path.write_text(json.dumps(info))
     assert st.source_of(data) == {"kind": "archive_sha256", "value": "ab" * 32}
     out = tmp_path / "store"
-    st.build_store(data, out, resolution=16, jobs=1, progress=False)
+    sb.build_store(data, out, resolution=16, jobs=1, progress=False)
     assert st.store_is_current(out, data, 16)
     info["sha256"] = "cd" * 32
     info_path.write_text(json.dumps(info))
@@ -165,12 +166,12 @@ def test_corrupt_image_fails_the_build_without_a_manifest(tmp_path):
     data = tmp_path / "data"
     generate(data, name="tiny", size=16, train_images=20, val_images=10, seed=3, jobs=1)
     out = tmp_path / "store"
-    st.build_store(data, out, resolution=16, jobs=1, progress=False)
+    sb.build_store(data, out, resolution=16, jobs=1, progress=False)
     assert (out / "store.json").is_file()
     bad = next((data / "data" / "val").iterdir()) / "broken.JPEG"
     bad.write_bytes(b"\xff\xd8\xff\xe0 this is not a JPEG")
     with pytest.raises(st.StoreError, match="broken.JPEG"):
-        st.build_store(data, out, resolution=16, jobs=2, progress=False)
+        sb.build_store(data, out, resolution=16, jobs=2, progress=False)
     assert not (out / "store.json").exists()
     assert not list(out.glob(st.WORK_PREFIX + "*"))
     assert not st.store_is_current(out, data, 16)
@@ -180,20 +181,20 @@ def test_corrupt_image_fails_the_build_without_a_manifest(tmp_path):
 
 def test_unknown_policy_names_the_allowed_ones(dataset, tmp_path):
     with pytest.raises(st.StoreError, match="resize_policy must be one of shorter_side; got"):
-        st.build_store(dataset, tmp_path, resolution=RES, resize_policy="stretch")
+        sb.build_store(dataset, tmp_path, resolution=RES, resize_policy="stretch")
     assert not (tmp_path / "store.json").exists()
 
 
 def test_command_line_builds_then_says_nothing_to_do(dataset, tmp_path, capsys):
     out = tmp_path / "store"
     argv = ["--data", str(dataset / "dataset.json"), "--out-dir", str(out), "--resolution", "16"]
-    assert st.main([*argv, "--jobs", "1"]) == 0
+    assert sb.main([*argv, "--jobs", "1"]) == 0
     first = capsys.readouterr().out
     assert "stored 60 train / 20 val images at 16 px" in first and "MB" in first
-    assert st.main(argv) == 0
+    assert sb.main(argv) == 0
     assert "nothing to do" in capsys.readouterr().out
     assert (
-        st.main(["--data", str(tmp_path / "missing"), "--out-dir", str(out), "--resolution", "16"])
+        sb.main(["--data", str(tmp_path / "missing"), "--out-dir", str(out), "--resolution", "16"])
         == 1
     )
     assert "does not exist" in capsys.readouterr().err

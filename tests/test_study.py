@@ -14,13 +14,13 @@ from nettebench.study.grid import ConfigError
 from nettebench.study.workflow import Study, plan_dataset
 
 ENTRY_POINTS = {
-    "store": "data/store.py",
+    "store": "data/store_build.py",
     "train": "training/cli.py",
     "bench": "benchmarks/ceiling.py",
     "aggregate": "report/aggregate.py",
     "figures": "report/figures.py",
     "profile": "profiling/cli.py",
-    "profile_aggregate": "report/kernel_tables.py",
+    "profile_aggregate": "report/tables/kernels.py",
     "profile_figures": "report/kernel_figure.py",
     "builds": "builds/build.py",
 }

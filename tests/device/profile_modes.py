@@ -5,7 +5,7 @@ Runs without Snakemake (the GPU machine has none): ``python -m nettebench.profil
 process per profile, as the workflow's cell_profile rule runs it. Prints each profile's top-5
 kernels and its category shares, and writes into --out: ``profiles/<backend>-<mode>/`` (every
 file the profile command writes, except the nsys report and traces when they are large),
-``summary.md`` (what is printed) and, via nettebench.report.kernel_tables, ``top_kernels.md`` and
+``summary.md`` (what is printed) and, via nettebench.report.tables.kernels, ``top_kernels.md`` and
 ``kernel_categories.csv``.
 
     PYTHONPATH=scripts python3 tests/device/profile_modes.py --out $OUT [--smoke]
@@ -90,7 +90,7 @@ def main() -> None:
 
     if summaries:
         subprocess.run(
-            [sys.executable, "-m", "nettebench.report.kernel_tables", "--out-dir", str(out),
+            [sys.executable, "-m", "nettebench.report.tables.kernels", "--out-dir", str(out),
              *map(str, summaries)],
             env=env, check=False,
         )  # fmt: skip

@@ -35,10 +35,14 @@ from typing import Any
 import torch
 
 from nettebench.builds import activate as libraries
+from nettebench.builds.activate import LibraryError
+from nettebench.datasets.info import load_data_root
 from nettebench.records import environment
 from nettebench.records import files as records
 from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
 from nettebench.study.precision import unsupported_reason
+from nettebench.training.cli import oom_message, resolve_device
+from nettebench.training.loop import peak_memory_mb, reset_peak_memory, synchronize
 
 WARMUP_STEPS = 10
 STEPS = 30
@@ -130,9 +134,9 @@ def measure_cell(
     against it, as in the trainer (:func:`nettebench.builds.activate.activate`).
     """
     libraries.activate(cell, builds_dir)
-    from nettebench.training.cli import oom_message, resolve_device
+    # Boundary (see the package docstring): imported after activate(), because it imports
+    # torchvision, and a cell's torchvision build must be first on the path before that.
     from nettebench.training.fit import choose_batch_size, configure_determinism
-    from nettebench.training.loop import peak_memory_mb, reset_peak_memory
 
     if steps < 1 or warmup_steps < 0:
         raise ValueError(f"need steps >= 1 and warmup_steps >= 0, got {steps} and {warmup_steps}")
@@ -200,8 +204,9 @@ def _time_steps(
     they exceed their share of MAX_SECONDS (keeping at least one warm-up and MIN_STEPS timed
     steps), so a large batch costs seconds, not the better part of an hour.
     """
+    # Boundary (see the package docstring): imported after activate(), because it imports
+    # torchvision, and a cell's torchvision build must be first on the path before that.
     from nettebench.training.fit import make_runner
-    from nettebench.training.loop import synchronize
 
     runner = make_runner(cell, device, num_classes, batch)
     runner.model.train()
@@ -294,10 +299,7 @@ def main(argv: list[str] | None = None) -> int:
         print(slurm_line, file=sys.stderr, flush=True)
     num_classes = args.num_classes
     if args.data:
-        from nettebench.datasets.info import load_data_root
-
         num_classes = len(load_data_root(args.data).classes)
-    from nettebench.builds.activate import LibraryError
 
     try:
         record = measure_cell(

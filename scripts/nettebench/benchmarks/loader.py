@@ -19,6 +19,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from nettebench.datasets.info import load_data_root
+from nettebench.records.atomic import write_json_atomic
+from nettebench.study.cell import CellSpec
+from nettebench.training.cli import resolve_device
+from nettebench.training.fit import build_loaders, seed_epoch
+from nettebench.training.loop import synchronize
+
 LOADERS = ("pil", "cached")
 
 
@@ -35,13 +44,6 @@ def measure(
     store_dir: str | Path,
 ) -> dict[str, Any]:
     """Training img/s one loader delivers on ``device`` (best of the timed window)."""
-    import torch
-
-    from nettebench.datasets.info import load_data_root
-    from nettebench.study.cell import CellSpec
-    from nettebench.training.cli import resolve_device
-    from nettebench.training.fit import build_loaders, seed_epoch
-    from nettebench.training.loop import synchronize
 
     target = resolve_device(device)
     data_root = load_data_root(data)
@@ -106,8 +108,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default=None, help="write the results here as JSON")
     args = parser.parse_args(argv)
     if args.threads:
-        import torch
-
         torch.set_num_threads(args.threads)
     store_dir = args.store or Path(args.out or ".").resolve().parent / "loader-bench-store"
     results = []
@@ -134,8 +134,6 @@ def main(argv: list[str] | None = None) -> int:
     if len(by_loader) == 2:
         print(f"cached / pil: {by_loader['cached'] / by_loader['pil']:.1f}x", flush=True)
     if args.out:
-        from nettebench.records.atomic import write_json_atomic
-
         write_json_atomic(args.out, {"results": results})
     return 0
 

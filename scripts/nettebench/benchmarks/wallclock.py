@@ -28,6 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from nettebench.records.atomic import write_json_atomic
+from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
+
 DEFAULT_VARIANTS = ("loader=pil", "loader=cached")
 COLUMNS = (
     ("variant", "{}"),
@@ -56,7 +59,6 @@ def parse_variant(text: str) -> dict[str, str]:
 
 def build_store(data: str, store_dir: Path, trainer_args: list[str]) -> float:
     """Build the cached loader's store for the trainer's image size; return the seconds."""
-    from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
 
     parser = argparse.ArgumentParser(add_help=False)
     add_cell_options(parser)
@@ -67,7 +69,7 @@ def build_store(data: str, store_dir: Path, trainer_args: list[str]) -> float:
         [
             sys.executable,
             "-m",
-            "nettebench.data.store",
+            "nettebench.data.store_build",
             "--data",
             data,
             "--out-dir",
@@ -150,8 +152,6 @@ def main(argv: list[str] | None = None) -> int:
     rows = [run_variant(args.data, out_dir, store_dir, v, trainer_args) for v in variants]
     print(format_table(rows), flush=True)
     if args.json:
-        from nettebench.records.atomic import write_json_atomic
-
         write_json_atomic(args.json, {"trainer_args": trainer_args, "rows": rows})
     return 0 if all(row["status"] == "ok" for row in rows) else 1
 

@@ -22,10 +22,19 @@ from __future__ import annotations
 
 import math
 import sys
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
+import torch.nn.functional as F
+from torch.utils.data import DataLoader
+from torchvision.transforms import RandomResizedCrop
+
+from nettebench.data import augment
+from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD, Loaders, _seed_worker
+from nettebench.study.cell import VAL_RESIZE_RATIO
 
 # Use at most this share of the free device memory for the store (the rest is for training).
 DEVICE_MEMORY_SHARE = 0.5
@@ -50,7 +59,6 @@ class CachedSplit:
         return n // self.batch_size if self.train else math.ceil(n / self.batch_size)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        from nettebench.data import augment
 
         n = self.images.shape[0]
         if self.train:
@@ -96,7 +104,6 @@ class _StoreBatches(torch.utils.data.Dataset):
     def __init__(self, images, labels, image_size: int, train: bool, sizes=None):
         # Imported here, in the main process, so that workers forked every epoch inherit it
         # instead of each importing torchvision's transforms again (~0.3 s per worker).
-        from torchvision.transforms import RandomResizedCrop
 
         self.crop_params = RandomResizedCrop.get_params
         self.images, self.labels, self.sizes = images, labels, sizes
@@ -106,7 +113,6 @@ class _StoreBatches(torch.utils.data.Dataset):
         return len(self.labels)
 
     def __getitems__(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        import numpy as np
 
         side = self.image_size
         if torch.utils.data.get_worker_info() is None:
@@ -132,7 +138,6 @@ class _StoreBatches(torch.utils.data.Dataset):
         return crop.flip(-1) if torch.rand(1).item() < 0.5 else crop
 
     def _val_crop(self, image: torch.Tensor) -> torch.Tensor:
-        from nettebench.study.cell import VAL_RESIZE_RATIO
 
         resized = round(self.image_size / VAL_RESIZE_RATIO)
         height, width = image.shape[1:]
@@ -147,7 +152,6 @@ class _StoreBatches(torch.utils.data.Dataset):
 
 def _resize(image: torch.Tensor, size) -> torch.Tensor:
     """Antialiased bilinear resize of one uint8 CHW image (torchvision's tensor resize)."""
-    import torch.nn.functional as F
 
     size = (size, size) if isinstance(size, int) else size
     # A crop of an HWC image is channels-last but not contiguous; made contiguous first, the
@@ -185,7 +189,6 @@ class _NormalisedBatches:
         return len(self.loader)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD
 
         scale = 1 / (torch.tensor(IMAGENET_STD) * 255)
         shift = -torch.tensor(IMAGENET_MEAN) * 255 * scale
@@ -231,9 +234,6 @@ def _no_views_or_saves(buffer: torch.Tensor) -> bool:
 
 
 def _cpu_loaders(store, *, image_size: int, batch_size: int, workers: int, channels_last: bool):
-    from torch.utils.data import DataLoader
-
-    from nettebench.data.pil import _seed_worker
 
     generator = torch.Generator()
 
@@ -256,7 +256,6 @@ def _cpu_loaders(store, *, image_size: int, batch_size: int, workers: int, chann
 def _store_loaders(store, split, generator: torch.Generator):
     """The trainer's ``Loaders`` over a store, each split made by ``split(images, labels,
     train, sizes)`` (train: the full frames and their sizes; val: square images)."""
-    from nettebench.data.pil import Loaders
 
     return Loaders(
         train=split(store.train, store.train_labels, True, store.train_sizes),
@@ -317,7 +316,6 @@ def build_cached_loaders(
 def _as_tensor(array) -> torch.Tensor:
     """A tensor over the store's read-only memmap, without copying it into memory (batches are
     only ever read from it; torch warns about non-writable arrays, which is moot here)."""
-    import warnings
 
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="The given NumPy array is not writable")

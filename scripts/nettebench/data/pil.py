@@ -7,10 +7,13 @@ training, resize to ``image_size / 0.875`` + centre crop for validation, ImageNe
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch.utils.data import DataLoader
+from torchvision import datasets, transforms
 
 from nettebench.study.cell import VAL_RESIZE_RATIO
 
@@ -43,7 +46,6 @@ def build_pil_loaders(
     epoch starts fresh workers seeded from that generator, so an epoch's augmentations depend
     only on its seed, which is what lets a resumed run repeat them exactly.
     """
-    from torchvision import datasets, transforms
 
     normalize = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
     train_set = datasets.ImageFolder(
@@ -84,9 +86,6 @@ def build_pil_loaders(
 
 def _seed_worker(worker_id: int) -> None:
     """Seed python's and numpy's RNGs in each worker from torch's per-worker seed."""
-    import random
-
-    import numpy as np
 
     worker_seed = torch.initial_seed() % 2**32
     np.random.seed(worker_seed)

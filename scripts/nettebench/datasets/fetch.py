@@ -33,6 +33,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from nettebench.records.atomic import write_json_atomic
 
 from .errors import DatasetError, report
@@ -167,7 +169,6 @@ def _download(
 def _download_once(
     url: str, part: Path, *, timeout: float, progress: bool | None, label: str
 ) -> Digests:
-    from tqdm import tqdm  # imported here: the workflow imports this package at parse time
 
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
     response = _open(request, timeout)

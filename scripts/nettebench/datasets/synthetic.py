@@ -31,6 +31,7 @@ import argparse
 import colorsys
 import io
 import math
+import multiprocessing
 import os
 import sys
 from functools import partial
@@ -39,6 +40,7 @@ from typing import Any
 
 import numpy as np
 from PIL import Image
+from tqdm import tqdm
 
 from nettebench.records.atomic import install_tree, make_work_dir, remove_tree
 
@@ -217,7 +219,6 @@ def generate(
     None shows a bar only when stderr is a terminal. Returns the dataset.json written.
     """
     _check_arguments(size, train_images, val_images, num_classes, jobs)
-    from tqdm import tqdm
 
     out_dir = Path(out_dir)
     (out_dir / INFO_FILE).unlink(missing_ok=True)
@@ -238,8 +239,6 @@ def generate(
                     worker(task)
                     bar.update()
             else:
-                import multiprocessing
-
                 chunk = max(1, min(64, len(tasks) // (jobs * 8)))
                 with multiprocessing.Pool(jobs) as pool:
                     for _ in pool.imap_unordered(worker, tasks, chunksize=chunk):

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+from PIL import Image
+
 TINY_CLASSES = ("n01440764", "n02102040", "n02979186")
 
 
@@ -33,7 +35,6 @@ def make_image_tree(
     size: int = 16,
 ) -> Path:
     """Write ``root/{train,val}/<class>/<class>_<i>.JPEG`` with tiny solid-colour JPEGs."""
-    from PIL import Image
 
     root = Path(root)
     for split, count in (("train", train_per_class), ("val", val_per_class)):

@@ -24,13 +24,17 @@ from pathlib import Path
 from urllib.error import URLError
 from urllib.parse import urlparse
 
+import torch
+import torchvision
+from efficientnet_pytorch import EfficientNet
+from efficientnet_pytorch.utils import url_map
+from torch import nn
+from torch.hub import HASH_REGEX
+
+from nettebench.models.errors import PretrainedWeightsUnavailable
 from nettebench.study.model_names import EFFICIENTNET_PYTORCH_MODELS, check_model_name
 
 DOWNLOAD_TIMEOUT_S = 60  # per blocking socket operation, so a silent firewall fails, not hangs
-
-
-class PretrainedWeightsUnavailable(RuntimeError):
-    """The pretrained weights are not in the torch hub cache and could not be downloaded."""
 
 
 @dataclass(frozen=True)
@@ -45,7 +49,6 @@ class WeightsFile:
     def path(self) -> Path:
         """``<torch.hub.get_dir()>/checkpoints/<file name from the URL>``, read at call time
         (``torch.hub.get_dir()`` follows ``TORCH_HOME`` unless ``torch.hub.set_dir`` was used)."""
-        import torch
 
         return Path(torch.hub.get_dir()) / "checkpoints" / os.path.basename(urlparse(self.url).path)
 
@@ -54,11 +57,8 @@ def weights_file(name: str) -> WeightsFile:
     """The default pretrained weights ``build_model(name, ..., pretrained=True)`` loads."""
     check_model_name(name)
     if name in EFFICIENTNET_PYTORCH_MODELS:
-        from efficientnet_pytorch.utils import url_map
-
         # efficientnet_pytorch loads through torch.utils.model_zoo.load_url: no hash check.
         return WeightsFile(name, url_map[name], check_hash=False)
-    import torchvision
 
     weights = torchvision.models.get_model_weights(name).DEFAULT
     return WeightsFile(name, weights.url, check_hash=True)
@@ -78,7 +78,6 @@ def fetch_weights(name: str, *, download: bool = True) -> Path:
         return path
     if not download:
         raise _unavailable(source, "it is not in the torch hub cache and downloading is off")
-    import torch
 
     path.parent.mkdir(parents=True, exist_ok=True)
     hash_prefix = _hash_prefix(path.name) if source.check_hash else None
@@ -104,14 +103,11 @@ def build_model(name: str, num_classes: int, *, pretrained: bool = False, downlo
     if pretrained:
         fetch_weights(name, download=download)
     if name in EFFICIENTNET_PYTORCH_MODELS:
-        from efficientnet_pytorch import EfficientNet
-
         if pretrained:
             # Reads the file fetch_weights cached and, for num_classes != 1000, drops the
             # checkpoint's _fc and checks that only _fc is missing (load_fc=False).
             return EfficientNet.from_pretrained(name, num_classes=num_classes)
         return EfficientNet.from_name(name, num_classes=num_classes)
-    import torchvision
 
     if not pretrained:
         return torchvision.models.get_model(name, weights=None, num_classes=num_classes)
@@ -136,7 +132,6 @@ def _torchvision_pretrained(name: str, num_classes: int):
     (googlenet's builder removes its auxiliary heads). "The last Linear" would miss that one.
     The new layers get PyTorch's default initialisation.
     """
-    import torchvision
 
     weights = torchvision.models.get_model_weights(name).DEFAULT
     model = torchvision.models.get_model(name, weights=weights)
@@ -152,7 +147,6 @@ def replace_classifier_heads(model, old_classes: int, num_classes: int) -> list[
     The layers are ``nn.Linear`` or 1x1 ``nn.Conv2d`` modules; each new layer has the old one's
     input size, bias, device and dtype. Returns the replaced modules' names.
     """
-    from torch import nn
 
     heads = [
         (name, module)
@@ -191,7 +185,6 @@ def _unavailable(source: WeightsFile, reason: str) -> PretrainedWeightsUnavailab
 
 def _hash_prefix(file_name: str) -> str | None:
     """The sha256 prefix in a ``name-<sha256 prefix>.ext`` file name, as torch.hub reads it."""
-    from torch.hub import HASH_REGEX
 
     match = HASH_REGEX.search(file_name)
     return match.group(1) if match else None

@@ -18,10 +18,19 @@ is a result (``status`` in profile.json, empty tables, exit status 0), as for th
 from __future__ import annotations
 
 import argparse
+import gzip
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from nettebench.builds import activate as libraries
+from nettebench.builds.activate import LibraryError
+from nettebench.datasets import DatasetError
+from nettebench.datasets.info import load_data_root
+from nettebench.models.errors import PretrainedWeightsUnavailable
 from nettebench.profiling import (
     BACKENDS,
     CATEGORIES_FILE,
@@ -37,11 +46,17 @@ from nettebench.profiling import (
     STATUS_UNSUPPORTED,
     SUMMARY_FILE,
     TRACE_FILE,
+    backends,
 )
+from nettebench.profiling.backends import BackendUnavailable
+from nettebench.profiling.external import ToolFailed, run_inner
 from nettebench.profiling.summaries import TABLE_COLUMNS, Tables, category_rows, write_csv
 from nettebench.records import environment
 from nettebench.records.atomic import write_bytes_atomic, write_json_atomic
 from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
+from nettebench.study.precision import unsupported_reason
+from nettebench.training.apex import ApexAmpUnavailable
+from nettebench.training.cli import oom_message, resolve_device
 
 CATEGORY_NOTES = {
     SOURCE_GPU: "categories: GPU time of kernels and memory operations",
@@ -84,13 +99,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Profile one cell; a problem the user must fix is one line and exit status 1."""
-    from nettebench.builds.activate import LibraryError
-    from nettebench.datasets import DatasetError
-    from nettebench.models.build import PretrainedWeightsUnavailable
-    from nettebench.profiling.backends import BackendUnavailable
-    from nettebench.profiling.external import ToolFailed
-    from nettebench.training.apex import ApexAmpUnavailable
-
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return _main(argv)
@@ -107,20 +115,15 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
-    import torch
 
-    from nettebench.builds import activate as libraries
-    from nettebench.profiling import backends
+    # Boundary (see the package docstring): imported after activate(), because it imports
+    # torchvision, and a cell's torchvision build must be first on the path before that.
     from nettebench.profiling.window import Window
-    from nettebench.study.precision import unsupported_reason
-    from nettebench.training.cli import oom_message, resolve_device
 
     args = build_parser().parse_args(argv)
     if args.steps < 1 or args.warmup_steps < 0:
         raise SystemExit("error: --steps must be >= 1 and --warmup-steps >= 0")
     if args.dataset is None:
-        from nettebench.datasets.info import load_data_root
-
         args.dataset = load_data_root(args.data).name
     cell = cell_from_args(args)
     libraries.activate(cell)  # a cell naming a torchvision/apex build is profiled against it
@@ -154,7 +157,8 @@ def _main(argv: list[str]) -> int:
 
 def _inner(backend, cell, data, device, store_dir, window, out_dir) -> int:
     """The run an external profiler starts (see nettebench.profiling.external)."""
-    from nettebench.profiling.external import run_inner
+    # Boundary (see the package docstring): imported after activate(), because it imports
+    # torchvision, and a cell's torchvision build must be first on the path before that.
     from nettebench.profiling.window import Workload
 
     workload = Workload(cell, data, device, store_dir)
@@ -167,10 +171,13 @@ def _inner(backend, cell, data, device, store_dir, window, out_dir) -> int:
 
 def _profile(backend, argv, cell, data, device, store_dir, window, out_dir) -> dict[str, Any]:
     """Run one backend; return the tables, categories, trace and totals it found."""
-    import gzip
-    import json
 
+    # Boundary (see the package docstring): imported after activate(), because it imports
+    # torchvision, and a cell's torchvision build must be first on the path before that.
     from nettebench.profiling import external, nsys_backend, nvprof_backend, torch_backend
+
+    # Boundary (see the package docstring): imported after activate(), because it imports
+    # torchvision, and a cell's torchvision build must be first on the path before that.
     from nettebench.profiling.window import Workload
 
     if backend == "torch":
@@ -262,7 +269,6 @@ def _write(
     totals=None,
 ) -> int:
     """Write every output file; a profile that did not run writes them empty."""
-    import gzip
 
     tables = tables or Tables()
     for name, columns in TABLE_COLUMNS.items():

@@ -10,18 +10,24 @@ writes ``window.json`` for the outer process, which turns the tool's reports int
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shlex
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from nettebench.profiling.window import Window, Workload
+import torch
+
 from nettebench.records.atomic import write_json_atomic
 
 WINDOW_FILE = "window.json"
+
+
+if TYPE_CHECKING:  # only for annotations: window imports the trainer, which imports torchvision
+    from nettebench.profiling.window import Window, Workload
 
 
 class ToolFailed(RuntimeError):
@@ -30,9 +36,6 @@ class ToolFailed(RuntimeError):
 
 def run_inner(workload: Workload, window: Window, work_dir: Path, *, operator_ranges: bool) -> None:
     """The inner run: warm-up, then the window inside the tool's capture range."""
-    import contextlib
-
-    import torch
 
     workload.run(window.warmup_steps)
     torch.cuda.profiler.start()

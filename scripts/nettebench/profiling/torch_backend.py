@@ -18,14 +18,15 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import torch
+from torch.profiler import ProfilerActivity, schedule
+
 from nettebench.profiling.trace import TraceSummary, summarise
 from nettebench.profiling.window import Window, Workload
 
 
 def profile(workload: Workload, window: Window) -> tuple[TraceSummary, bytes, dict[str, Any]]:
     """Run the window under torch.profiler; return its summary, the gzipped trace, tool info."""
-    import torch
-    from torch.profiler import ProfilerActivity, schedule
 
     activities = [ProfilerActivity.CPU]
     if workload.device.type == "cuda":

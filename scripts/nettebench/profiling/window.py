@@ -10,6 +10,7 @@ epoch after epoch, seeded like the trainer's epochs, when the window is longer t
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -17,7 +18,15 @@ from pathlib import Path
 
 import torch
 
+from nettebench.datasets.info import load_data_root
 from nettebench.study.cell import CellSpec
+from nettebench.training.fit import (
+    build_loaders,
+    choose_batch_size,
+    configure_determinism,
+    make_runner,
+    seed_epoch,
+)
 
 
 @dataclass
@@ -44,13 +53,6 @@ class Workload:
     """A cell's model, training step and endless batch stream, ready to step."""
 
     def __init__(self, cell: CellSpec, data_path: str | Path, device: torch.device, store_dir):
-        from nettebench.datasets.info import load_data_root
-        from nettebench.training.fit import (
-            build_loaders,
-            choose_batch_size,
-            configure_determinism,
-            make_runner,
-        )
 
         self.cell = cell
         self.device = device
@@ -66,7 +68,6 @@ class Workload:
         self._batches = self._endless()
 
     def _endless(self) -> Iterator:
-        from nettebench.training.fit import seed_epoch
 
         epoch = 0
         while True:
@@ -103,7 +104,6 @@ class Workload:
         profiler's schedule, whose last call may take long to process the trace: it is never
         timed).
         """
-        import contextlib
 
         self.synchronize()
         start = time.perf_counter()

@@ -18,12 +18,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import torch
+
+from nettebench.builds.activate import find_build
+from nettebench.builds.catalog import LIBRARIES
+
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def collect() -> dict[str, Any]:
     """Host, CPU, GPU, driver and library versions, and the project's git commit."""
-    import torch
 
     cuda = torch.cuda.is_available()
     commit = _git("rev-parse", "HEAD")
@@ -54,7 +58,6 @@ def collect() -> dict[str, Any]:
 
 def device_info(device) -> dict[str, Any]:
     """The device a result was measured on: type, name (GPU or CPU model), torch CPU threads."""
-    import torch
 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
     return {"type": device.type, "name": name, "threads": torch.get_num_threads()}
@@ -212,8 +215,6 @@ def library_builds() -> dict[str, Any]:
     (:func:`nettebench.builds.activate.find_build`), so a build is recorded even when the library
     records no commit of its own (apex).
     """
-    from nettebench.builds.activate import find_build
-    from nettebench.builds.catalog import LIBRARIES
 
     found: dict[str, Any] = {}
     for library in LIBRARIES.values():
@@ -230,6 +231,8 @@ def library_builds() -> dict[str, Any]:
 def _torchvision_git_version() -> str | None:
     """The commit torchvision was built from, as its build recorded it (None: unknown)."""
     try:
+        # Boundary (see the package docstring): imported after activate(), because it imports
+        # torchvision, and a cell's torchvision build must be first on the path before that.
         from torchvision import version
     except Exception:  # not installed, or broken: recorded as unknown
         return None

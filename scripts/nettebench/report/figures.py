@@ -17,7 +17,8 @@ look like a bar nobody asked for.
 
 SVGs are deterministic (fixed ``svg.hashsalt``, no date), so rerunning the workflow does not churn
 files under version control. Figures are drawn on :class:`matplotlib.figure.Figure` objects with
-the Agg canvas directly, never through pyplot's global state, so importing this module does not
+the Agg canvas directly (helpers: :mod:`nettebench.report.plotting`), never through pyplot's
+global state, so importing this module does not
 change the backend of whoever imports it. No torch.
 
 Usage::
@@ -29,7 +30,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 from collections.abc import Sequence
@@ -39,23 +39,30 @@ from typing import Any
 import matplotlib as mpl
 import numpy as np
 import pandas as pd
-import seaborn as sns
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.patches import Patch
 
 from nettebench.report import format as T
-from nettebench.report.aggregate import EPOCH_ID_COLUMNS, row_keys
+from nettebench.report.collect import EPOCH_ID_COLUMNS
+from nettebench.report.grids import row_keys
+from nettebench.report.plotting import (
+    bar_width,
+    empty_figure,
+    grouped_bars,
+    new_figure,
+    precision_colors,
+    read_table,
+    save,
+    style,
+)
 from nettebench.study import outputs
 
 FIGURE_NAMES = outputs.FIGURE_NAMES
-FORMATS = ("png", "svg")
-DPI = 150
+
+
 BASELINE_PRECISION = "O0"  # what the speed-up figure divides by: the study's pure-fp32 level
-CPU_HATCH = "//"
-CEILING_LABEL = "compute ceiling"  # legend entry of the dashed outline over a throughput bar
-CEILING_EDGE = "0.1"
+
+
 # Keys the bar figures put on the x axis, the hue or the facet title rather than in row labels
 # (max_steps is how a cell was timed, not what was timed).
 # Columns the figures use; a CSV without them (an empty study) gets them as all-missing.
@@ -78,193 +85,9 @@ _RUN_COLUMNS = (
     "ceiling_status",
     "ceiling_img_s",
 )
+
+
 _EPOCH_COLUMNS = (*EPOCH_ID_COLUMNS, "epoch", "val_top1", "val_top5")
-_NUMERIC = (
-    "batch_size",
-    "epochs",
-    "seed",
-    "epoch",
-    "time_for_epochs_s",
-    "epoch_s_median",
-    "train_img_s",
-    "ceiling_img_s",
-    "val_top1",
-    "val_top5",
-)
-
-
-def style() -> dict[str, Any]:
-    """seaborn's whitegrid look plus what makes the SVG bytes reproducible."""
-    return {
-        **sns.axes_style("whitegrid"),
-        **sns.plotting_context("notebook", font_scale=0.8),
-        "svg.hashsalt": "nettebench",  # stable element ids
-        "svg.fonttype": "path",  # glyphs as paths: no dependence on installed fonts
-        "figure.dpi": DPI,
-    }
-
-
-def precision_colors(names: Sequence[str]) -> dict[str, Any]:
-    """One colour per precision, fixed by its place in the display order, in every figure."""
-    palette = sns.color_palette("colorblind", 10)
-    ranked = T.sort_precisions([*T.PRECISION_ORDER, *names])
-    return {name: palette[i % len(palette)] for i, name in enumerate(ranked)}
-
-
-# --------------------------------------------------------------------------------------- reading
-
-
-def read_table(path: str | os.PathLike, columns: Sequence[str]) -> pd.DataFrame:
-    """Read one aggregate CSV; an empty file or one without rows gives an empty frame.
-
-    Missing columns are added as all-missing, numeric ones are coerced, so a partial study
-    draws "no data" panels instead of raising.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such table (run nettebench.report.aggregate first)")
-    try:
-        frame = pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        frame = pd.DataFrame()
-    for column in columns:
-        if column not in frame.columns:
-            frame[column] = pd.Series(dtype=object)
-    for column in _NUMERIC:
-        if column in frame.columns:
-            frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    if "extrapolated" in frame.columns:
-        frame["extrapolated"] = frame["extrapolated"].map(T.as_bool).astype(bool)
-    return frame
-
-
-# -------------------------------------------------------------------------------------- drawing
-
-
-def _new_figure(panels: int, *, panel_width: float, panel_height: float = 3.6) -> tuple:
-    """A figure with ``panels`` axes, two per row at most."""
-    panels = max(panels, 1)
-    ncols = min(panels, 2)
-    nrows = math.ceil(panels / ncols)
-    fig = Figure(figsize=(panel_width * ncols, panel_height * nrows + 0.4), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
-    for ax in axes[panels:]:
-        ax.set_visible(False)
-    return fig, list(axes[:panels])
-
-
-def _message(ax, text: str) -> None:
-    """Write ``text`` in the middle of an empty panel."""
-    ax.text(
-        0.5,
-        0.5,
-        text,
-        ha="center",
-        va="center",
-        transform=ax.transAxes,
-        fontsize=11,
-        color="0.35",
-        wrap=True,
-    )
-    ax.set_xticks([])
-    ax.set_yticks([])
-
-
-def _empty_figure(title: str, text: str) -> Figure:
-    fig, (ax,) = _new_figure(1, panel_width=6.0)
-    _message(ax, text)
-    ax.set_title(title)
-    return fig
-
-
-def _bar_width(categories: int, hues: int) -> float:
-    return max(5.0, 0.32 * categories * max(hues, 1) + 2.0)
-
-
-def _grouped_bars(
-    ax,
-    frame: pd.DataFrame,
-    *,
-    categories: Sequence[str],
-    hues: Sequence[str],
-    colors: dict[str, Any],
-    hatched: Sequence[str] = (),
-) -> None:
-    """Bars of the mean ``value`` per (``label``, ``hue``), error bars = sd over seeds.
-
-    ``frame`` has columns label, hue, status, value (one row per seed). Where a (label, hue)
-    has rows but none finished, its outcome (``OOM``, ``n/a``) is written where the bar would be.
-    An optional column ``outline`` (the compute ceiling) is drawn, as its mean over the seeds
-    that have one, as an unfilled dashed bar over the bar, and gets a legend entry.
-    """
-    width = 0.8 / max(len(hues), 1)
-    text_transform = ax.get_xaxis_transform()  # x in data, y in axes fraction
-    outlined = False
-    for j, hue in enumerate(hues):
-        offsets = np.arange(len(categories)) - 0.4 + width * (j + 0.5)
-        for i, category in enumerate(categories):
-            seeds = frame[(frame["label"] == category) & (frame["hue"] == hue)]
-            if seeds.empty:
-                continue
-            outline = seeds["outline"].dropna() if "outline" in seeds else pd.Series(dtype=float)
-            if len(outline):
-                outlined = True
-                ax.bar(
-                    offsets[i],
-                    outline.mean(),
-                    width,
-                    fill=False,
-                    edgecolor=CEILING_EDGE,
-                    linestyle="--",
-                    linewidth=0.9,
-                    zorder=3,  # over the filled bar, so it shows where the bar is taller
-                )
-            values = seeds.loc[seeds["status"] == "ok", "value"].dropna()
-            if len(values):
-                spread = values.std(ddof=1) if len(values) > 1 else None
-                ax.bar(
-                    offsets[i],
-                    values.mean(),
-                    width,
-                    yerr=spread,
-                    capsize=2,
-                    color=colors[hue],
-                    edgecolor="0.2" if hue in hatched else "white",
-                    hatch=CPU_HATCH if hue in hatched else None,
-                    linewidth=0.6,
-                    error_kw={"elinewidth": 0.8, "ecolor": "0.2"},
-                )
-            else:
-                text = T.outcome_cell(list(seeds["status"]), None, str)
-                if text:
-                    ax.text(
-                        offsets[i],
-                        0.02,
-                        text,
-                        transform=text_transform,
-                        rotation=90,
-                        ha="center",
-                        va="bottom",
-                        fontsize=7,
-                        color="0.2",
-                    )
-    ax.set_xticks(range(len(categories)), categories, rotation=20, ha="right")
-    ax.set_xlim(-0.6, len(categories) - 0.4)
-    handles = [
-        Patch(
-            facecolor=colors[h],
-            hatch=CPU_HATCH if h in hatched else None,
-            edgecolor="0.2" if h in hatched else "white",
-            label=h,
-        )
-        for h in hues
-    ]
-    if outlined:
-        handles.append(
-            Patch(fill=False, edgecolor=CEILING_EDGE, linestyle="--", label=CEILING_LABEL)
-        )
-    ax.legend(handles=handles, title="precision", fontsize=7, title_fontsize=8, frameon=True)
 
 
 def _facet_title(dataset: Any, epochs: Any, frame: pd.DataFrame) -> str:
@@ -307,11 +130,11 @@ def _precision_bar_panels(runs: pd.DataFrame, facets, value: str):
     (colours fixed across the figure). Returns the figure and its (axes, frame) pairs for the
     caller's own labels and marks."""
     colors = precision_colors(runs["precision"].dropna().astype(str))
-    widest = max(_bar_width(f["label"].nunique(), f["precision"].nunique()) for _, f in facets)
-    fig, axes = _new_figure(len(facets), panel_width=widest)
+    widest = max(bar_width(f["label"].nunique(), f["precision"].nunique()) for _, f in facets)
+    fig, axes = new_figure(len(facets), panel_width=widest)
     panels = []
     for ax, (facet_title, frame) in zip(axes, facets, strict=True):
-        _grouped_bars(
+        grouped_bars(
             ax,
             _bar_frame(frame, value),
             categories=list(frame["label"].unique()),
@@ -328,7 +151,7 @@ def plot_time(runs: pd.DataFrame) -> Figure:
     title = "Time for all epochs by model and precision"
     facets = _matrix_facets(runs)
     if not facets:
-        return _empty_figure(title, "no data: no matrix cells in runs.csv")
+        return empty_figure(title, "no data: no matrix cells in runs.csv")
     fig, panels = _precision_bar_panels(runs, facets, "time_for_epochs_s")
     for ax, frame in panels:
         ax.set_ylabel("seconds (mean ± sd over seeds)")
@@ -351,7 +174,7 @@ def plot_speedup(runs: pd.DataFrame) -> Figure:
     title = f"Speed-up over {BASELINE_PRECISION} (time for all epochs)"
     matrix_facets = _matrix_facets(runs)
     if not matrix_facets:
-        return _empty_figure(title, "no data: no matrix cells in runs.csv")
+        return empty_figure(title, "no data: no matrix cells in runs.csv")
     facets = []
     for facet_title, frame in matrix_facets:
         base = frame[(frame["precision"] == BASELINE_PRECISION) & (frame["status"] == "ok")]
@@ -364,7 +187,7 @@ def plot_speedup(runs: pd.DataFrame) -> Figure:
         others = others.assign(speedup=others["label"].map(base_time) / others["time_for_epochs_s"])
         facets.append((facet_title, others))
     if not facets:
-        return _empty_figure(title, f"no {BASELINE_PRECISION} cells to compare against")
+        return empty_figure(title, f"no {BASELINE_PRECISION} cells to compare against")
     fig, panels = _precision_bar_panels(runs, facets, "speedup")
     for ax, _frame in panels:
         ax.axhline(1.0, color="0.15", linewidth=1.0, linestyle="--", zorder=3)
@@ -387,7 +210,7 @@ def plot_accuracy(epochs: pd.DataFrame) -> Figure:
     title = "Validation accuracy by epoch"
     matrix = epochs[(epochs["kind"] == "matrix") & epochs["epoch"].notna()]
     if matrix.empty:
-        return _empty_figure(title, "no data: no epochs of matrix cells in epochs.csv")
+        return empty_figure(title, "no data: no epochs of matrix cells in epochs.csv")
     cells = matrix.drop_duplicates("cell_id")
     labels = T.row_labels(cells, ["batch_size", "epochs"])
     matrix = matrix.assign(
@@ -396,7 +219,7 @@ def plot_accuracy(epochs: pd.DataFrame) -> Figure:
     several_datasets = matrix["dataset"].nunique() > 1
     panels = list(matrix.groupby(["dataset", "label"], sort=False, dropna=False))
     colors = precision_colors(matrix["precision"].dropna().astype(str))
-    fig, axes = _new_figure(len(panels), panel_width=5.0)
+    fig, axes = new_figure(len(panels), panel_width=5.0)
     for ax, ((dataset, label), frame) in zip(axes, panels, strict=True):
         precisions = T.sort_precisions(frame["precision"])
         for precision in precisions:
@@ -445,7 +268,7 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
     title = "Training throughput (steady state, warm-up excluded)"
     wanted = runs[runs["kind"].isin(["matrix", "cpu_baseline"])]
     if wanted.empty:
-        return _empty_figure(title, "no data: no cells in runs.csv")
+        return empty_figure(title, "no data: no cells in runs.csv")
     wanted = wanted.assign(
         hue=np.where(
             wanted["kind"] == "cpu_baseline",
@@ -474,12 +297,12 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
             part = part.sort_values(["model", "batch_size"], kind="stable")
             part = part.assign(label=T.row_labels(part, label_keys))
             facets.append((_facet_title(dataset, None, part), part))
-    widest = max(_bar_width(f["label"].nunique(), f["hue"].nunique()) for _, f in facets)
-    fig, axes = _new_figure(len(facets), panel_width=widest)
+    widest = max(bar_width(f["label"].nunique(), f["hue"].nunique()) for _, f in facets)
+    fig, axes = new_figure(len(facets), panel_width=widest)
     for ax, (facet_title, frame) in zip(axes, facets, strict=True):
         matrix_hues = T.sort_precisions(frame.loc[frame["kind"] == "matrix", "precision"])
         hues = matrix_hues + sorted(set(frame["hue"]) - set(matrix_hues))
-        _grouped_bars(
+        grouped_bars(
             ax,
             _bar_frame(frame, "train_img_s", hue="hue", outline="ceiling_img_s"),
             categories=list(frame["label"].unique()),
@@ -500,22 +323,6 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
         ax.set_title(facet_title, fontsize=9)
     fig.suptitle(title)
     return fig
-
-
-# ------------------------------------------------------------------------------------- writing
-
-
-def save(fig: Figure, out_dir: str | os.PathLike, name: str) -> list[Path]:
-    """Write ``fig`` as ``<name>.png`` and ``<name>.svg`` (the SVG without a date)."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for fmt in FORMATS:
-        path = out / f"{name}.{fmt}"
-        metadata = {"Date": None} if fmt == "svg" else None
-        fig.savefig(path, format=fmt, dpi=DPI, metadata=metadata)
-        paths.append(path)
-    return paths
 
 
 def make_figures(

@@ -19,6 +19,8 @@ import json
 import re
 from typing import Any
 
+from nettebench.study import precision
+
 # Always part of a cell's identity and path, in this order.
 CORE_KEYS = ("dataset", "model", "precision", "batch_size", "epochs", "seed")
 # Short path labels for the core keys (``batch~256`` reads better than ``batch_size~256``).
@@ -77,8 +79,6 @@ class CellSpec:
     def uses_channels_last(self) -> bool:
         """``channels_last`` resolved: ``auto`` is on exactly for the reduced-precision modes."""
         if self.channels_last == "auto":
-            from nettebench.study import precision
-
             return precision.get(self.precision).reduced_precision
         return bool(self.channels_last)
 

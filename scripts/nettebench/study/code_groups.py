@@ -19,36 +19,27 @@ _CORE = ("study/", "records/")
 # dataset description it reads.
 _TRAINER = ("training/", "data/", "models/", "builds/", "datasets/", *_CORE)
 
+# What every table and figure is built from: the records read into frames, shaped and formatted.
+_REPORT = (
+    "report/__init__.py",
+    "report/collect.py",
+    "report/grids.py",
+    "report/format.py",
+    *_CORE,
+)
+
 CODE_GROUPS: dict[str, tuple[str, ...]] = {
-    # Only the store's own module of data/: editing a loader must not decode the dataset again.
-    "store": ("data/store.py", "datasets/", *_CORE),
+    # Only the store's own modules of data/: editing a loader must not decode the dataset again.
+    "store": ("data/__init__.py", "data/store.py", "data/store_build.py", "datasets/", *_CORE),
     "train": _TRAINER,
     "bench": ("benchmarks/ceiling.py", *_TRAINER),
     "profile": ("profiling/", *_TRAINER),
-    "aggregate": ("report/__init__.py", "report/aggregate.py", "report/format.py", *_CORE),
-    "figures": (
-        "report/__init__.py",
-        "report/figures.py",
-        "report/aggregate.py",
-        "report/format.py",
-        *_CORE,
-    ),
-    "profile_aggregate": (
-        "report/__init__.py",
-        "report/kernel_tables.py",
-        "report/format.py",
-        "profiling/",
-        *_CORE,
-    ),
-    "profile_figures": (
-        "report/__init__.py",
-        "report/kernel_figure.py",
-        "report/figures.py",
-        "report/aggregate.py",
-        "report/format.py",
-        "profiling/",
-        *_CORE,
-    ),
+    # The tables (report/tables/) and the figures (report/figures.py, plotting.py) apart, so
+    # editing plotting code reruns only the figures.
+    "aggregate": (*_REPORT, "report/aggregate.py", "report/tables/"),
+    "figures": (*_REPORT, "report/figures.py", "report/plotting.py"),
+    "profile_aggregate": (*_REPORT, "report/tables/kernels.py", "profiling/"),
+    "profile_figures": (*_REPORT, "report/kernel_figure.py", "report/plotting.py", "profiling/"),
     # A library build depends on its own steps alone, so no other edit rebuilds a library.
     "builds": ("builds/build.py", "builds/catalog.py", "records/atomic.py"),
 }

@@ -18,20 +18,29 @@ from __future__ import annotations
 import time
 
 _IMPORTED_AT = time.time()  # before the heavy imports, in case the process start is unknown
+# ruff: noqa: E402 (the imports below come after that clock on purpose)
 
-import argparse  # noqa: E402
-import math  # noqa: E402
-import statistics  # noqa: E402
-import sys  # noqa: E402
-from pathlib import Path  # noqa: E402
-from typing import Any  # noqa: E402
+import argparse
+import math
+import os
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
 
-from nettebench.builds import activate as libraries  # noqa: E402
-from nettebench.records import environment  # noqa: E402
-from nettebench.records import files as records  # noqa: E402
-from nettebench.study import precision  # noqa: E402
-from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args  # noqa: E402
-from nettebench.training import checkpoint  # noqa: E402
+import torch
+
+from nettebench.builds import activate as libraries
+from nettebench.builds.activate import LibraryError
+from nettebench.datasets import DatasetError
+from nettebench.datasets.info import load_data_root
+from nettebench.models.errors import PretrainedWeightsUnavailable
+from nettebench.records import environment
+from nettebench.records import files as records
+from nettebench.study import precision
+from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
+from nettebench.training import checkpoint
+from nettebench.training.apex import ApexAmpUnavailable
 
 WARMUP_STEPS = 5  # first-epoch steps excluded from img/s (autotuning, allocator, workers)
 KINDS = ("matrix", "cpu_baseline")
@@ -45,7 +54,6 @@ def process_start_time() -> float:
             start_ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
         with open("/proc/stat", encoding="ascii") as handle:
             boot = next(int(line.split()[1]) for line in handle if line.startswith("btime"))
-        import os
 
         return boot + start_ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, ValueError, IndexError, StopIteration):
@@ -54,7 +62,6 @@ def process_start_time() -> float:
 
 def resolve_device(requested: str):
     """``auto`` means CUDA when a GPU is visible, else the CPU."""
-    import torch
 
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
@@ -82,9 +89,9 @@ def run_cell(
     the import path before anything imports the library.
     """
     libraries.activate(cell, builds_dir)
-    import torch
 
-    from nettebench.datasets.info import load_data_root
+    # Boundary (see the package docstring): imported after activate(), because it imports
+    # torchvision, and a cell's torchvision build must be first on the path before that.
     from nettebench.training.fit import fit
 
     started_at = process_start_time() if started_at is None else started_at
@@ -234,11 +241,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run one cell; a problem the user must fix (missing weights, apex, data) is one line."""
-    from nettebench.builds.activate import LibraryError
-    from nettebench.datasets import DatasetError
-    from nettebench.models.build import PretrainedWeightsUnavailable
-    from nettebench.training.apex import ApexAmpUnavailable
-
     try:
         return _main(argv)
     except (ApexAmpUnavailable, PretrainedWeightsUnavailable, DatasetError, LibraryError) as error:
@@ -251,8 +253,6 @@ def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     _print_slurm_job()
     if args.dataset is None:
-        from nettebench.datasets.info import load_data_root
-
         args.dataset = load_data_root(args.data).name
     cell = cell_from_args(args)
     record = run_cell(

@@ -8,26 +8,38 @@ and a checkpoint is written after every epoch.
 
 from __future__ import annotations
 
+import copy
 import math
+import os
 import random
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
+from tqdm import tqdm
 
+from nettebench.data import store, store_build
+from nettebench.data.cached import build_cached_loaders
+from nettebench.data.pil import build_pil_loaders
+from nettebench.models.build import build_model
 from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec
 from nettebench.training import checkpoint
+from nettebench.training.apex import ApexTrainingStep, require_apex_amp
 from nettebench.training.loop import (
     evaluate,
     peak_memory_mb,
     reset_peak_memory,
     step_limit,
+    synchronize,
     train_epoch,
 )
+from nettebench.training.step import TrainingStep
 
 AUTO_BATCH_START = 256  # batch_size: auto starts at the reference batch size and halves
 
@@ -50,7 +62,6 @@ def lr_at(cell: CellSpec, epoch: int, batch_size: int) -> float:
 
 def seed_epoch(seed: int, epoch: int, generator: torch.Generator | None = None) -> None:
     """Seed every random source for one epoch from (seed, epoch) alone."""
-    import numpy as np
 
     epoch_seed = seed * 100_003 + epoch
     random.seed(epoch_seed)
@@ -63,8 +74,6 @@ def seed_epoch(seed: int, epoch: int, generator: torch.Generator | None = None) 
 def configure_determinism(cell: CellSpec, device: torch.device) -> None:
     """Deterministic kernels when asked; otherwise let cuDNN autotune, as the reference does."""
     if cell.deterministic:
-        import os
-
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True)
     if device.type == "cuda":
@@ -74,7 +83,6 @@ def configure_determinism(cell: CellSpec, device: torch.device) -> None:
 
 def make_runner(cell: CellSpec, device: torch.device, num_classes: int, batch_size: int):
     """A fresh model and its precision-specific training step, seeded by the cell's seed."""
-    from nettebench.models.build import build_model
 
     seed_epoch(cell.seed, -1)
     mode = precision.get(cell.precision)
@@ -86,11 +94,8 @@ def make_runner(cell: CellSpec, device: torch.device, num_classes: int, batch_si
     )
     model = build_model(cell.model, num_classes, pretrained=cell.pretrained)
     if cell.amp_backend == "apex":
-        from nettebench.training.apex import ApexTrainingStep, require_apex_amp
-
         require_apex_amp()  # fails with what to do instead, before any work
         return ApexTrainingStep(model, mode, device, **kwargs)
-    from nettebench.training.step import TrainingStep
 
     return TrainingStep(model, mode, device, compile=cell.compile, **kwargs)
 
@@ -127,9 +132,6 @@ def compile_warmup(runner, batch_size: int, image_size: int) -> float:
     the warm-up had not happened. (An odd-sized last validation batch compiles once more,
     inside the first epoch, where it counts as first-epoch overhead.)
     """
-    import copy
-
-    from nettebench.training.loop import synchronize
 
     saved = copy.deepcopy(runner.state_dict())
     synchronize(runner.device)
@@ -151,12 +153,9 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
     """The cell's input pipeline: the reference PIL loader, or batches from the decoded store
     (``data_path``, the dataset.json or tree the cell was given, identifies the store's source)."""
     if cell.loader == "cached":
-        from nettebench.data import store
-        from nettebench.data.cached import build_cached_loaders
-
         resolution = cell.store_resolution()
         if not store.store_is_current(store_dir, data_path, resolution, "shorter_side"):
-            store.build_store(data_path, store_dir, resolution=resolution)
+            store_build.build_store(data_path, store_dir, resolution=resolution)
         return build_cached_loaders(
             store.open_store(store_dir),
             image_size=cell.image_size,
@@ -165,7 +164,6 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
             channels_last=cell.uses_channels_last(),
             workers=cell.workers,
         )
-    from nettebench.data.pil import build_pil_loaders
 
     return build_pil_loaders(
         data_root.train_dir,
@@ -194,7 +192,6 @@ def fit(
     ``store_dir`` is where a ``cached`` cell's decoded store lives (built there if missing or
     stale); the workflow builds one per dataset and resolution and passes it.
     """
-    from tqdm import tqdm
 
     configure_determinism(cell, device)
     num_classes = len(data_root.classes)
@@ -286,7 +283,6 @@ def epoch_row(epoch: int, lr: float, train, val, peak_mem_mb: float, steps: int)
 
 def log_epoch(cell: CellSpec, row: dict[str, Any]) -> None:
     """One line per epoch: readable in a log file, where the progress bar stays quiet."""
-    import sys
 
     approx = "~" if row["extrapolated"] else ""
     print(

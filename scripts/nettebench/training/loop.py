@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 import itertools
+import resource
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -44,7 +45,6 @@ def peak_memory_mb(device: torch.device) -> float:
     process's peak resident set size (never reset, so a maximum over the run so far)."""
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
-    import resource
 
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
 

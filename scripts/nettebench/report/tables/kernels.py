@@ -12,7 +12,7 @@ Reads only what ``python -m nettebench.profiling`` wrote beside each ``profile.j
 
 Usage::
 
-    python -m nettebench.report.kernel_tables --out-dir results/tables [PROFILE_JSON ...]
+    python -m nettebench.report.tables.kernels --out-dir results/tables [PROFILE_JSON ...]
 
 Imports pandas, no torch.
 """
@@ -319,7 +319,7 @@ def aggregate(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m nettebench.report.kernel_tables",
+        prog="python -m nettebench.report.tables.kernels",
         description="Collect profiled cells into kernel_categories.csv and top_kernels.md/html.",
     )
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for the tables")

@@ -1,0 +1,9 @@
+"""What building a model can fail with, importable before torchvision is.
+
+The commands that run a cell catch these around the whole run, including before they put a
+cell's torchvision build first on the import path, so this module imports nothing.
+"""
+
+
+class PretrainedWeightsUnavailable(RuntimeError):
+    """The pretrained weights are not in the torch hub cache and could not be downloaded."""

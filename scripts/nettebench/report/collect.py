@@ -1,0 +1,313 @@
+"""Read the cells' records into the two tidy frames every table and figure is built from.
+
+Reads only what the cells wrote (``metrics.json`` and ``epochs.csv``, see
+:mod:`nettebench.records.files`, and the optional ``ceiling.json`` beside a matrix cell), so a
+number in a table can always be traced back to the cell directory in the ``path`` column of
+``runs.csv``. ``runs`` has one row per cell (parameters, outcome, device, summary, ceiling,
+environment as ``env_*``), ``epochs`` one row per epoch of each cell. New cell parameters pass
+through as columns. pandas only, no torch.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nettebench.records import files as records
+from nettebench.report import format as T
+from nettebench.study import outputs
+from nettebench.study.cell import PARAMETER_NAMES
+
+# Columns after the cell parameters, in this order (then summary, environment, path).
+RECORD_COLUMNS = ("kind", "status", "message", "cell_id", "device_type", "device_name", "threads")
+
+
+# Keys of metrics.json["environment"] (nettebench.records.environment.collect); unknown ones follow
+# sorted.
+ENV_KEYS = (
+    "host",
+    "platform",
+    "python",
+    "cpu_model",
+    "cpu_count",
+    "gpu_name",
+    "gpu_count",
+    "driver",
+    "cuda",
+    "cudnn",
+    "torch",
+    "torchvision",
+    "efficientnet_pytorch",
+    "apex",
+    "torchvision_commit",
+    "torchvision_build",
+    "apex_commit",
+    "apex_build",
+    "git_commit",
+    "git_dirty",
+    "nettebench",
+    "slurm_job_id",
+    "slurm_node",
+    "slurm_partition",
+    "slurm_restart_count",
+    "slurm_log",
+)
+
+
+# The compute ceiling (nettebench.benchmarks.ceiling) a cell may have beside its metrics.json.
+# Columns after the summary: the ceiling's status, its img/s (missing unless the status is ok),
+# and the cell's training img/s as a share of it.
+CEILING_COLUMNS = ("ceiling_status", "ceiling_img_s", "ceiling_share")
+
+
+# Identity columns repeated on every row of the tidy epochs.csv.
+EPOCH_ID_COLUMNS = (
+    "kind",
+    "cell_id",
+    "dataset",
+    "model",
+    "precision",
+    "batch_size",
+    "epochs",
+    "seed",
+    "device_type",
+)
+
+
+KIND_ORDER = ("matrix", "cpu_baseline")
+
+
+class RecordError(ValueError):
+    """A cell's files cannot be read as a record; the message names the file."""
+
+
+@dataclass
+class Cell:
+    """One cell as read from disk."""
+
+    record: dict[str, Any]
+    epochs: pd.DataFrame
+    directory: Path
+    ceiling: dict[str, Any] | None = None  # the ceiling.json beside metrics.json, if any
+
+
+def read_cell(metrics_path: str | os.PathLike) -> Cell:
+    """Read one cell's metrics.json and the epochs.csv beside it, naming the file on any error."""
+    path = Path(metrics_path)
+    try:
+        record = records.read_metrics(path)
+    except FileNotFoundError:
+        raise RecordError(f"{path}: no such metrics file") from None
+    except json.JSONDecodeError as error:
+        raise RecordError(f"{path}: not valid JSON ({error})") from None
+    except ValueError as error:  # schema version, keys or status; the message names the file
+        raise RecordError(str(error)) from None
+
+    epochs_path = path.parent / outputs.EPOCHS_FILE
+    try:
+        epochs = pd.read_csv(epochs_path)
+    except (FileNotFoundError, pd.errors.EmptyDataError) as error:
+        if record["status"] == records.STATUS_OK:
+            raise RecordError(
+                f"{epochs_path}: cannot read the epochs of an ok cell ({error})"
+            ) from None
+        epochs = pd.DataFrame(columns=list(records.EPOCH_COLUMNS))
+    ceiling = read_ceiling(path.parent / outputs.CEILING_FILE)
+    return Cell(record=record, epochs=epochs, directory=path.parent, ceiling=ceiling)
+
+
+def read_ceiling(path: str | os.PathLike) -> dict[str, Any] | None:
+    """The compute ceiling record at ``path``, or None when there is none (it is optional)."""
+    path = Path(path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            ceiling = json.load(handle)
+    except FileNotFoundError:
+        return None
+    except json.JSONDecodeError as error:
+        raise RecordError(f"{path}: not valid JSON ({error})") from None
+    if not isinstance(ceiling, dict) or "status" not in ceiling:
+        raise RecordError(f"{path}: not a ceiling record (no 'status' key)")
+    return ceiling
+
+
+def read_cells(metrics_paths: Iterable[str | os.PathLike]) -> list[Cell]:
+    """Read every cell once (a path given twice is read once), in the order given."""
+    seen: set[Path] = set()
+    cells = []
+    for metrics_path in metrics_paths:
+        key = Path(metrics_path).resolve()
+        if key not in seen:
+            seen.add(key)
+            cells.append(read_cell(metrics_path))
+    return cells
+
+
+def _jsonable(value: Any) -> Any:
+    """Nested parameter values (a dict-valued ``loader``) become one JSON string per CSV cell."""
+    return json.dumps(value, sort_keys=True) if isinstance(value, dict | list | tuple) else value
+
+
+def _column(values: list[Any]) -> Any:
+    """Ints stay ints next to missing values (``128``, not ``128.0`` in the CSV)."""
+    present = [v for v in values if v is not None]
+    if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present):
+        return pd.array(values, dtype="Int64")
+    return values
+
+
+def _ordered_keys(known: Sequence[str], seen: Iterable[str]) -> list[str]:
+    """Known keys in their documented order, then any others sorted by name."""
+    seen = set(seen)
+    return [k for k in known if k in seen] + sorted(seen - set(known))
+
+
+def _number(value: Any) -> float | None:
+    """A finite float, or None for a missing, non-numeric or infinite value."""
+    if isinstance(value, bool) or T.is_missing(value):
+        return None
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def ceiling_columns(record: dict[str, Any], ceiling: dict[str, Any] | None) -> dict[str, Any]:
+    """``ceiling_status``, ``ceiling_img_s`` (None unless ok), ``ceiling_share`` of one cell.
+
+    The share is the cell's ``summary.train_img_s`` over the ceiling's ``img_s``; it is None
+    when either is missing (a cell or a ceiling that did not run, or no ceiling).
+    """
+    if ceiling is None:
+        return dict.fromkeys(CEILING_COLUMNS)
+    status = ceiling.get("status")
+    img_s = _number(ceiling.get("img_s")) if status == records.STATUS_OK else None
+    train = _number((record["summary"] or {}).get("train_img_s"))
+    ok = record["status"] == records.STATUS_OK
+    share = train / img_s if ok and train is not None and img_s else None
+    return {"ceiling_status": status, "ceiling_img_s": img_s, "ceiling_share": share}
+
+
+def runs_frame(cells: Sequence[Cell]) -> pd.DataFrame:
+    """One row per cell: parameters, outcome, device, summary, ceiling, ``env_*``, path.
+
+    Sorted stably (see :func:`sort_runs`).
+
+    The index holds each cell's position in ``cells`` (used to order the epochs the same way).
+    """
+    # The documented keys are always columns, so the header is stable even for an empty study.
+    cell_keys = _ordered_keys(
+        PARAMETER_NAMES, [*PARAMETER_NAMES, *(k for c in cells for k in c.record["cell"])]
+    )
+    env_keys = _ordered_keys(
+        ENV_KEYS, [*ENV_KEYS, *(k for c in cells for k in c.record["environment"] or {})]
+    )
+    summary_keys = _ordered_keys(
+        records.SUMMARY_KEYS,
+        [*records.SUMMARY_KEYS, *(k for c in cells for k in c.record["summary"] or {})],
+    )
+    reserved = {
+        *RECORD_COLUMNS,
+        *summary_keys,
+        *CEILING_COLUMNS,
+        "path",
+        *(f"env_{k}" for k in env_keys),
+    }
+    # A parameter that shares a name with a record column keeps its value under "cell_<name>".
+    cell_columns = {k: (f"cell_{k}" if k in reserved else k) for k in cell_keys}
+
+    columns: dict[str, list[Any]] = {
+        name: []
+        for name in [
+            *cell_columns.values(),
+            *RECORD_COLUMNS,
+            *summary_keys,
+            *CEILING_COLUMNS,
+            *(f"env_{k}" for k in env_keys),
+            "path",
+        ]
+    }
+    for cell in cells:
+        rec = cell.record
+        device = rec["device"] or {}
+        summary = rec["summary"] or {}
+        env = rec["environment"] or {}
+        row = {column: _jsonable(rec["cell"].get(key)) for key, column in cell_columns.items()}
+        row.update(
+            kind=rec["kind"],
+            status=rec["status"],
+            message=rec["message"],
+            cell_id=rec["cell_id"],
+            device_type=device.get("type"),
+            device_name=device.get("name"),
+            threads=device.get("threads"),
+            path=str(cell.directory),
+        )
+        row.update({k: summary.get(k) for k in summary_keys})
+        row.update(ceiling_columns(rec, cell.ceiling))
+        row.update({f"env_{k}": _jsonable(env.get(k)) for k in env_keys})
+        for name, values in columns.items():
+            values.append(row[name])
+    frame = pd.DataFrame({name: _column(values) for name, values in columns.items()})
+    return sort_runs(frame)
+
+
+def sort_runs(frame: pd.DataFrame) -> pd.DataFrame:
+    """Sort by kind (matrix first), dataset, model, batch size, precision (display order), seed.
+
+    Stable, so cells equal on all of these keep the order they were given in.
+    """
+    if frame.empty:
+        return frame
+    kinds = list(KIND_ORDER) + sorted(set(frame["kind"].dropna().astype(str)) - set(KIND_ORDER))
+    precision = frame["precision"].map(T.precision_rank)
+    keys = pd.DataFrame(
+        {
+            "kind": frame["kind"].map(lambda k: kinds.index(k) if k in kinds else len(kinds)),
+            "dataset": frame["dataset"].map(T.fmt_value),
+            "model": frame["model"].map(T.fmt_value),
+            "batch": pd.to_numeric(frame["batch_size"], errors="coerce").fillna(-1),
+            "precision_rank": precision.map(lambda rank: rank[0]),
+            "precision_name": precision.map(lambda rank: rank[1]),
+            "seed": pd.to_numeric(frame["seed"], errors="coerce").fillna(-1),
+        },
+        index=frame.index,
+    )
+    order = keys.sort_values(list(keys.columns), kind="stable").index
+    return frame.loc[order]
+
+
+def epochs_frame(cells: Sequence[Cell], runs: pd.DataFrame) -> pd.DataFrame:
+    """Every epoch of every cell, in the order of ``runs``, with the cell's identity in front."""
+    columns = [*EPOCH_ID_COLUMNS, *records.EPOCH_COLUMNS]
+    parts = []
+    for position, run in runs.iterrows():
+        epochs = cells[position].epochs
+        if epochs.empty:
+            continue
+        part = epochs.reindex(columns=list(records.EPOCH_COLUMNS))
+        for column in reversed(EPOCH_ID_COLUMNS):
+            part.insert(0, column, run.get(column))
+        parts.append(part)
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    frame = pd.concat(parts, ignore_index=True)[columns]
+    for column in ("batch_size", "epochs", "seed", "epoch"):
+        if pd.api.types.is_float_dtype(frame[column]) or frame[column].dtype == object:
+            numeric = pd.to_numeric(frame[column], errors="coerce")
+            if (numeric.dropna() % 1 == 0).all():
+                frame[column] = numeric.astype("Int64")
+    return frame
+
+
+def cell_keys(runs: pd.DataFrame) -> list[str]:
+    """The parameter columns of ``runs``: all columns before ``kind`` (true of runs.csv too)."""
+    return list(runs.columns[: runs.columns.get_loc("kind")]) if "kind" in runs else []

@@ -1,0 +1,161 @@
+"""Table shaping shared by the study's tables: row labels, groups, model x precision grids.
+
+Cells are grouped by dataset, epochs and device; within a group, rows are models (plus every
+cell parameter that varies, so adding an axis never needs a change here) and columns are
+precisions in the table's fixed order. Also the notes every table prints under itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+from nettebench.records import files as records
+from nettebench.report import format as T
+from nettebench.report.collect import cell_keys
+
+# Keys that a table groups by or puts in its columns, so they never go into its row labels.
+# max_steps is how a cell was timed, not what was timed: the "~" mark says it instead.
+_NOT_ROW_KEYS = ("dataset", "epochs", "device", "seed", "precision", "model", "max_steps")
+
+
+LEGEND = (
+    "OOM: ran out of memory. n/a: precision not supported on this device. Blank: not in the study."
+)
+
+
+APPROX_NOTE = (
+    f"{T.APPROX_MARK} extrapolated: only `max_steps` steps per epoch were run and timed, "
+    "and epoch times scaled to the full epoch."
+)
+
+
+PARTIAL_NOTE = f"{T.PARTIAL_MARK} some seeds did not finish; mean over those that did."
+
+
+NO_CELLS_NOTE = "No cells have finished yet: no metrics.json files were aggregated."
+
+
+NO_CEILINGS_NOTE = (
+    "No compute ceilings were measured (no `ceiling.json` beside any cell's metrics.json)."
+)
+
+
+CEILING_NOTE = (
+    "The compute ceiling is the training img/s of the same model, precision and batch size on a "
+    "batch already on the device, with no input pipeline (`ceiling.json`, written by "
+    "`python -m nettebench.benchmarks.ceiling`). Blank: no ceiling measured for that cell."
+)
+
+
+def row_keys(runs: pd.DataFrame) -> list[str]:
+    """Parameters that may tell rows apart in a label (not those the tables lay out)."""
+    return [k for k in cell_keys(runs) if k not in _NOT_ROW_KEYS]
+
+
+def device_title(frame: pd.DataFrame) -> str:
+    names = sorted({str(n) for n in frame["device_name"] if not T.is_missing(n)})
+    kinds = sorted({str(t) for t in frame["device_type"] if not T.is_missing(t)})
+    text = ", ".join(kinds) or "unknown device"
+    return f"{text} ({'; '.join(names)})" if names else text
+
+
+def groups(frame: pd.DataFrame, keys: list[str]) -> Iterable[tuple[tuple, pd.DataFrame]]:
+    """Groups in order of first appearance, missing values kept as their own group."""
+    for key, group in frame.groupby(keys, sort=False, dropna=False):
+        yield (key if isinstance(key, tuple) else (key,)), group
+
+
+@dataclass
+class Grid:
+    """One model x precision table and what its footnotes need to say."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]]
+    seed_counts: list[int]
+    approx: bool
+    partial: bool
+    not_ok: bool
+
+    def notes(self) -> list[str]:
+        notes = []
+        if self.approx:
+            notes.append(APPROX_NOTE)
+        if self.partial:
+            notes.append(PARTIAL_NOTE)
+        if self.not_ok:
+            notes.append(LEGEND)
+        return notes
+
+
+def model_precision_grids(
+    runs: pd.DataFrame,
+    value: str,
+    fmt: Any,
+    *,
+    mark_extrapolated: bool,
+    status: str = "status",
+    require: str | None = None,
+) -> list[Grid]:
+    """Matrix cells as model x precision tables, one per (dataset, epochs, device type).
+
+    A table cell is the mean of ``value`` over the seeds whose ``status`` column is ok (the
+    ceiling's tables pass ``ceiling_status``). With ``require``, a table is left out unless some
+    of its cells have a value in that column.
+    """
+    matrix = runs[runs["kind"] == "matrix"]
+    grids = []
+    for (dataset, epochs, _), table in groups(matrix, ["dataset", "epochs", "device_type"]):
+        if require is not None and table[require].map(T.is_missing).all():
+            continue
+        labels = T.row_labels(table, row_keys(runs))
+        precisions = T.sort_precisions(table["precision"])
+        rows, counts, approx, partial = [], [], False, False
+        for label in labels.unique():
+            row = [label]
+            for precision in precisions:
+                seeds = table[(labels == label) & (table["precision"] == precision)]
+                ok = seeds[seeds[status] == records.STATUS_OK]
+                mean = pd.to_numeric(ok[value], errors="coerce").mean() if len(ok) else None
+                extrapolated = mark_extrapolated and any(map(T.as_bool, ok["extrapolated"]))
+                text = T.outcome_cell(list(seeds[status]), mean, fmt, approx=extrapolated)
+                row.append(text)
+                if len(ok):
+                    counts.append(len(ok))
+                approx |= text.startswith(T.APPROX_MARK)
+                partial |= text.endswith(T.PARTIAL_MARK)
+            rows.append(row)
+        title = f"{dataset}, {T.fmt_value(epochs)} epochs, {device_title(table)}"
+        grids.append(
+            Grid(
+                title=title,
+                header=["model", *precisions],
+                rows=rows,
+                seed_counts=counts,
+                approx=approx,
+                partial=partial,
+                not_ok=bool(table[status].isin(list(T.OUTCOME_TEXT)).any()),
+            )
+        )
+    return grids
+
+
+def no_matrix(runs: pd.DataFrame) -> str:
+    """What a model x precision document says when it has no table to show."""
+    return NO_CELLS_NOTE if runs.empty else "No matrix cells in the study yet."
+
+
+def grid_sections(grids: list[Grid], level: int) -> list[str]:
+    return [
+        T.section(
+            g.title,
+            T.pipe_table(g.header, g.rows, "l" + "r" * (len(g.header) - 1)),
+            notes=g.notes(),
+            level=level,
+        )
+        for g in grids
+    ]

@@ -1,0 +1,224 @@
+"""Drawing helpers every figure uses: the look, colours, reading a table, bars, saving.
+
+Figures are drawn on :class:`matplotlib.figure.Figure` objects with the Agg canvas directly, never
+through pyplot's global state, and saved as PNG and a deterministic SVG (fixed hash salt, no date),
+so rerunning the workflow does not churn files.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
+
+from nettebench.report import format as T
+
+FORMATS = ("png", "svg")
+
+
+DPI = 150
+NUMERIC_COLUMNS = (
+    "batch_size",
+    "epochs",
+    "seed",
+    "epoch",
+    "time_for_epochs_s",
+    "epoch_s_median",
+    "train_img_s",
+    "ceiling_img_s",
+    "val_top1",
+    "val_top5",
+)
+CEILING_EDGE = "0.1"
+CEILING_LABEL = "compute ceiling"  # legend entry of the dashed outline over a throughput bar
+CPU_HATCH = "//"
+
+
+def style() -> dict[str, Any]:
+    """seaborn's whitegrid look plus what makes the SVG bytes reproducible."""
+    return {
+        **sns.axes_style("whitegrid"),
+        **sns.plotting_context("notebook", font_scale=0.8),
+        "svg.hashsalt": "nettebench",  # stable element ids
+        "svg.fonttype": "path",  # glyphs as paths: no dependence on installed fonts
+        "figure.dpi": DPI,
+    }
+
+
+def precision_colors(names: Sequence[str]) -> dict[str, Any]:
+    """One colour per precision, fixed by its place in the display order, in every figure."""
+    palette = sns.color_palette("colorblind", 10)
+    ranked = T.sort_precisions([*T.PRECISION_ORDER, *names])
+    return {name: palette[i % len(palette)] for i, name in enumerate(ranked)}
+
+
+def read_table(path: str | os.PathLike, columns: Sequence[str]) -> pd.DataFrame:
+    """Read one aggregate CSV; an empty file or one without rows gives an empty frame.
+
+    Missing columns are added as all-missing, numeric ones are coerced, so a partial study
+    draws "no data" panels instead of raising.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such table (run nettebench.report.aggregate first)")
+    try:
+        frame = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        frame = pd.DataFrame()
+    for column in columns:
+        if column not in frame.columns:
+            frame[column] = pd.Series(dtype=object)
+    for column in NUMERIC_COLUMNS:
+        if column in frame.columns:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    if "extrapolated" in frame.columns:
+        frame["extrapolated"] = frame["extrapolated"].map(T.as_bool).astype(bool)
+    return frame
+
+
+def new_figure(panels: int, *, panel_width: float, panel_height: float = 3.6) -> tuple:
+    """A figure with ``panels`` axes, two per row at most."""
+    panels = max(panels, 1)
+    ncols = min(panels, 2)
+    nrows = math.ceil(panels / ncols)
+    fig = Figure(figsize=(panel_width * ncols, panel_height * nrows + 0.4), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in axes[panels:]:
+        ax.set_visible(False)
+    return fig, list(axes[:panels])
+
+
+def panel_message(ax, text: str) -> None:
+    """Write ``text`` in the middle of an empty panel."""
+    ax.text(
+        0.5,
+        0.5,
+        text,
+        ha="center",
+        va="center",
+        transform=ax.transAxes,
+        fontsize=11,
+        color="0.35",
+        wrap=True,
+    )
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def empty_figure(title: str, text: str) -> Figure:
+    fig, (ax,) = new_figure(1, panel_width=6.0)
+    panel_message(ax, text)
+    ax.set_title(title)
+    return fig
+
+
+def bar_width(categories: int, hues: int) -> float:
+    return max(5.0, 0.32 * categories * max(hues, 1) + 2.0)
+
+
+def grouped_bars(
+    ax,
+    frame: pd.DataFrame,
+    *,
+    categories: Sequence[str],
+    hues: Sequence[str],
+    colors: dict[str, Any],
+    hatched: Sequence[str] = (),
+) -> None:
+    """Bars of the mean ``value`` per (``label``, ``hue``), error bars = sd over seeds.
+
+    ``frame`` has columns label, hue, status, value (one row per seed). Where a (label, hue)
+    has rows but none finished, its outcome (``OOM``, ``n/a``) is written where the bar would be.
+    An optional column ``outline`` (the compute ceiling) is drawn, as its mean over the seeds
+    that have one, as an unfilled dashed bar over the bar, and gets a legend entry.
+    """
+    width = 0.8 / max(len(hues), 1)
+    text_transform = ax.get_xaxis_transform()  # x in data, y in axes fraction
+    outlined = False
+    for j, hue in enumerate(hues):
+        offsets = np.arange(len(categories)) - 0.4 + width * (j + 0.5)
+        for i, category in enumerate(categories):
+            seeds = frame[(frame["label"] == category) & (frame["hue"] == hue)]
+            if seeds.empty:
+                continue
+            outline = seeds["outline"].dropna() if "outline" in seeds else pd.Series(dtype=float)
+            if len(outline):
+                outlined = True
+                ax.bar(
+                    offsets[i],
+                    outline.mean(),
+                    width,
+                    fill=False,
+                    edgecolor=CEILING_EDGE,
+                    linestyle="--",
+                    linewidth=0.9,
+                    zorder=3,  # over the filled bar, so it shows where the bar is taller
+                )
+            values = seeds.loc[seeds["status"] == "ok", "value"].dropna()
+            if len(values):
+                spread = values.std(ddof=1) if len(values) > 1 else None
+                ax.bar(
+                    offsets[i],
+                    values.mean(),
+                    width,
+                    yerr=spread,
+                    capsize=2,
+                    color=colors[hue],
+                    edgecolor="0.2" if hue in hatched else "white",
+                    hatch=CPU_HATCH if hue in hatched else None,
+                    linewidth=0.6,
+                    error_kw={"elinewidth": 0.8, "ecolor": "0.2"},
+                )
+            else:
+                text = T.outcome_cell(list(seeds["status"]), None, str)
+                if text:
+                    ax.text(
+                        offsets[i],
+                        0.02,
+                        text,
+                        transform=text_transform,
+                        rotation=90,
+                        ha="center",
+                        va="bottom",
+                        fontsize=7,
+                        color="0.2",
+                    )
+    ax.set_xticks(range(len(categories)), categories, rotation=20, ha="right")
+    ax.set_xlim(-0.6, len(categories) - 0.4)
+    handles = [
+        Patch(
+            facecolor=colors[h],
+            hatch=CPU_HATCH if h in hatched else None,
+            edgecolor="0.2" if h in hatched else "white",
+            label=h,
+        )
+        for h in hues
+    ]
+    if outlined:
+        handles.append(
+            Patch(fill=False, edgecolor=CEILING_EDGE, linestyle="--", label=CEILING_LABEL)
+        )
+    ax.legend(handles=handles, title="precision", fontsize=7, title_fontsize=8, frameon=True)
+
+
+def save(fig: Figure, out_dir: str | os.PathLike, name: str) -> list[Path]:
+    """Write ``fig`` as ``<name>.png`` and ``<name>.svg`` (the SVG without a date)."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for fmt in FORMATS:
+        path = out / f"{name}.{fmt}"
+        metadata = {"Date": None} if fmt == "svg" else None
+        fig.savefig(path, format=fmt, dpi=DPI, metadata=metadata)
+        paths.append(path)
+    return paths

@@ -1,0 +1,66 @@
+"""Validation top-1 and top-5 by epoch, like the study's ResNet50 accuracy table."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from nettebench.records import files as records
+from nettebench.report import format as T
+from nettebench.report.collect import cell_keys
+from nettebench.report.grids import LEGEND, device_title, groups, no_matrix
+
+
+def accuracy_markdown(runs: pd.DataFrame, epochs: pd.DataFrame) -> str:
+    """Validation top-1/top-5 after every epoch, one table per model configuration."""
+    matrix = runs[runs["kind"] == "matrix"]
+    keys = [k for k in cell_keys(runs) if k not in ("seed", "precision", "device")]
+    shown = ("dataset", "model", "batch_size", "epochs")
+    extra = T.varying_keys(matrix, [k for k in keys if k not in shown], within=shown)
+    epochs = epochs[epochs["kind"] == "matrix"] if len(epochs) else epochs
+    sections, counts = [], []
+    for key, table in groups(matrix, [*keys, "device_type"]):
+        params = dict(zip([*keys, "device_type"], key, strict=True))
+        title = ", ".join(
+            [
+                str(params["model"]),
+                f"batch {T.fmt_value(params['batch_size'])}",
+                *(f"{k} {T.fmt_value(params[k])}" for k in extra),
+                str(params["dataset"]),
+                f"{T.fmt_value(params['epochs'])} epochs",
+                device_title(table),
+            ]
+        )
+        ok = table[table["status"] == records.STATUS_OK]
+        ep = epochs[epochs["cell_id"].isin(ok["cell_id"])] if len(epochs) else epochs
+        n_epochs = int(ep["epoch"].max()) if len(ep) else 0
+        rows, notes = [], []
+        for precision in T.sort_precisions(table["precision"]):
+            pe = ep[ep["precision"] == precision] if len(ep) else ep
+            seeds = table[table["precision"] == precision]
+            if pe.empty:
+                outcome = T.outcome_cell(list(seeds["status"]), None, str)
+                notes.append(f"{precision} ({outcome or 'no epochs recorded'})")
+                continue
+            counts.append(pe["cell_id"].nunique())
+            means = pe.groupby("epoch")[["val_top1", "val_top5"]].mean()
+            for column, name in (("val_top1", "Top1"), ("val_top5", "Top5")):
+                rows.append(
+                    [f"{precision} {name}"]
+                    + [
+                        T.fmt_accuracy(means[column].get(e)) if e in means.index else ""
+                        for e in range(1, n_epochs + 1)
+                    ]
+                )
+        body = (
+            T.pipe_table(["", *map(str, range(1, n_epochs + 1))], rows, "l" + "r" * n_epochs)
+            if rows
+            else "No cell of this configuration finished."
+        )
+        if notes:
+            notes = ["Not shown: " + "; ".join(notes) + ". " + LEGEND]
+        sections.append(T.section(title, body, notes=notes, level=2))
+    note = (
+        "Validation accuracy (%) after each epoch (columns = epoch), top-1 and top-5, "
+        f"{T.seeds_note(counts)}."
+    )
+    return T.document("Accuracy by epoch", note, sections, empty=no_matrix(runs))

@@ -1,0 +1,72 @@
+"""Steady-state training img/s and data-wait share, against the cell's compute ceiling."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from nettebench.report import format as T
+from nettebench.report.grids import (
+    CEILING_NOTE,
+    NO_CEILINGS_NOTE,
+    grid_sections,
+    model_precision_grids,
+    no_matrix,
+)
+
+
+def throughput_markdown(runs: pd.DataFrame) -> str:
+    """Training img/s, the share of it spent waiting for data, and the compute ceiling.
+
+    The two ceiling tables (pipeline img/s as a percentage of the ceiling, and the ceiling's own
+    img/s) appear only when some matrix cell has a ``ceiling.json``; otherwise one line says
+    that no ceilings were measured.
+    """
+    rate = model_precision_grids(runs, "train_img_s", T.fmt_rate, mark_extrapolated=False)
+    wait = model_precision_grids(runs, "data_wait_share", T.fmt_percent, mark_extrapolated=False)
+    ceiling_grids = {
+        "share": model_precision_grids(
+            runs,
+            "ceiling_share",
+            T.fmt_percent,
+            mark_extrapolated=False,
+            require="ceiling_status",
+        ),
+        "ceiling": model_precision_grids(
+            runs,
+            "ceiling_img_s",
+            T.fmt_rate,
+            mark_extrapolated=False,
+            status="ceiling_status",
+            require="ceiling_status",
+        ),
+    }
+    counts = [c for g in rate for c in g.seed_counts]
+    note = (
+        "Training images per second (median over epochs of the steady-state rate, warm-up "
+        "excluded, `summary.train_img_s`), the percentage of training time spent waiting for "
+        "the input pipeline (`summary.data_wait_share`) and, where measured, the same img/s as a "
+        f"percentage of the compute ceiling, {T.seeds_note(counts)}."
+    )
+    if not rate:
+        return T.document("Throughput", note, [], empty=f"{no_matrix(runs)}\n\n{NO_CEILINGS_NOTE}")
+    sections = [
+        "## Training throughput (img/s)\n",
+        *grid_sections(rate, level=3),
+        "## Time waiting for data (% of training time)\n",
+        *grid_sections(wait, level=3),
+    ]
+    if ceiling_grids["share"]:
+        sections += [
+            "## Share of the compute ceiling (%)\n",
+            "Training img/s of the cell as a percentage of its compute ceiling "
+            "(`ceiling_share` in runs.csv; 100 = the input pipeline costs nothing). "
+            f"{CEILING_NOTE}\n",
+            *grid_sections(ceiling_grids["share"], level=3),
+            "## Compute ceiling (img/s)\n",
+            "Training img/s with the batch already on the device (`ceiling_img_s` in runs.csv; "
+            "median step time of `nettebench.benchmarks.ceiling`), mean over the seeds measured.\n",
+            *grid_sections(ceiling_grids["ceiling"], level=3),
+        ]
+    else:
+        sections.append(NO_CEILINGS_NOTE + "\n")
+    return T.document("Throughput", note, sections)

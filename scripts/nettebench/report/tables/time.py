@@ -1,0 +1,24 @@
+"""The study's headline table: seconds for N epochs by model x precision (mean over seeds)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from nettebench.report import format as T
+from nettebench.report.grids import grid_sections, model_precision_grids, no_matrix
+
+
+def time_markdown(runs: pd.DataFrame) -> str:
+    """The study's "seconds for N epochs" table: model x precision, mean over seeds."""
+    grids = model_precision_grids(runs, "time_for_epochs_s", T.fmt_seconds, mark_extrapolated=True)
+    counts = [c for g in grids for c in g.seed_counts]
+    note = (
+        "Seconds to train and validate all epochs of a cell (sum of per-epoch wall times, "
+        f"`summary.time_for_epochs_s`), {T.seeds_note(counts)}."
+    )
+    return T.document(
+        "Time by model and precision",
+        note,
+        grid_sections(grids, level=2),
+        empty=no_matrix(runs),
+    )

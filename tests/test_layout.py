@@ -1,0 +1,100 @@
+"""The package's boundaries, as its subpackage docstrings write them, kept by tests.
+
+- The parse-time core (``study/`` and what it imports) never imports torch, torchvision, pandas,
+  numpy, PIL or matplotlib: Snakemake imports it while it parses the workflow.
+- The commands that run a cell put the cell's library build first on the import path before
+  anything imports torchvision or apex, so importing them imports neither.
+- Imports run one way: nothing in the parse-time core imports a module above it.
+- Every subpackage says in its docstring what it owns and what it may import.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nettebench.study.code_groups import PACKAGE_DIR
+
+HEAVY = ("torch", "torchvision", "pandas", "numpy", "PIL", "matplotlib", "seaborn")
+# What Snakemake imports while it parses (rules/common.smk) and the leaves they reach.
+PARSE_TIME = (
+    "nettebench.study.workflow",
+    "nettebench.study.code_groups",
+    "nettebench.study.resources",
+    "nettebench.study.outputs",
+    "nettebench.datasets.catalog",
+    "nettebench.builds.catalog",
+    "nettebench.profiling.plan",
+)
+# The parse-time core may import these subpackages' stdlib-only leaves, nothing else above it.
+CORE_MAY_IMPORT = (
+    "nettebench.study",
+    "nettebench.datasets.catalog",
+    "nettebench.datasets.errors",
+    "nettebench.builds.catalog",
+)
+CELL_COMMANDS = (
+    "nettebench.training.cli",
+    "nettebench.benchmarks.ceiling",
+    "nettebench.profiling.cli",
+)
+
+
+def _loaded_after_import(modules: tuple[str, ...], watch: tuple[str, ...]) -> list[str]:
+    code = (
+        "import sys\n"
+        + "".join(f"import {name}\n" for name in modules)
+        + f"print(sorted(set({watch!r}) & set(sys.modules)))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return eval(done.stdout)  # a list literal printed by the child
+
+
+def test_parse_time_modules_import_nothing_heavy():
+    assert _loaded_after_import(PARSE_TIME, HEAVY) == []
+
+
+@pytest.mark.parametrize("command", CELL_COMMANDS)
+def test_cell_commands_import_no_library_a_build_could_replace(command):
+    assert _loaded_after_import((command,), ("torchvision", "apex", "efficientnet_pytorch")) == []
+
+
+def _imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found |= {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
+    return {name for name in found if name.startswith("nettebench.")}
+
+
+def test_the_parse_time_core_imports_only_downward():
+    for path in sorted((PACKAGE_DIR / "study").glob("*.py")):
+        upward = {
+            name
+            for name in _imports(path)
+            if not any(name == ok or name.startswith(ok + ".") for ok in CORE_MAY_IMPORT)
+        }
+        assert not upward, f"{path.name} imports {sorted(upward)} from above the core"
+
+
+def test_every_subpackage_says_what_it_owns_and_may_import():
+    for init in sorted(PACKAGE_DIR.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text())) or ""
+        assert len(doc.split()) >= 25, f"{init.parent.name}/__init__.py: no docstring to speak of"
+        assert "import" in doc, f"{init.parent.name}/__init__.py does not say what it may import"
+
+
+def test_no_module_is_far_over_400_lines():
+    long = {
+        str(path.relative_to(PACKAGE_DIR)): n
+        for path in PACKAGE_DIR.rglob("*.py")
+        if (n := len(path.read_text().splitlines())) > 450
+    }
+    assert not long, f"split these along their seams: {long}"
