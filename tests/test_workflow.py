@@ -155,9 +155,11 @@ def test_a_new_batch_size_schedules_only_new_cells_and_aggregates(quickstart):
 
 def test_editing_plotting_code_reruns_only_figures(quickstart):
     workdir, config = quickstart
-    figures = workdir / "scripts" / "nettebench" / "report" / "figures.py"
-    _edit(figures)
-    # the category figure shares the study figures' style, so it is redrawn too
+    report = workdir / "scripts" / "nettebench" / "report"
+    _edit(report / "figures.py")
+    assert planned_jobs(run_study(workdir, config, "-n")) == {"figures_plot": 1}
+    # the category figure shares the study figures' plotting helpers, so it is redrawn too
+    _edit(report / "plotting.py")
     assert planned_jobs(run_study(workdir, config, "-n")) == {"figures_plot": 1, "profiles_plot": 1}
 
 
