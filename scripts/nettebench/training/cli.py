@@ -60,14 +60,17 @@ def process_start_time() -> float:
         return _IMPORTED_AT
 
 
-def resolve_device(requested: str):
-    """``auto`` means CUDA when a GPU is visible, else the CPU."""
+def resolve_device(requested: str) -> torch.device:
+    """The run's one device object: ``auto`` means CUDA when a GPU is visible, else the CPU.
 
+    Canonical: exactly the device its tensors report (``cuda`` is ``cuda:0``, ``cpu:0`` is
+    ``cpu``), so code comparing a tensor's device with it never mistakes one for another.
+    """
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
+    if torch.device(requested).type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("error: device cuda was asked for but torch sees no CUDA GPU")
-    return torch.device(requested)
+    return torch.empty(0, device=requested).device
 
 
 def run_cell(
@@ -159,6 +162,7 @@ def _finish(record, out_dir: Path, rows, started_at: float, *, status, message, 
         record["summary"]["batch_size_used"] = fit.batch_size
         record["summary"]["resumed_from_epoch"] = fit.resumed_from_epoch
         record["summary"]["compile_s"] = fit.compile_s
+        record["summary"]["store_placement"] = fit.placement
         earlier_wall_s = fit.earlier_wall_s
     record["summary"]["wall_s"] = earlier_wall_s + time.time() - started_at
     records.write_epochs(out_dir, rows)
@@ -195,6 +199,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "peak_mem_mb": max(r["peak_mem_mb"] for r in rows),
         "resumed_from_epoch": None,
         "compile_s": None,
+        "store_placement": None,
     }
 
 

@@ -50,6 +50,7 @@ class FitResult:
     resumed_from_epoch: int | None  # epochs already done by earlier processes, None if fresh
     earlier_wall_s: float  # wall time earlier processes spent on the finished epochs
     compile_s: float | None = None  # the torch.compile warm-up (compile: true), else None
+    placement: str | None = None  # loader cached: "resident" or "streamed"; None for pil
 
 
 def lr_at(cell: CellSpec, epoch: int, batch_size: int) -> float:
@@ -163,6 +164,7 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
             device=device,
             channels_last=cell.uses_channels_last(),
             workers=cell.workers,
+            placement=cell.store_placement,
         )
 
     return build_pil_loaders(
@@ -206,7 +208,9 @@ def fit(
         Path(store_dir) if store_dir else out_dir / "store",
     )
     runner = make_runner(cell, device, num_classes, batch_size)
-    result = FitResult(batch_size, None, 0.0)
+    result = FitResult(batch_size, None, 0.0, placement=loaders.placement)
+    if loaders.placement is not None:
+        print(f"cached store: {loaders.placement} ({device})", flush=True)
     if saved:
         runner.load_state_dict(saved["trainer"])
         rows.extend(saved["rows"])
