@@ -163,3 +163,21 @@ def test_compile_is_timed_apart_and_leaves_learning_unchanged(tiny_tree, tmp_pat
     epochs = [pd.read_csv(tmp_path / name / outputs.EPOCHS_FILE) for name in ("plain", "compiled")]
     for column in ("train_loss", "val_loss", "val_top1"):
         assert epochs[1][column].tolist() == pytest.approx(epochs[0][column].tolist(), rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("options", "benchmark"),
+    [({}, True), ({"cudnn_benchmark": False}, False), ({"deterministic": True}, False)],
+)
+def test_cudnn_autotuning_follows_the_cell(options, benchmark, monkeypatch):
+    """On a CUDA device (only flags are set: no GPU needed) cuDNN autotunes unless the cell
+    turns it off or asks for determinism."""
+    from nettebench.training.fit import configure_determinism
+
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", not benchmark)
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", False)
+    # the process-wide switches deterministic flips, restored afterwards
+    monkeypatch.setattr(torch, "use_deterministic_algorithms", lambda on: None)
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    configure_determinism(small_cell(**options), torch.device("cuda", 0))
+    assert torch.backends.cudnn.benchmark is benchmark

@@ -73,12 +73,13 @@ def seed_epoch(seed: int, epoch: int, generator: torch.Generator | None = None) 
 
 
 def configure_determinism(cell: CellSpec, device: torch.device) -> None:
-    """Deterministic kernels when asked; otherwise let cuDNN autotune, as the reference does."""
+    """Deterministic kernels when asked; otherwise cuDNN autotunes as the cell says
+    (``cudnn_benchmark``, on by default as in the reference)."""
     if cell.deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True)
     if device.type == "cuda":
-        torch.backends.cudnn.benchmark = not cell.deterministic
+        torch.backends.cudnn.benchmark = cell.cudnn_benchmark and not cell.deterministic
         torch.backends.cudnn.deterministic = cell.deterministic
 
 
