@@ -125,14 +125,21 @@ def choose_batch_size(cell: CellSpec, device: torch.device, num_classes: int) ->
                 torch.cuda.empty_cache()
 
 
+def val_padding(cell: CellSpec, device: torch.device, batch_size: int) -> int | None:
+    """The validation batch shape to pad to (see :func:`nettebench.training.loop.evaluate`):
+    the training batch size where a second shape costs time (cuDNN autotuning on a GPU, a
+    recompile under ``compile: true``), else None (a CPU would only compute the padding)."""
+    return batch_size if device.type == "cuda" or cell.compile else None
+
+
 def compile_warmup(runner, batch_size: int, image_size: int) -> float:
     """Compile a ``compile: true`` cell's model before the first epoch; return the seconds.
 
     One training step and one evaluation forward at the cell's batch shape, on zeros, so that
     torch.compile builds both graphs here and not inside the timed epochs. The weights,
     optimiser and loss-scaler state are put back afterwards, so the cell learns exactly as if
-    the warm-up had not happened. (An odd-sized last validation batch compiles once more,
-    inside the first epoch, where it counts as first-epoch overhead.)
+    the warm-up had not happened. (Validation is padded to the same batch shape,
+    :func:`val_padding`, so no odd-sized last batch compiles a second graph in the epochs.)
     """
 
     saved = copy.deepcopy(runner.state_dict())
@@ -245,7 +252,13 @@ def fit(
                 warmup_steps=warmup_steps if epoch == first_epoch else 0,
                 progress=progress,
             )
-        val = evaluate(runner, loaders.val, total_steps=len(loaders.val), max_steps=cell.max_steps)
+        val = evaluate(
+            runner,
+            loaders.val,
+            total_steps=len(loaders.val),
+            max_steps=cell.max_steps,
+            pad_to=val_padding(cell, device, batch_size),
+        )
         rows.append(epoch_row(epoch + 1, lr, train, val, peak_memory_mb(device), steps_per_epoch))
         records.write_epochs(out_dir, rows)
         log_epoch(cell, rows[-1])
