@@ -1,7 +1,8 @@
 """Per-epoch checkpoints, so a killed cell resumes from its last finished epoch.
 
 A SLURM preemption or a laptop going to sleep must not cost the whole cell. After every epoch
-the trainer writes ``checkpoint.pt`` next to the cell's results, atomically (a temporary file
+but the last (which the results follow at once) the trainer writes ``checkpoint.pt`` next to
+the cell's results, atomically (a temporary file
 renamed over the old one), so a kill at any moment leaves either the previous checkpoint or the
 new one. A rerun of the same cell (same identity hash) continues from it; a checkpoint of a
 different cell is ignored. Randomness is re-seeded per epoch from (seed, epoch), so a resumed

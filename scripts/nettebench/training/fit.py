@@ -3,7 +3,7 @@
 :mod:`nettebench.training.cli` decides what a run's outcome is (ok, oom, unsupported) and writes the
 record; this module does the training itself. Every epoch is seeded from (seed, epoch), so a run
 resumed from its checkpoint draws the same batches and augmentations as one that never stopped,
-and a checkpoint is written after every epoch.
+and a checkpoint is written after every epoch but the last (the results follow it at once).
 """
 
 from __future__ import annotations
@@ -262,16 +262,17 @@ def fit(
         rows.append(epoch_row(epoch + 1, lr, train, val, peak_memory_mb(device), steps_per_epoch))
         records.write_epochs(out_dir, rows)
         log_epoch(cell, rows[-1])
-        checkpoint.save(
-            out_dir,
-            {
-                "cell_id": cell.cell_id(),
-                "batch_size": batch_size,
-                "rows": rows,
-                "trainer": runner.state_dict(),
-                "wall_s": result.earlier_wall_s + time.time() - started_at,
-            },
-        )
+        if epoch + 1 < cell.epochs:  # after the last one the results are written instead
+            checkpoint.save(
+                out_dir,
+                {
+                    "cell_id": cell.cell_id(),
+                    "batch_size": batch_size,
+                    "rows": rows,
+                    "trainer": runner.state_dict(),
+                    "wall_s": result.earlier_wall_s + time.time() - started_at,
+                },
+            )
     return result
 
 
