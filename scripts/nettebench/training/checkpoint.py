@@ -12,23 +12,27 @@ deleted once the cell's metrics are written: results, not checkpoints, are what 
 
 from __future__ import annotations
 
-import io
 import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from nettebench.records.atomic import write_bytes_atomic
+from nettebench.records.atomic import open_atomic
 
 CHECKPOINT_FILE = "checkpoint.pt"
 
 
 def save(out_dir: str | os.PathLike, state: dict[str, Any]) -> Path:
-    """Write ``state`` (must hold ``cell_id``) as the cell's checkpoint, atomically."""
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    return write_bytes_atomic(Path(out_dir) / CHECKPOINT_FILE, buffer.getvalue())
+    """Write ``state`` (must hold ``cell_id``) as the cell's checkpoint, atomically.
+
+    Streamed into the temporary file as it is serialised: no copy of the whole checkpoint in
+    memory (about 94 MB for resnet18 under O1) on top of the tensors' own copies to the host.
+    """
+    path = Path(out_dir) / CHECKPOINT_FILE
+    with open_atomic(path) as handle:
+        torch.save(state, handle)
+    return path
 
 
 def load(out_dir: str | os.PathLike, cell_id: str) -> dict[str, Any] | None:
