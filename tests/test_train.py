@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -181,3 +182,26 @@ def test_cudnn_autotuning_follows_the_cell(options, benchmark, monkeypatch):
     monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
     configure_determinism(small_cell(**options), torch.device("cuda", 0))
     assert torch.backends.cudnn.benchmark is benchmark
+
+
+def test_the_environment_is_collected_beside_the_training_not_before_it(
+    tiny_tree, tmp_path, monkeypatch
+):
+    """nvidia-smi, git and scontrol are off the timed path: a collection that lasts until the
+    first epoch is over (longer than any of them) does not hold the epochs back, and the
+    record still carries what it found."""
+    from nettebench.records import environment
+
+    def collect():
+        deadline = time.time() + 30
+        while not (tmp_path / outputs.EPOCHS_FILE).exists():
+            if time.time() > deadline:
+                raise TimeoutError("training waited for the environment")
+            time.sleep(0.01)
+        return {"collected": "after the first epoch"}
+
+    monkeypatch.setattr(environment, "collect", collect)
+    record = run_cell(small_cell(epochs=1), tiny_tree, tmp_path)
+    assert record["status"] == "ok"
+    written = json.loads((tmp_path / outputs.METRICS_FILE).read_text())
+    assert written["environment"] == {"collected": "after the first epoch"}

@@ -25,6 +25,7 @@ import math
 import os
 import statistics
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -103,11 +104,20 @@ def run_cell(
         torch.set_num_threads(threads)
     device = resolve_device(cell.device)
     record = _record_skeleton(cell, kind, device)
+    # nvidia-smi, git and scontrol take a while: they run beside the training, not before it
+    # (wall_s runs from process start), and the record waits for them only when it is written.
+    collecting = _in_background(environment.collect)
 
     reason = precision.unsupported_reason(cell.precision, device.type)
     if reason:
         return _finish(
-            record, out_dir, [], started_at, status=records.STATUS_UNSUPPORTED, message=reason
+            record,
+            out_dir,
+            [],
+            started_at,
+            collecting,
+            status=records.STATUS_UNSUPPORTED,
+            message=reason,
         )
 
     rows: list[dict[str, Any]] = []
@@ -129,12 +139,28 @@ def run_cell(
             out_dir,
             rows,
             started_at,
+            collecting,
             status=records.STATUS_OOM,
             message=oom_message(cell, device, error),
         )
     return _finish(
-        record, out_dir, rows, started_at, status=records.STATUS_OK, message=None, fit=result
+        record,
+        out_dir,
+        rows,
+        started_at,
+        collecting,
+        status=records.STATUS_OK,
+        message=None,
+        fit=result,
     )
+
+
+def _in_background(function) -> Future:
+    """``function()`` running in a thread of its own; its Future."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nettebench-environment")
+    future = pool.submit(function)
+    pool.shutdown(wait=False)  # the thread ends with the function
+    return future
 
 
 def _record_skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
@@ -146,12 +172,14 @@ def _record_skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
         "cell": cell.as_dict(),
         "cell_id": cell.cell_id(),
         "device": environment.device_info(device),
-        "environment": environment.collect(),
+        "environment": None,  # collected beside the training (see run_cell)
         "summary": dict.fromkeys(records.SUMMARY_KEYS),
     }
 
 
-def _finish(record, out_dir: Path, rows, started_at: float, *, status, message, fit=None):
+def _finish(
+    record, out_dir: Path, rows, started_at: float, collecting: Future, *, status, message, fit=None
+):
     """Write the cell's outcome; the checkpoint goes once the results are safely written."""
     record["status"] = status
     record["message"] = message
@@ -164,6 +192,7 @@ def _finish(record, out_dir: Path, rows, started_at: float, *, status, message, 
         record["summary"]["compile_s"] = fit.compile_s
         record["summary"]["store_placement"] = fit.placement
         earlier_wall_s = fit.earlier_wall_s
+    record["environment"] = collecting.result()
     record["summary"]["wall_s"] = earlier_wall_s + time.time() - started_at
     records.write_epochs(out_dir, rows)
     records.write_metrics(out_dir, record)
