@@ -41,7 +41,7 @@ from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
 from nettebench.training import checkpoint
-from nettebench.training.apex import ApexAmpUnavailable
+from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
 
 WARMUP_STEPS = 5  # first-epoch steps excluded from img/s (autotuning, allocator, workers)
 KINDS = ("matrix", "cpu_baseline")
@@ -108,7 +108,7 @@ def run_cell(
     # (wall_s runs from process start), and the record waits for them only when it is written.
     collecting = _in_background(environment.collect)
 
-    reason = precision.unsupported_reason(cell.precision, device.type)
+    reason = unsupported_reason(cell, device)
     if reason:
         return _finish(
             record,
@@ -143,6 +143,16 @@ def run_cell(
             status=records.STATUS_OOM,
             message=oom_message(cell, device, error),
         )
+    except ApexUnsupported as error:
+        return _finish(
+            record,
+            out_dir,
+            rows,
+            started_at,
+            collecting,
+            status=records.STATUS_UNSUPPORTED,
+            message=str(error),
+        )
     return _finish(
         record,
         out_dir,
@@ -153,6 +163,15 @@ def run_cell(
         message=None,
         fit=result,
     )
+
+
+def unsupported_reason(cell: CellSpec, device: torch.device) -> str | None:
+    """Why ``device`` cannot run the cell's precision, or None. A native cell asks the precision
+    table; an apex cell is apex's to refuse (:class:`~nettebench.training.apex.ApexUnsupported`
+    when its runner is built), in its own words."""
+    if cell.amp_backend == "apex":
+        return None
+    return precision.unsupported_reason(cell.precision, device.type)
 
 
 def _in_background(function) -> Future:

@@ -207,6 +207,9 @@ def fit(
     num_classes = len(data_root.classes)
     saved = checkpoint.load(out_dir, cell.cell_id())
     batch_size = saved["batch_size"] if saved else choose_batch_size(cell, device, num_classes)
+    # The runner first: a backend that refuses the device (apex on a CPU) says so before a
+    # store is built for nothing.
+    runner = make_runner(cell, device, num_classes, batch_size)
     loaders = build_loaders(
         cell,
         data_root,
@@ -215,7 +218,6 @@ def fit(
         device,
         Path(store_dir) if store_dir else out_dir / "store",
     )
-    runner = make_runner(cell, device, num_classes, batch_size)
     result = FitResult(batch_size, None, 0.0, placement=loaders.placement)
     if loaders.placement is not None:
         print(f"cached store: {loaders.placement} ({device})", flush=True)
