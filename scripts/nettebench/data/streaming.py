@@ -155,6 +155,12 @@ class _Stager:
         if self.cuda:
             self.consumed[staged.buffer] = torch.cuda.current_stream(self.device).record_event()
 
+    def close(self) -> None:
+        """Before the buffers go back to the allocator: later work on the compute stream waits
+        for every copy (one may still be in flight when an epoch stops early)."""
+        if self.cuda:
+            torch.cuda.current_stream(self.device).wait_stream(self.stream)
+
 
 def stream_to_device(
     arrays: Sequence[torch.Tensor],
@@ -182,4 +188,5 @@ def stream_to_device(
             yield current.tensors
             stager.done(current)
     finally:
+        stager.close()
         ring.close()
