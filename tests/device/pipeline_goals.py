@@ -452,7 +452,7 @@ def cells_table(rows: dict) -> str:
                 f"{_r(row.get('time_for_epochs_s'), 1)} | {_r(row.get('train_img_s'), 0)} | "
                 f"{_r(row.get('first_epoch_overhead_s'), 2)} | "
                 f"{_pct(row.get('data_wait_share'))} | {_r(row.get('final_top1'), 1)} | "
-                f"{row.get('store_placement') or '-'} |"
+                f"{row.get('store_mode') or '-'} |"
             )
     return "\n".join(lines)
 

@@ -67,7 +67,7 @@ SUMMARY_KEYS = (
     "compile_s",  # float | None: torch.compile warm-up before epoch 1 (cells with compile: true)
     # str | None: loader cached: where its store was, "resident" (in the training device's
     # memory) or "streamed" (host memory, streamed to the GPU); None for the pil loader
-    "store_placement",
+    "store_mode",
 )
 
 # Columns of epochs.csv, in order.

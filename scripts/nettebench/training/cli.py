@@ -209,7 +209,7 @@ def _finish(
         record["summary"]["batch_size_used"] = fit.batch_size
         record["summary"]["resumed_from_epoch"] = fit.resumed_from_epoch
         record["summary"]["compile_s"] = fit.compile_s
-        record["summary"]["store_placement"] = fit.placement
+        record["summary"]["store_mode"] = fit.placement
         earlier_wall_s = fit.earlier_wall_s
     record["environment"] = collecting.result()
     record["summary"]["wall_s"] = earlier_wall_s + time.time() - started_at
@@ -247,7 +247,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "peak_mem_mb": max(r["peak_mem_mb"] for r in rows),
         "resumed_from_epoch": None,
         "compile_s": None,
-        "store_placement": None,
+        "store_mode": None,
     }
 
 
