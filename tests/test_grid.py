@@ -107,6 +107,12 @@ def test_overrides_apply_unless_an_axis_names_the_parameter():
         ({"channels_last": "yes"}, "channels_last must be true, false or auto"),
         ({"compile": "yes"}, "compile must be true or false"),
         ({"compile": True, "amp_backend": "apex"}, "compile needs amp_backend native"),
+        ({"cudnn_benchmark": "on"}, "cudnn_benchmark must be true or false"),
+        (
+            {"loader": "cached", "store_placement": "gpu"},
+            "'gpu' is not allowed; allowed: auto, device, host",
+        ),
+        ({"store_placement": "host"}, "store_placement host needs loader cached"),
     ],
 )
 def test_trainer_options_are_validated(matrix, expected):

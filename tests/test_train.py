@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -163,3 +164,44 @@ def test_compile_is_timed_apart_and_leaves_learning_unchanged(tiny_tree, tmp_pat
     epochs = [pd.read_csv(tmp_path / name / outputs.EPOCHS_FILE) for name in ("plain", "compiled")]
     for column in ("train_loss", "val_loss", "val_top1"):
         assert epochs[1][column].tolist() == pytest.approx(epochs[0][column].tolist(), rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("options", "benchmark"),
+    [({}, True), ({"cudnn_benchmark": False}, False), ({"deterministic": True}, False)],
+)
+def test_cudnn_autotuning_follows_the_cell(options, benchmark, monkeypatch):
+    """On a CUDA device (only flags are set: no GPU needed) cuDNN autotunes unless the cell
+    turns it off or asks for determinism."""
+    from nettebench.training.fit import configure_determinism
+
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", not benchmark)
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", False)
+    # the process-wide switches deterministic flips, restored afterwards
+    monkeypatch.setattr(torch, "use_deterministic_algorithms", lambda on: None)
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    configure_determinism(small_cell(**options), torch.device("cuda", 0))
+    assert torch.backends.cudnn.benchmark is benchmark
+
+
+def test_the_environment_is_collected_beside_the_training_not_before_it(
+    tiny_tree, tmp_path, monkeypatch
+):
+    """nvidia-smi, git and scontrol are off the timed path: a collection that lasts until the
+    first epoch is over (longer than any of them) does not hold the epochs back, and the
+    record still carries what it found."""
+    from nettebench.records import environment
+
+    def collect():
+        deadline = time.time() + 30
+        while not (tmp_path / outputs.EPOCHS_FILE).exists():
+            if time.time() > deadline:
+                raise TimeoutError("training waited for the environment")
+            time.sleep(0.01)
+        return {"collected": "after the first epoch"}
+
+    monkeypatch.setattr(environment, "collect", collect)
+    record = run_cell(small_cell(epochs=1), tiny_tree, tmp_path)
+    assert record["status"] == "ok"
+    written = json.loads((tmp_path / outputs.METRICS_FILE).read_text())
+    assert written["environment"] == {"collected": "after the first epoch"}

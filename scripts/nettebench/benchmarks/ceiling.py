@@ -40,8 +40,8 @@ from nettebench.datasets.info import load_data_root
 from nettebench.records import environment
 from nettebench.records import files as records
 from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
-from nettebench.study.precision import unsupported_reason
-from nettebench.training.cli import oom_message, resolve_device
+from nettebench.training.apex import ApexUnsupported
+from nettebench.training.cli import oom_message, resolve_device, unsupported_reason
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory, synchronize
 
 WARMUP_STEPS = 10
@@ -162,7 +162,7 @@ def measure_cell(
         environment=environment.collect(),
     )
 
-    reason = unsupported_reason(cell.precision, device.type)
+    reason = unsupported_reason(cell, device)
     if reason:
         record.update(status=records.STATUS_UNSUPPORTED, message=reason)
         return record
@@ -178,6 +178,8 @@ def measure_cell(
         record["steps"] = len(step_s)
     except (torch.OutOfMemoryError, MemoryError) as error:
         record.update(status=records.STATUS_OOM, message=oom_message(cell, device, error))
+    except ApexUnsupported as error:
+        record.update(status=records.STATUS_UNSUPPORTED, message=str(error))
     else:
         median = statistics.median(step_s)
         p10, p90 = _percentiles(step_s)

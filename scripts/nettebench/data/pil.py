@@ -28,6 +28,9 @@ class Loaders:
     num_classes: int
     classes: list[str]
     generator: torch.Generator  # drives the training shuffle and the workers' seeds
+    # cached loader: where its store is, "resident" (the training device's memory; on a CPU,
+    # host memory) or "streamed" (host memory, streamed to the GPU); None for the pil loader
+    placement: str | None = None
 
 
 def build_pil_loaders(

@@ -65,6 +65,9 @@ SUMMARY_KEYS = (
     "peak_mem_mb",  # float: peak device memory (CUDA allocator) or peak RSS on a CPU
     "resumed_from_epoch",  # int | None: epochs an earlier, killed process had finished
     "compile_s",  # float | None: torch.compile warm-up before epoch 1 (cells with compile: true)
+    # str | None: loader cached: where its store was, "resident" (in the training device's
+    # memory) or "streamed" (host memory, streamed to the GPU); None for the pil loader
+    "store_mode",
 )
 
 # Columns of epochs.csv, in order.

@@ -33,8 +33,9 @@ DEVICES = ("auto", "cpu", "cuda")
 LR_SCHEDULES = ("step", "cosine")
 AMP_BACKENDS = ("native", "apex")
 LOADERS = ("pil", "cached")
+STORE_PLACEMENTS = ("auto", "device", "host")
 _POSITIVE_INTS = ("epochs", "image_size")
-_BOOLEANS = ("deterministic", "pretrained", "compile")
+_BOOLEANS = ("deterministic", "pretrained", "compile", "cudnn_benchmark")
 _NON_NEGATIVE_INTS = ("workers", "seed")
 
 
@@ -107,6 +108,11 @@ def build_cell(
             )
     if cell.compile and cell.amp_backend == "apex":
         raise ConfigError(f"{section}: compile needs amp_backend native (apex patches the model)")
+    if cell.store_placement != "auto" and cell.loader != "cached":
+        raise ConfigError(
+            f"{section}: store_placement {cell.store_placement} needs loader cached "
+            f"(the {cell.loader} loader has no decoded store to place)"
+        )
     if cell.max_steps is not None and cell.max_steps < 1:
         raise ConfigError(f"{section}.max_steps must be >= 1 or null, got {cell.max_steps!r}")
     cell.path()  # raises on values that cannot be a path component
@@ -132,6 +138,8 @@ def _check_value(key: str, value: Any, *, section: str, datasets: Sequence[str])
         _one_of(where, value, AMP_BACKENDS)
     elif key == "loader":
         _one_of(where, value, LOADERS)
+    elif key == "store_placement":
+        _one_of(where, value, STORE_PLACEMENTS)
     elif key == "batch_size":
         if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigError(f"{where} must be an integer >= 1 or auto, got {value!r}")

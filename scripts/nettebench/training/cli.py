@@ -25,6 +25,7 @@ import math
 import os
 import statistics
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +41,7 @@ from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
 from nettebench.training import checkpoint
-from nettebench.training.apex import ApexAmpUnavailable
+from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
 
 WARMUP_STEPS = 5  # first-epoch steps excluded from img/s (autotuning, allocator, workers)
 KINDS = ("matrix", "cpu_baseline")
@@ -60,14 +61,17 @@ def process_start_time() -> float:
         return _IMPORTED_AT
 
 
-def resolve_device(requested: str):
-    """``auto`` means CUDA when a GPU is visible, else the CPU."""
+def resolve_device(requested: str) -> torch.device:
+    """The run's one device object: ``auto`` means CUDA when a GPU is visible, else the CPU.
 
+    Canonical: exactly the device its tensors report (``cuda`` is ``cuda:0``, ``cpu:0`` is
+    ``cpu``), so code comparing a tensor's device with it never mistakes one for another.
+    """
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
+    if torch.device(requested).type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("error: device cuda was asked for but torch sees no CUDA GPU")
-    return torch.device(requested)
+    return torch.empty(0, device=requested).device
 
 
 def run_cell(
@@ -100,11 +104,20 @@ def run_cell(
         torch.set_num_threads(threads)
     device = resolve_device(cell.device)
     record = _record_skeleton(cell, kind, device)
+    # nvidia-smi, git and scontrol take a while: they run beside the training, not before it
+    # (wall_s runs from process start), and the record waits for them only when it is written.
+    collecting = _in_background(environment.collect)
 
-    reason = precision.unsupported_reason(cell.precision, device.type)
+    reason = unsupported_reason(cell, device)
     if reason:
         return _finish(
-            record, out_dir, [], started_at, status=records.STATUS_UNSUPPORTED, message=reason
+            record,
+            out_dir,
+            [],
+            started_at,
+            collecting,
+            status=records.STATUS_UNSUPPORTED,
+            message=reason,
         )
 
     rows: list[dict[str, Any]] = []
@@ -126,12 +139,47 @@ def run_cell(
             out_dir,
             rows,
             started_at,
+            collecting,
             status=records.STATUS_OOM,
             message=oom_message(cell, device, error),
         )
+    except ApexUnsupported as error:
+        return _finish(
+            record,
+            out_dir,
+            rows,
+            started_at,
+            collecting,
+            status=records.STATUS_UNSUPPORTED,
+            message=str(error),
+        )
     return _finish(
-        record, out_dir, rows, started_at, status=records.STATUS_OK, message=None, fit=result
+        record,
+        out_dir,
+        rows,
+        started_at,
+        collecting,
+        status=records.STATUS_OK,
+        message=None,
+        fit=result,
     )
+
+
+def unsupported_reason(cell: CellSpec, device: torch.device) -> str | None:
+    """Why ``device`` cannot run the cell's precision, or None. A native cell asks the precision
+    table; an apex cell is apex's to refuse (:class:`~nettebench.training.apex.ApexUnsupported`
+    when its runner is built), in its own words."""
+    if cell.amp_backend == "apex":
+        return None
+    return precision.unsupported_reason(cell.precision, device.type)
+
+
+def _in_background(function) -> Future:
+    """``function()`` running in a thread of its own; its Future."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nettebench-environment")
+    future = pool.submit(function)
+    pool.shutdown(wait=False)  # the thread ends with the function
+    return future
 
 
 def _record_skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
@@ -143,12 +191,14 @@ def _record_skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
         "cell": cell.as_dict(),
         "cell_id": cell.cell_id(),
         "device": environment.device_info(device),
-        "environment": environment.collect(),
+        "environment": None,  # collected beside the training (see run_cell)
         "summary": dict.fromkeys(records.SUMMARY_KEYS),
     }
 
 
-def _finish(record, out_dir: Path, rows, started_at: float, *, status, message, fit=None):
+def _finish(
+    record, out_dir: Path, rows, started_at: float, collecting: Future, *, status, message, fit=None
+):
     """Write the cell's outcome; the checkpoint goes once the results are safely written."""
     record["status"] = status
     record["message"] = message
@@ -159,7 +209,9 @@ def _finish(record, out_dir: Path, rows, started_at: float, *, status, message, 
         record["summary"]["batch_size_used"] = fit.batch_size
         record["summary"]["resumed_from_epoch"] = fit.resumed_from_epoch
         record["summary"]["compile_s"] = fit.compile_s
+        record["summary"]["store_mode"] = fit.placement
         earlier_wall_s = fit.earlier_wall_s
+    record["environment"] = collecting.result()
     record["summary"]["wall_s"] = earlier_wall_s + time.time() - started_at
     records.write_epochs(out_dir, rows)
     records.write_metrics(out_dir, record)
@@ -195,6 +247,7 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "peak_mem_mb": max(r["peak_mem_mb"] for r in rows),
         "resumed_from_epoch": None,
         "compile_s": None,
+        "store_mode": None,
     }
 
 

@@ -3,7 +3,7 @@
 :mod:`nettebench.training.cli` decides what a run's outcome is (ok, oom, unsupported) and writes the
 record; this module does the training itself. Every epoch is seeded from (seed, epoch), so a run
 resumed from its checkpoint draws the same batches and augmentations as one that never stopped,
-and a checkpoint is written after every epoch.
+and a checkpoint is written after every epoch but the last (the results follow it at once).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ class FitResult:
     resumed_from_epoch: int | None  # epochs already done by earlier processes, None if fresh
     earlier_wall_s: float  # wall time earlier processes spent on the finished epochs
     compile_s: float | None = None  # the torch.compile warm-up (compile: true), else None
+    placement: str | None = None  # loader cached: "resident" or "streamed"; None for pil
 
 
 def lr_at(cell: CellSpec, epoch: int, batch_size: int) -> float:
@@ -72,12 +73,13 @@ def seed_epoch(seed: int, epoch: int, generator: torch.Generator | None = None) 
 
 
 def configure_determinism(cell: CellSpec, device: torch.device) -> None:
-    """Deterministic kernels when asked; otherwise let cuDNN autotune, as the reference does."""
+    """Deterministic kernels when asked; otherwise cuDNN autotunes as the cell says
+    (``cudnn_benchmark``, on by default as in the reference)."""
     if cell.deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True)
     if device.type == "cuda":
-        torch.backends.cudnn.benchmark = not cell.deterministic
+        torch.backends.cudnn.benchmark = cell.cudnn_benchmark and not cell.deterministic
         torch.backends.cudnn.deterministic = cell.deterministic
 
 
@@ -123,14 +125,21 @@ def choose_batch_size(cell: CellSpec, device: torch.device, num_classes: int) ->
                 torch.cuda.empty_cache()
 
 
+def val_padding(cell: CellSpec, device: torch.device, batch_size: int) -> int | None:
+    """The validation batch shape to pad to (see :func:`nettebench.training.loop.evaluate`):
+    the training batch size where a second shape costs time (cuDNN autotuning on a GPU, a
+    recompile under ``compile: true``), else None (a CPU would only compute the padding)."""
+    return batch_size if device.type == "cuda" or cell.compile else None
+
+
 def compile_warmup(runner, batch_size: int, image_size: int) -> float:
     """Compile a ``compile: true`` cell's model before the first epoch; return the seconds.
 
     One training step and one evaluation forward at the cell's batch shape, on zeros, so that
     torch.compile builds both graphs here and not inside the timed epochs. The weights,
     optimiser and loss-scaler state are put back afterwards, so the cell learns exactly as if
-    the warm-up had not happened. (An odd-sized last validation batch compiles once more,
-    inside the first epoch, where it counts as first-epoch overhead.)
+    the warm-up had not happened. (Validation is padded to the same batch shape,
+    :func:`val_padding`, so no odd-sized last batch compiles a second graph in the epochs.)
     """
 
     saved = copy.deepcopy(runner.state_dict())
@@ -163,6 +172,7 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
             device=device,
             channels_last=cell.uses_channels_last(),
             workers=cell.workers,
+            placement=cell.store_placement,
         )
 
     return build_pil_loaders(
@@ -197,6 +207,9 @@ def fit(
     num_classes = len(data_root.classes)
     saved = checkpoint.load(out_dir, cell.cell_id())
     batch_size = saved["batch_size"] if saved else choose_batch_size(cell, device, num_classes)
+    # The runner first: a backend that refuses the device (apex on a CPU) says so before a
+    # store is built for nothing.
+    runner = make_runner(cell, device, num_classes, batch_size)
     loaders = build_loaders(
         cell,
         data_root,
@@ -205,8 +218,9 @@ def fit(
         device,
         Path(store_dir) if store_dir else out_dir / "store",
     )
-    runner = make_runner(cell, device, num_classes, batch_size)
-    result = FitResult(batch_size, None, 0.0)
+    result = FitResult(batch_size, None, 0.0, placement=loaders.placement)
+    if loaders.placement is not None:
+        print(f"cached store: {loaders.placement} ({device})", flush=True)
     if saved:
         runner.load_state_dict(saved["trainer"])
         rows.extend(saved["rows"])
@@ -240,20 +254,27 @@ def fit(
                 warmup_steps=warmup_steps if epoch == first_epoch else 0,
                 progress=progress,
             )
-        val = evaluate(runner, loaders.val, total_steps=len(loaders.val), max_steps=cell.max_steps)
+        val = evaluate(
+            runner,
+            loaders.val,
+            total_steps=len(loaders.val),
+            max_steps=cell.max_steps,
+            pad_to=val_padding(cell, device, batch_size),
+        )
         rows.append(epoch_row(epoch + 1, lr, train, val, peak_memory_mb(device), steps_per_epoch))
         records.write_epochs(out_dir, rows)
         log_epoch(cell, rows[-1])
-        checkpoint.save(
-            out_dir,
-            {
-                "cell_id": cell.cell_id(),
-                "batch_size": batch_size,
-                "rows": rows,
-                "trainer": runner.state_dict(),
-                "wall_s": result.earlier_wall_s + time.time() - started_at,
-            },
-        )
+        if epoch + 1 < cell.epochs:  # after the last one the results are written instead
+            checkpoint.save(
+                out_dir,
+                {
+                    "cell_id": cell.cell_id(),
+                    "batch_size": batch_size,
+                    "rows": rows,
+                    "trainer": runner.state_dict(),
+                    "wall_s": result.earlier_wall_s + time.time() - started_at,
+                },
+            )
     return result
 
 
