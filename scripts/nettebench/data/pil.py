@@ -8,6 +8,7 @@ training, resize to ``image_size / 0.875`` + centre crop for validation, ImageNe
 from __future__ import annotations
 
 import random
+import signal
 from dataclasses import dataclass
 
 import numpy as np
@@ -80,13 +81,17 @@ def build_pil_loaders(
     train = DataLoader(
         train_set, shuffle=True, generator=generator, worker_init_fn=_seed_worker, **common
     )
-    val = DataLoader(val_set, shuffle=False, **common)
+    val = DataLoader(val_set, shuffle=False, worker_init_fn=_seed_worker, **common)
     return Loaders(train, val, len(train_set.classes), list(train_set.classes), generator)
 
 
 def _seed_worker(worker_id: int) -> None:
-    """Seed python's and numpy's RNGs in each worker from torch's per-worker seed."""
-
+    """Seed python's and numpy's RNGs in each worker from torch's per-worker seed, and ignore
+    SIGINT and SIGTERM there: they reach the workers too (a terminal's Ctrl-C goes to the whole
+    process group, SLURM signals every process of a job), and the trainer stops at the next step
+    and shuts its workers down itself (nettebench.training.interrupts)."""
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, signal.SIG_IGN)
     worker_seed = torch.initial_seed() % 2**32
     np.random.seed(worker_seed)
     random.seed(worker_seed)

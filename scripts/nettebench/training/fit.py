@@ -3,7 +3,8 @@
 :mod:`nettebench.training.cli` decides what a run's outcome is (ok, oom, unsupported) and writes the
 record; this module does the training itself. Every epoch is seeded from (seed, epoch), so a run
 resumed from its checkpoint draws the same batches and augmentations as one that never stopped,
-and a checkpoint is written after every epoch.
+and a checkpoint is written after every epoch. Under a :class:`~.interrupts.StopOnSignal`, a
+SIGINT or SIGTERM stops the epochs before the next batch, the last checkpoint kept.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from nettebench.study import precision
 from nettebench.study.cell import CellSpec
 from nettebench.training import checkpoint
 from nettebench.training.apex import ApexTrainingStep, require_apex_amp
+from nettebench.training.interrupts import StopOnSignal, stop_between_batches
 from nettebench.training.loop import (
     evaluate,
     peak_memory_mb,
@@ -186,11 +188,14 @@ def fit(
     started_at: float,
     data_path: str | Path | None = None,
     store_dir: Path | None = None,
+    stop: StopOnSignal | None = None,
 ) -> FitResult:
     """Train ``cell``, appending one row per epoch to ``rows`` (kept on an OOM).
 
     ``store_dir`` is where a ``cached`` cell's decoded store lives (built there if missing or
-    stale); the workflow builds one per dataset and resolution and passes it.
+    stale); the workflow builds one per dataset and resolution and passes it. With ``stop``,
+    the epochs end with :class:`~.interrupts.Interrupted` before the next batch once a signal
+    came; ``rows`` then holds the epochs the checkpoint on disk holds.
     """
 
     configure_determinism(cell, device)
@@ -218,6 +223,10 @@ def fit(
         print(f"compiled the model in {result.compile_s:.1f} s (apart from the epochs)", flush=True)
 
     steps_per_epoch = len(loaders.train)
+    train_batches = stop_between_batches(loaders.train, stop)
+    val_batches = stop_between_batches(loaders.val, stop)
+    if stop:
+        stop.defer()  # from here on a signal ends the epochs before the next batch
     first_epoch = len(rows)  # the first epoch this process runs (after a resume: not epoch 0)
     for epoch in range(first_epoch, cell.epochs):
         seed_epoch(cell.seed, epoch, loaders.generator)
@@ -233,14 +242,14 @@ def fit(
         ) as progress:
             train = train_epoch(
                 runner,
-                loaders.train,
+                train_batches,
                 steps_per_epoch=steps_per_epoch,
                 max_steps=cell.max_steps,
                 # warm-up is excluded from img/s in the first epoch this process runs
                 warmup_steps=warmup_steps if epoch == first_epoch else 0,
                 progress=progress,
             )
-        val = evaluate(runner, loaders.val, total_steps=len(loaders.val), max_steps=cell.max_steps)
+        val = evaluate(runner, val_batches, total_steps=len(loaders.val), max_steps=cell.max_steps)
         rows.append(epoch_row(epoch + 1, lr, train, val, peak_memory_mb(device), steps_per_epoch))
         records.write_epochs(out_dir, rows)
         log_epoch(cell, rows[-1])

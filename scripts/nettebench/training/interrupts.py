@@ -1,0 +1,153 @@
+"""SIGINT and SIGTERM stop a cell at the next step, keeping its last checkpoint.
+
+Ctrl-C in a terminal sends SIGINT to every process of the foreground group (Snakemake, the
+trainer, its loader workers); SLURM sends SIGTERM before it kills a job at its time limit or
+preempts it; the workflow forwards either one to its jobs (:mod:`nettebench.study.job_signals`).
+Python's default SIGINT handler raises ``KeyboardInterrupt`` wherever the main thread happens to
+be, which is unreliable in a trainer: raised inside the fork that starts an epoch's loader
+workers it is printed as "Exception ignored" and lost, and the epoch trains on. SIGTERM, by
+default, ends the process without any cleanup.
+
+So the trainer runs under :class:`StopOnSignal`:
+
+- **Inside the epoch loop** (after :meth:`StopOnSignal.defer`) a signal only sets a flag. The
+  loaders are wrapped (:func:`stop_between_batches`) so the flag is looked at before every batch,
+  that is after every step and before the next epoch forks its workers, and :class:`Interrupted`
+  is raised there. The checkpoint after the last finished epoch stays on disk (it is written
+  atomically); the rerun resumes from it.
+- **While results are written** (:meth:`StopOnSignal.critical`) signals only set the flag, so a
+  finished cell's files are never cut in half.
+- **Anywhere else** (imports, building the model, a store) a signal raises at once: there is
+  nothing to keep yet. A second signal at least ``FORCE_AFTER_S`` after the first also raises at
+  once, wherever the trainer is, for a step that never ends.
+
+Repeated signals within ``FORCE_AFTER_S`` count as one request: a terminal's Ctrl-C reaches the
+trainer directly and once more through Snakemake's forwarding, milliseconds apart.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+import time
+from collections.abc import Iterator
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+FORCE_AFTER_S = 3.0  # a repeat at least this long after the first signal stops at once
+
+
+class Interrupted(BaseException):
+    """The run was asked to stop by a signal. A BaseException, like KeyboardInterrupt, so that no
+    ``except Exception`` on the way up mistakes it for an error of the cell."""
+
+    def __init__(self, signum: int, *, forced: bool = False) -> None:
+        self.signum = signum
+        self.forced = forced  # raised wherever the trainer was, by a repeated signal
+        super().__init__(signal_name(signum))
+
+    @property
+    def exit_code(self) -> int:
+        """128 + the signal number, as a shell reports a process ended by that signal."""
+        return 128 + self.signum
+
+
+def signal_name(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+class StopOnSignal:
+    """Install SIGINT/SIGTERM handlers that turn a signal into a stop at a safe point."""
+
+    def __init__(self, signals: tuple[int, ...] = STOP_SIGNALS) -> None:
+        self.signals = signals
+        self.requested: int | None = None  # the first signal received, if any
+        self._first_at = 0.0
+        self._mode = "immediate"  # immediate | deferred | critical
+        self._previous: dict[int, object] = {}
+
+    def __enter__(self) -> StopOnSignal:
+        for signum in self.signals:
+            self._previous[signum] = signal.signal(signum, self._handle)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+        self._previous.clear()
+
+    def _handle(self, signum: int, frame: object) -> None:
+        now = time.monotonic()
+        if self.requested is None:
+            self.requested = signum
+            self._first_at = now
+            if self._mode == "immediate":
+                raise Interrupted(signum)
+            print(
+                f"{signal_name(signum)} received: stopping after this step",
+                file=sys.stderr,
+                flush=True,
+            )
+            return
+        if self._mode != "critical" and now - self._first_at >= FORCE_AFTER_S:
+            raise Interrupted(signum, forced=True)
+
+    def check(self) -> None:
+        """Raise :class:`Interrupted` when a stop was asked for."""
+        if self.requested is not None:
+            raise Interrupted(self.requested)
+
+    @contextlib.contextmanager
+    def _in_mode(self, mode: str) -> Iterator[StopOnSignal]:
+        previous, self._mode = self._mode, mode
+        try:
+            yield self
+        finally:
+            self._mode = previous
+
+    def defer(self) -> None:
+        """From now on signals set the flag; :meth:`check` (or the wrapped loaders) stop."""
+        self._mode = "deferred"
+
+    def critical(self):
+        """Signals set the flag only, even repeated ones: for writing results."""
+        return self._in_mode("critical")
+
+
+class _StoppableLoader:
+    """A loader whose iteration looks at the stop flag before each batch."""
+
+    def __init__(self, loader, stop: StopOnSignal) -> None:
+        self._loader = loader
+        self._stop = stop
+
+    def __len__(self) -> int:
+        return len(self._loader)
+
+    def __getattr__(self, name: str):
+        return getattr(self._loader, name)
+
+    def __iter__(self):
+        self._stop.check()  # before an epoch forks its workers
+        iterator = iter(self._loader)
+        while True:
+            self._stop.check()
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                return
+            except Exception as error:
+                # Workers that a terminal's Ctrl-C reached before they could ignore it end, and
+                # the loader reports them as having died: that is the stop, not a data error.
+                if self._stop.requested is not None:
+                    raise Interrupted(self._stop.requested) from error
+                raise
+            yield batch
+
+
+def stop_between_batches(loader, stop: StopOnSignal | None):
+    """``loader``, stopping with :class:`Interrupted` before the next batch once a signal came."""
+    return loader if stop is None else _StoppableLoader(loader, stop)
