@@ -31,7 +31,7 @@ shell.prefix(
 )
 
 from nettebench.study import outputs
-from nettebench.study import code_groups
+from nettebench.study import code_groups, job_signals
 from nettebench.study.workflow import Study, check_top_level
 
 check_top_level(config)
@@ -40,6 +40,14 @@ STUDY = Study.from_config(config)
 
 TABLES = outputs.TABLE_NAMES
 FIGURES = outputs.FIGURE_NAMES
+
+
+# Ctrl-C / SIGTERM to a local run: passed on to the jobs (a training cell stops before its next
+# step, keeping its checkpoint), then Snakemake's graceful exit, so it records every job as it
+# ends (nettebench.study.job_signals). Cluster runs keep Snakemake's own handling.
+onstart:
+    if not workflow.non_local_exec:
+        job_signals.forward_interrupts()
 
 
 wildcard_constraints:
