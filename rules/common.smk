@@ -102,6 +102,11 @@ def checksum_args(plan):
     return " ".join(args)
 
 
+def bad_images_args(plan):
+    """The image check's option for a dataset: nothing for the default (reject)."""
+    return " --bad-images skip" if plan.bad_images == "skip" else ""
+
+
 def synthetic_args(wildcards):
     spec = STUDY.plan(wildcards.dataset).synthetic
     return " ".join(

@@ -16,6 +16,7 @@ import torch
 from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
 
+from nettebench.datasets.errors import DatasetError
 from nettebench.study.cell import VAL_RESIZE_RATIO
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -39,8 +40,10 @@ def build_pil_loaders(
     batch_size: int,
     workers: int,
     pin_memory: bool,
+    skip: frozenset[str] = frozenset(),
 ) -> Loaders:
-    """Train and val DataLoaders over ImageFolder trees.
+    """Train and val DataLoaders over ImageFolder trees (but the image paths in ``skip``: the
+    ones dataset.json lists as left out because they do not decode).
 
     The training shuffle and the workers' seeds come from ``Loaders.generator``, which the
     trainer re-seeds every epoch. Workers are not persistent (the reference's behaviour): each
@@ -49,6 +52,12 @@ def build_pil_loaders(
     """
 
     normalize = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
+    files = {"loader": load_image}
+    if skip:
+        files["is_valid_file"] = lambda path: (
+            datasets.folder.has_file_allowed_extension(path, datasets.folder.IMG_EXTENSIONS)
+            and path not in skip
+        )
     train_set = datasets.ImageFolder(
         str(train_dir),
         transforms.Compose(
@@ -59,6 +68,7 @@ def build_pil_loaders(
                 normalize,
             ]
         ),
+        **files,
     )
     val_set = datasets.ImageFolder(
         str(val_dir),
@@ -70,6 +80,7 @@ def build_pil_loaders(
                 normalize,
             ]
         ),
+        **files,
     )
     if train_set.classes != val_set.classes:
         raise ValueError(
@@ -83,6 +94,17 @@ def build_pil_loaders(
     )
     val = DataLoader(val_set, shuffle=False, worker_init_fn=_seed_worker, **common)
     return Loaders(train, val, len(train_set.classes), list(train_set.classes), generator)
+
+
+def load_image(path: str):
+    """ImageFolder's PIL loader, with an error that names the file it could not decode."""
+    try:
+        return datasets.folder.pil_loader(path)
+    except (OSError, ValueError) as exc:
+        raise DatasetError(
+            f"{path} does not decode ({type(exc).__name__}: {exc}); replace or remove it, or "
+            "prepare the dataset through the workflow, which checks every image first"
+        ) from None
 
 
 def _seed_worker(worker_id: int) -> None:

@@ -174,6 +174,7 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
         batch_size=batch_size,
         workers=cell.workers,
         pin_memory=device.type == "cuda",
+        skip=data_root.skipped,
     )
 
 
