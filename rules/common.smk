@@ -31,10 +31,14 @@ shell.prefix(
 )
 
 from nettebench.study import outputs
-from nettebench.study import code_groups, job_signals
+from nettebench.study import code_groups, config_file, job_signals
 from nettebench.study.workflow import Study, check_top_level
 
 check_top_level(config)
+# The schema's first error in one line (the key, what is allowed), then validate() fills defaults.
+config_file.check_schema(
+    config, Path(workflow.basedir) / "schemas" / "config.schema.yaml"
+)
 validate(config, schema="../schemas/config.schema.yaml")
 STUDY = Study.from_config(config)
 
