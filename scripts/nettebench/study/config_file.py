@@ -31,6 +31,7 @@ import jsonschema
 import yaml
 
 from nettebench.study.grid import ConfigError
+from nettebench.study.workflow import Study
 
 SCHEMA_FILE = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.yaml"
 _TYPES = {
@@ -202,8 +203,6 @@ def _show(value: Any, *, quote: bool = True) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """Check config files as the workflow will (YAML, schema, every matrix value)."""
-    from nettebench.study.workflow import Study
-
     parser = argparse.ArgumentParser(
         prog="python -m nettebench.study.config_file", description=main.__doc__
     )

@@ -31,7 +31,6 @@ import math
 import os
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -212,21 +211,13 @@ def _write_outcome(record, out_dir: Path, rows, started_at, status, message, fit
         earlier_wall_s = fit.earlier_wall_s
     record["summary"]["wall_s"] = earlier_wall_s + time.time() - started_at
     if stamp is not None:
-        finished.write(out_dir, stamp, _result_texts(record, rows))
+        finished.write(out_dir, stamp, finished.result_texts(record, rows))
     records.write_epochs(out_dir, rows)
     records.write_metrics(out_dir, record)
     checkpoint.remove(out_dir)
     if message:
         print(f"{status}: {message}", file=sys.stderr, flush=True)
     return record
-
-
-def _result_texts(record, rows) -> dict[str, str]:
-    """metrics.json and epochs.csv exactly as ``records`` writes them (written aside first)."""
-    with tempfile.TemporaryDirectory(prefix="nettebench-result-") as scratch:
-        records.write_epochs(scratch, rows)
-        records.write_metrics(scratch, record)
-        return finished.read_texts(scratch)
 
 
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -359,29 +350,14 @@ def _main(argv: list[str] | None, stop: StopOnSignal) -> int:
     try:
         record = _run(cell, args, started_at, stop, stamp)
     except Interrupted as interrupted:
-        print(interrupted_message(interrupted, cell, args.out_dir), file=sys.stderr, flush=True)
+        path = Path(args.out_dir) / checkpoint.CHECKPOINT_FILE
+        print(interrupted.message(cell, path), file=sys.stderr, flush=True)
         return interrupted.exit_code
     summary = record["summary"]
     if stop.requested is not None:
         print(f"{signal_name(stop.requested)} came after the last epoch: finished", file=sys.stderr)
     print(f"{record['status']}: {cell.path()}  wall {summary['wall_s']:.1f} s", file=sys.stderr)
     return 0
-
-
-def interrupted_message(interrupted: Interrupted, cell: CellSpec, out_dir) -> str:
-    """One line: which signal, which cell, what is kept, what to do."""
-    path = Path(out_dir) / checkpoint.CHECKPOINT_FILE
-    done = getattr(interrupted, "epochs_done", 0)
-    if done and not interrupted.forced:
-        kept = f"kept the checkpoint after epoch {done}/{cell.epochs} ({path})"
-    elif path.is_file():
-        kept = f"kept the checkpoint on disk ({path})"
-    else:
-        kept = "no epoch had finished, so there is no checkpoint yet"
-    return (
-        f"interrupted by {signal_name(interrupted.signum)}: {cell.path()} stopped; {kept}; "
-        "run it again to resume"
-    )
 
 
 def _run(cell: CellSpec, args, started_at: float, stop: StopOnSignal, stamp) -> dict[str, Any]:

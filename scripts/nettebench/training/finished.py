@@ -24,12 +24,14 @@ import hashlib
 import json
 import os
 import sys
+import tempfile
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
 from nettebench.builds.activate import builds_root, prefix_dir, read_build_manifest
 from nettebench.datasets.info import IMAGE_EXTENSIONS, INFO_FILE
+from nettebench.records import files as records
 from nettebench.records.atomic import write_json_atomic, write_text_atomic
 from nettebench.study import code_groups
 from nettebench.study.cell import INSTALLED, LIBRARY_PARAMETERS, CellSpec
@@ -105,8 +107,12 @@ def retrain_requested(flag: bool) -> bool:
     return flag or os.environ.get(RETRAIN_ENV, "") not in ("", "0")
 
 
-def read_texts(out_dir: str | os.PathLike[str]) -> dict[str, str]:
-    return {name: (Path(out_dir) / name).read_text(encoding="utf-8") for name in RESULT_FILES}
+def result_texts(record: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str, str]:
+    """metrics.json and epochs.csv exactly as :mod:`nettebench.records.files` writes them."""
+    with tempfile.TemporaryDirectory(prefix="nettebench-result-") as scratch:
+        records.write_epochs(scratch, rows)
+        records.write_metrics(scratch, record)
+        return {name: (Path(scratch) / name).read_text(encoding="utf-8") for name in RESULT_FILES}
 
 
 def _data_digest(path: Path) -> str:

@@ -32,6 +32,7 @@ import signal
 import sys
 import time
 from collections.abc import Iterator
+from pathlib import Path
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 FORCE_AFTER_S = 3.0  # a repeat at least this long after the first signal stops at once
@@ -50,6 +51,21 @@ class Interrupted(BaseException):
     def exit_code(self) -> int:
         """128 + the signal number, as a shell reports a process ended by that signal."""
         return 128 + self.signum
+
+    def message(self, cell, checkpoint: Path) -> str:
+        """One line: the signal, the cell, what is kept, what to do. ``epochs_done`` (set by the
+        trainer) is what the checkpoint holds, unless a repeat signal cut in anywhere."""
+        done = getattr(self, "epochs_done", 0)
+        if done and not self.forced:
+            kept = f"kept the checkpoint after epoch {done}/{cell.epochs} ({checkpoint})"
+        elif checkpoint.is_file():
+            kept = f"kept the checkpoint on disk ({checkpoint})"
+        else:
+            kept = "no epoch had finished, so there is no checkpoint yet"
+        return (
+            f"interrupted by {signal_name(self.signum)}: {cell.path()} stopped; {kept}; "
+            "run it again to resume"
+        )
 
 
 def signal_name(signum: int) -> str:
