@@ -15,7 +15,7 @@ alone. Its keys (``INFO_KEYS``)::
     val_images     int
     sha256         str | None   sha256 of the archive it was extracted from
     synthetic      dict | None  generator parameters, for kind == "synthetic"
-    skipped_images list  (only when some were) images left out because they do not decode
+    skipped_images list  (optional: only when some were) images left out because they do not decode
                          (``bad_images: skip``): {path: under root, error, source: archive
                          member or file}; the counts above leave them out
 
@@ -52,8 +52,8 @@ INFO_KEYS = (
     "val_images",
     "sha256",
     "synthetic",
-    "skipped_images",
 )
+OPTIONAL_KEYS = ("skipped_images",)  # written only when there is something to say
 # The extensions torchvision's ImageFolder accepts (torchvision.datasets.folder.IMG_EXTENSIONS),
 # so the counts here match what the trainer will load.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
