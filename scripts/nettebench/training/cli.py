@@ -310,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
         ) as error:
             print(f"error: {error_line(error)}", file=sys.stderr)
             return 1
+        except Interrupted as interrupted:  # before the cell was known: nothing to keep
+            name = signal_name(interrupted.signum)
+            print(f"interrupted by {name} before the cell started", file=sys.stderr)
+            return interrupted.exit_code
 
 
 def error_line(error: BaseException) -> str:
@@ -339,15 +343,15 @@ def _main(argv: list[str] | None, stop: StopOnSignal) -> int:
         store_dir=args.store or Path(args.out_dir) / "store",
         builds_dir=args.builds_dir,
     )
-    if not finished.retrain_requested(args.retrain) and finished.restore(args.out_dir, stamp):
-        print(
-            f"restored: {cell.path()} had finished (its results are in "
-            f"{Path(args.out_dir) / finished.FINISHED_FILE}, and nothing it depends on changed), "
-            "so it is not trained again; --retrain trains it anyway",
-            file=sys.stderr,
-        )
-        return 0
     try:
+        if not finished.retrain_requested(args.retrain) and finished.restore(args.out_dir, stamp):
+            print(
+                f"restored: {cell.path()} had finished (its results are in "
+                f"{Path(args.out_dir) / finished.FINISHED_FILE}, and nothing it depends on "
+                "changed), so it is not trained again; --retrain trains it anyway",
+                file=sys.stderr,
+            )
+            return 0
         record = _run(cell, args, started_at, stop, stamp)
     except Interrupted as interrupted:
         path = Path(args.out_dir) / checkpoint.CHECKPOINT_FILE
