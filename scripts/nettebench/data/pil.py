@@ -108,12 +108,13 @@ def load_image(path: str):
 
 
 def _seed_worker(worker_id: int) -> None:
-    """Seed python's and numpy's RNGs in each worker from torch's per-worker seed, and ignore
-    SIGINT and SIGTERM there: they reach the workers too (a terminal's Ctrl-C goes to the whole
-    process group, SLURM signals every process of a job), and the trainer stops at the next step
-    and shuts its workers down itself (nettebench.training.interrupts)."""
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(signum, signal.SIG_IGN)
+    """Seed python's and numpy's RNGs in each worker from torch's per-worker seed, and set its
+    signals: SIGINT ignored (a terminal's Ctrl-C reaches the whole process group, and the trainer
+    stops at its next step and shuts its workers down itself, nettebench.training.interrupts);
+    SIGTERM back to its default, which a forked worker would otherwise take over from the
+    trainer's handler: it is how Python's multiprocessing ends a worker left running at exit."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     worker_seed = torch.initial_seed() % 2**32
     np.random.seed(worker_seed)
     random.seed(worker_seed)

@@ -27,6 +27,7 @@ _IMPORTED_AT = time.time()  # before the heavy imports, in case the process star
 
 import argparse
 import contextlib
+import gc
 import math
 import os
 import statistics
@@ -153,6 +154,12 @@ def run_cell(
     except Interrupted as interrupted:
         interrupted.epochs_done = len(rows)
         raise
+    except Exception as error:
+        if stop is None or stop.requested is None:
+            raise
+        # On the way out after a signal (say, loader workers a SIGTERM to the group ended first,
+        # reported by torch wherever the trainer was): the stop, not an error of the cell.
+        raise Interrupted(stop.requested, forced=True, cause=error) from error
     return _finish(
         record,
         out_dir,
@@ -356,12 +363,18 @@ def _main(argv: list[str] | None, stop: StopOnSignal) -> int:
     except Interrupted as interrupted:
         path = Path(args.out_dir) / checkpoint.CHECKPOINT_FILE
         print(interrupted.message(cell, path), file=sys.stderr, flush=True)
-        return interrupted.exit_code
-    summary = record["summary"]
-    if stop.requested is not None:
-        print(f"{signal_name(stop.requested)} came after the last epoch: finished", file=sys.stderr)
-    print(f"{record['status']}: {cell.path()}  wall {summary['wall_s']:.1f} s", file=sys.stderr)
-    return 0
+        code = interrupted.exit_code
+    else:
+        summary = record["summary"]
+        if stop.requested is not None:
+            late = signal_name(stop.requested)
+            print(f"{late} came after the last epoch: finished", file=sys.stderr)
+        print(f"{record['status']}: {cell.path()}  wall {summary['wall_s']:.1f} s", file=sys.stderr)
+        return 0
+    # The loaders' iterators the interruption left (its traceback held them) shut their workers
+    # down now, before Python's exit ends them.
+    gc.collect()
+    return code
 
 
 def _run(cell: CellSpec, args, started_at: float, stop: StopOnSignal, stamp) -> dict[str, Any]:

@@ -42,9 +42,14 @@ class Interrupted(BaseException):
     """The run was asked to stop by a signal. A BaseException, like KeyboardInterrupt, so that no
     ``except Exception`` on the way up mistakes it for an error of the cell."""
 
-    def __init__(self, signum: int, *, forced: bool = False) -> None:
+    def __init__(
+        self, signum: int, *, forced: bool = False, cause: BaseException | None = None
+    ) -> None:
         self.signum = signum
-        self.forced = forced  # raised wherever the trainer was, by a repeated signal
+        # raised wherever the trainer was (by a repeated signal, or as ``cause`` on the way out),
+        # so the epochs in hand may be one more than the checkpoint holds
+        self.forced = forced
+        self.cause = cause
         super().__init__(signal_name(signum))
 
     @property
@@ -62,9 +67,10 @@ class Interrupted(BaseException):
             kept = f"kept the checkpoint on disk ({checkpoint})"
         else:
             kept = "no epoch had finished, so there is no checkpoint yet"
+        cause = f" ({type(self.cause).__name__} on the way out: {self.cause})" if self.cause else ""
         return (
             f"interrupted by {signal_name(self.signum)}: {cell.path()} stopped; {kept}; "
-            "run it again to resume"
+            f"run it again to resume{cause}"
         )
 
 
@@ -149,19 +155,35 @@ class _StoppableLoader:
     def __iter__(self):
         self._stop.check()  # before an epoch forks its workers
         iterator = iter(self._loader)
-        while True:
-            self._stop.check()
-            try:
-                batch = next(iterator)
-            except StopIteration:
-                return
-            except Exception as error:
-                # Workers that a terminal's Ctrl-C reached before they could ignore it end, and
-                # the loader reports them as having died: that is the stop, not a data error.
-                if self._stop.requested is not None:
-                    raise Interrupted(self._stop.requested) from error
+        try:
+            while True:
+                self._stop.check()
+                try:
+                    batch = next(iterator)
+                except StopIteration:
+                    return
+                except Exception as error:
+                    # Workers a signal ended (SIGTERM to the group) are reported by the loader
+                    # as having died: that is the stop, not a data error.
+                    if self._stop.requested is not None:
+                        raise Interrupted(self._stop.requested) from error
+                    raise
+                yield batch
+        finally:
+            self._close(iterator)
+
+    def _close(self, iterator) -> None:
+        """Shut the loader's workers down now, not at exit: torch's multi-process iterator
+        (``_shutdown_workers``, idempotent) also stops watching them then, so workers a signal
+        ended are not reported again as errors while the trainer exits."""
+        shutdown = getattr(iterator, "_shutdown_workers", None)
+        if shutdown is None:
+            return
+        try:
+            shutdown()
+        except RuntimeError:  # "DataLoader worker ... is killed by signal", after a stop
+            if self._stop.requested is None:
                 raise
-            yield batch
 
 
 def stop_between_batches(loader, stop: StopOnSignal | None):
