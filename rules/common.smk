@@ -31,15 +31,27 @@ shell.prefix(
 )
 
 from nettebench.study import outputs
-from nettebench.study import code_groups
+from nettebench.study import code_groups, config_file, job_signals
 from nettebench.study.workflow import Study, check_top_level
 
 check_top_level(config)
+# The schema's first error in one line (the key, what is allowed), then validate() fills defaults.
+config_file.check_schema(
+    config, Path(workflow.basedir) / "schemas" / "config.schema.yaml"
+)
 validate(config, schema="../schemas/config.schema.yaml")
 STUDY = Study.from_config(config)
 
 TABLES = outputs.TABLE_NAMES
 FIGURES = outputs.FIGURE_NAMES
+
+
+# Ctrl-C / SIGTERM to a local run: passed on to the jobs (a training cell stops before its next
+# step, keeping its checkpoint), then Snakemake's graceful exit, so it records every job as it
+# ends (nettebench.study.job_signals). Cluster runs keep Snakemake's own handling.
+onstart:
+    if not workflow.non_local_exec:
+        job_signals.forward_interrupts()
 
 
 wildcard_constraints:
@@ -92,6 +104,11 @@ def checksum_args(plan):
         if value is not None:
             args.append(f"--{key} {value}")
     return " ".join(args)
+
+
+def bad_images_args(plan):
+    """The image check's option for a dataset: nothing for the default (reject)."""
+    return " --bad-images skip" if plan.bad_images == "skip" else ""
 
 
 def synthetic_args(wildcards):

@@ -30,7 +30,9 @@ rule cell_train:
         out_dir=cell_dir,
         store=store_option,
     shell:
-        "python -m nettebench.training --kind {params.kind} --data {input.data}"
+        # exec: the job's process is the trainer, so a signal to the job reaches it (bash would
+        # die of a SIGTERM at once and leave it running unseen)
+        "exec python -m nettebench.training --kind {params.kind} --data {input.data}"
         " --out-dir {params.out_dir} --threads {threads} {params.store} {params.cell}"
         " > {log} 2>&1"
 

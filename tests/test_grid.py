@@ -120,6 +120,32 @@ def test_trainer_options_are_validated(matrix, expected):
         expand(matrix, section="matrix", datasets=DATASETS)
 
 
+@pytest.mark.parametrize(
+    ("matrix", "expected"),
+    [
+        ({"lr": -0.1}, r"matrix\.lr must be a number > 0, or null .*; got -0\.1"),
+        ({"lr": 0}, r"matrix\.lr must be a number > 0"),
+        ({"lr": [0.1, float("nan")]}, r"matrix\.lr must be a number > 0"),
+        ({"lr": True}, r"matrix\.lr must be a number > 0"),
+        ({"momentum": -0.9}, r"matrix\.momentum must be a number >= 0, got -0\.9"),
+        ({"weight_decay": float("inf")}, r"matrix\.weight_decay must be a number >= 0"),
+        ({"weight_decay": "1e-4"}, r"matrix\.weight_decay must be a number >= 0"),
+    ],
+)
+def test_numbers_that_cannot_train_are_refused(matrix, expected):
+    with pytest.raises(ConfigError, match=expected):
+        expand(matrix, section="matrix", datasets=DATASETS)
+
+
+def test_sensible_numbers_pass():
+    cells = expand(
+        {"lr": [None, 0.05], "momentum": 0, "weight_decay": 0.0},
+        section="matrix",
+        datasets=DATASETS,
+    )
+    assert sorted(str(c.lr) for c in cells) == ["0.05", "None"]
+
+
 def test_batch_size_auto_is_a_cell_of_its_own():
     (cell,) = expand({"batch_size": "auto"}, section="matrix", datasets=DATASETS)
     assert "/batch~auto/" in cell.path()

@@ -40,13 +40,31 @@ def write_config(workdir: Path, config: dict, name: str = "study.yaml") -> Path:
     return path
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run snakemake in ``workdir``; on failure show its output (and the job logs) in the error."""
+def _snakemake_env() -> dict[str, str]:
     # The virtual environment's bin/ is taken off PATH: the rules must run the interpreter that
     # runs Snakemake, not whatever `python` a user's shell happens to find.
     venv_bin = os.path.dirname(sys.executable)
     path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PATH": path}
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PATH": path}
+
+
+def start_snakemake(workdir: Path, *args: str, output: Path) -> subprocess.Popen:
+    """Start snakemake in ``workdir`` in a process group (and session) of its own, as a terminal
+    runs a command, writing its output to ``output``; the caller signals and waits."""
+    with open(output, "w") as sink:
+        return subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *args],
+            cwd=workdir,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=_snakemake_env(),
+            start_new_session=True,
+        )
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run snakemake in ``workdir``; on failure show its output (and the job logs) in the error."""
+    env = _snakemake_env()
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", *args],
         cwd=workdir,

@@ -11,6 +11,11 @@ that has no Snakemake. Every parameter of :class:`nettebench.study.cell.CellSpec
 the same default. Outcomes that are results rather than crashes (out of memory, a precision the
 device cannot run) are written to metrics.json with exit status 0, so one bad cell never stops a
 study.
+
+SIGINT or SIGTERM stops the cell before its next step with exit status 128 + the signal, the
+checkpoint of its last finished epoch kept for the rerun (:mod:`.interrupts`). A finished cell
+leaves ``finished.json``, from which a rerun restores its results instead of training again
+(:mod:`.finished`; ``--retrain`` trains anyway).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ _IMPORTED_AT = time.time()  # before the heavy imports, in case the process star
 # ruff: noqa: E402 (the imports below come after that clock on purpose)
 
 import argparse
+import contextlib
+import gc
 import math
 import os
 import statistics
@@ -40,8 +47,9 @@ from nettebench.records import environment
 from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
-from nettebench.training import checkpoint
+from nettebench.training import checkpoint, finished
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
+from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_name
 
 WARMUP_STEPS = 5  # first-epoch steps excluded from img/s (autotuning, allocator, workers)
 KINDS = ("matrix", "cpu_baseline")
@@ -85,12 +93,16 @@ def run_cell(
     started_at: float | None = None,
     store_dir: str | Path | None = None,
     builds_dir: str | Path | None = None,
+    stop: StopOnSignal | None = None,
+    stamp: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Train ``cell`` on the dataset at ``data``; write and return its metrics record.
 
     A cell that names a library build (``torchvision``, ``apex``) runs against it: the build's
     prefix under ``builds_dir`` (default: $NETTEBENCH_BUILDS_DIR or results/builds) goes first on
-    the import path before anything imports the library.
+    the import path before anything imports the library. ``stop`` ends the epochs early on a
+    signal (:class:`Interrupted`, its ``epochs_done`` set); with ``stamp`` (the cell's
+    :func:`finished.fingerprint`) the results are recorded in ``finished.json`` first.
     """
     libraries.activate(cell, builds_dir)
 
@@ -118,6 +130,8 @@ def run_cell(
             collecting,
             status=records.STATUS_UNSUPPORTED,
             message=reason,
+            stop=stop,
+            stamp=stamp,
         )
 
     rows: list[dict[str, Any]] = []
@@ -132,6 +146,7 @@ def run_cell(
             started_at=started_at,
             data_path=data,
             store_dir=store_dir,
+            stop=stop,
         )
     except (torch.OutOfMemoryError, MemoryError) as error:
         return _finish(
@@ -142,6 +157,8 @@ def run_cell(
             collecting,
             status=records.STATUS_OOM,
             message=oom_message(cell, device, error),
+            stop=stop,
+            stamp=stamp,
         )
     except ApexUnsupported as error:
         return _finish(
@@ -152,7 +169,18 @@ def run_cell(
             collecting,
             status=records.STATUS_UNSUPPORTED,
             message=str(error),
+            stop=stop,
+            stamp=stamp,
         )
+    except Interrupted as interrupted:
+        interrupted.epochs_done = len(rows)
+        raise
+    except Exception as error:
+        if stop is None or stop.requested is None:
+            raise
+        # On the way out after a signal (say, loader workers a SIGTERM to the group ended first,
+        # reported by torch wherever the trainer was): the stop, not an error of the cell.
+        raise Interrupted(stop.requested, forced=True, cause=error) from error
     return _finish(
         record,
         out_dir,
@@ -162,6 +190,8 @@ def run_cell(
         status=records.STATUS_OK,
         message=None,
         fit=result,
+        stop=stop,
+        stamp=stamp,
     )
 
 
@@ -197,9 +227,29 @@ def _record_skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
 
 
 def _finish(
-    record, out_dir: Path, rows, started_at: float, collecting: Future, *, status, message, fit=None
+    record,
+    out_dir: Path,
+    rows,
+    started_at: float,
+    collecting: Future,
+    *,
+    status,
+    message,
+    fit=None,
+    stop: StopOnSignal | None = None,
+    stamp: dict[str, Any] | None = None,
 ):
-    """Write the cell's outcome; the checkpoint goes once the results are safely written."""
+    """Write the cell's outcome; no signal cuts it short (a cell whose last epoch ended is
+    finished). ``finished.json`` first, the results, then the checkpoint goes."""
+    with stop.critical() if stop else contextlib.nullcontext():
+        return _write_outcome(
+            record, out_dir, rows, started_at, collecting, status, message, fit, stamp
+        )
+
+
+def _write_outcome(
+    record, out_dir: Path, rows, started_at, collecting, status, message, fit, stamp
+):
     record["status"] = status
     record["message"] = message
     earlier_wall_s = 0.0
@@ -213,6 +263,8 @@ def _finish(
         earlier_wall_s = fit.earlier_wall_s
     record["environment"] = collecting.result()
     record["summary"]["wall_s"] = earlier_wall_s + time.time() - started_at
+    if stamp is not None:
+        finished.write(out_dir, stamp, finished.result_texts(record, rows))
     records.write_epochs(out_dir, rows)
     records.write_metrics(out_dir, record)
     checkpoint.remove(out_dir)
@@ -287,28 +339,93 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="decoded store for loader cached (built there if missing; default: <out-dir>/store)",
     )
+    parser.add_argument(
+        "--retrain",
+        action="store_true",
+        help="train even when finished.json holds this cell's result, unchanged "
+        f"(also ${finished.RETRAIN_ENV}=1)",
+    )
     libraries.add_builds_dir_option(parser)
     add_cell_options(parser)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run one cell; a problem the user must fix (missing weights, apex, data) is one line."""
-    try:
-        return _main(argv)
-    except (ApexAmpUnavailable, PretrainedWeightsUnavailable, DatasetError, LibraryError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    """Run one cell; a problem the user must fix (missing weights, apex, data) is one line, and
+    so is an interruption."""
+    with StopOnSignal() as stop:
+        try:
+            return _main(argv, stop)
+        except (
+            ApexAmpUnavailable,
+            PretrainedWeightsUnavailable,
+            DatasetError,
+            LibraryError,
+        ) as error:
+            print(f"error: {error_line(error)}", file=sys.stderr)
+            return 1
+        except Interrupted as interrupted:  # before the cell was known: nothing to keep
+            name = signal_name(interrupted.signum)
+            print(f"interrupted by {name} before the cell started", file=sys.stderr)
+            return interrupted.exit_code
 
 
-def _main(argv: list[str] | None) -> int:
+def error_line(error: BaseException) -> str:
+    """The error's message; for one re-raised from a DataLoader worker (whose text starts with
+    "Caught <Error> in DataLoader worker process N."), the original message, so that the first
+    line still names the file."""
+    text = str(error)
+    if text.startswith("Caught ") and "Original Traceback" in text:
+        last = text.strip().splitlines()[-1]
+        return last.split(": ", 1)[1] if ": " in last else last
+    return text
+
+
+def _main(argv: list[str] | None, stop: StopOnSignal) -> int:
     started_at = process_start_time()
     args = build_parser().parse_args(argv)
     _print_slurm_job()
     if args.dataset is None:
         args.dataset = load_data_root(args.data).name
     cell = cell_from_args(args)
-    record = run_cell(
+    # Before the cell's build is activated, so a rerun computes the same fingerprint.
+    stamp = finished.fingerprint(
+        cell,
+        kind=args.kind,
+        data=args.data,
+        warmup_steps=args.warmup_steps,
+        store_dir=args.store or Path(args.out_dir) / "store",
+        builds_dir=args.builds_dir,
+    )
+    try:
+        if not finished.retrain_requested(args.retrain) and finished.restore(args.out_dir, stamp):
+            print(
+                f"restored: {cell.path()} had finished (its results are in "
+                f"{Path(args.out_dir) / finished.FINISHED_FILE}, and nothing it depends on "
+                "changed), so it is not trained again; --retrain trains it anyway",
+                file=sys.stderr,
+            )
+            return 0
+        record = _run(cell, args, started_at, stop, stamp)
+    except Interrupted as interrupted:
+        path = Path(args.out_dir) / checkpoint.CHECKPOINT_FILE
+        print(interrupted.message(cell, path), file=sys.stderr, flush=True)
+        code = interrupted.exit_code
+    else:
+        summary = record["summary"]
+        if stop.requested is not None:
+            late = signal_name(stop.requested)
+            print(f"{late} came after the last epoch: finished", file=sys.stderr)
+        print(f"{record['status']}: {cell.path()}  wall {summary['wall_s']:.1f} s", file=sys.stderr)
+        return 0
+    # The loaders' iterators the interruption left (its traceback held them) shut their workers
+    # down now, before Python's exit ends them.
+    gc.collect()
+    return code
+
+
+def _run(cell: CellSpec, args, started_at: float, stop: StopOnSignal, stamp) -> dict[str, Any]:
+    return run_cell(
         cell,
         args.data,
         args.out_dir,
@@ -318,10 +435,9 @@ def _main(argv: list[str] | None) -> int:
         started_at=started_at,
         store_dir=args.store,
         builds_dir=args.builds_dir,
+        stop=stop,
+        stamp=stamp,
     )
-    summary = record["summary"]
-    print(f"{record['status']}: {cell.path()}  wall {summary['wall_s']:.1f} s", file=sys.stderr)
-    return 0
 
 
 def _print_slurm_job() -> None:

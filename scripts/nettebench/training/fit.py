@@ -3,7 +3,9 @@
 :mod:`nettebench.training.cli` decides what a run's outcome is (ok, oom, unsupported) and writes the
 record; this module does the training itself. Every epoch is seeded from (seed, epoch), so a run
 resumed from its checkpoint draws the same batches and augmentations as one that never stopped,
-and a checkpoint is written after every epoch but the last (the results follow it at once).
+and a checkpoint is written after every epoch but the last (the results follow it at once). Under a
+:class:`~.interrupts.StopOnSignal`, a SIGINT or SIGTERM stops the epochs before the next batch,
+the last checkpoint kept.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from nettebench.study import precision
 from nettebench.study.cell import CellSpec
 from nettebench.training import checkpoint
 from nettebench.training.apex import ApexTrainingStep, require_apex_amp
+from nettebench.training.interrupts import StopOnSignal, stop_between_batches
 from nettebench.training.loop import (
     evaluate,
     peak_memory_mb,
@@ -182,6 +185,7 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
         batch_size=batch_size,
         workers=cell.workers,
         pin_memory=device.type == "cuda",
+        skip=data_root.skipped,
     )
 
 
@@ -196,11 +200,14 @@ def fit(
     started_at: float,
     data_path: str | Path | None = None,
     store_dir: Path | None = None,
+    stop: StopOnSignal | None = None,
 ) -> FitResult:
     """Train ``cell``, appending one row per epoch to ``rows`` (kept on an OOM).
 
     ``store_dir`` is where a ``cached`` cell's decoded store lives (built there if missing or
-    stale); the workflow builds one per dataset and resolution and passes it.
+    stale); the workflow builds one per dataset and resolution and passes it. With ``stop``,
+    the epochs end with :class:`~.interrupts.Interrupted` before the next batch once a signal
+    came; ``rows`` then holds the epochs the checkpoint on disk holds.
     """
 
     configure_determinism(cell, device)
@@ -232,6 +239,10 @@ def fit(
         print(f"compiled the model in {result.compile_s:.1f} s (apart from the epochs)", flush=True)
 
     steps_per_epoch = len(loaders.train)
+    train_batches = stop_between_batches(loaders.train, stop)
+    val_batches = stop_between_batches(loaders.val, stop)
+    if stop:
+        stop.defer()  # from here on a signal ends the epochs before the next batch
     first_epoch = len(rows)  # the first epoch this process runs (after a resume: not epoch 0)
     for epoch in range(first_epoch, cell.epochs):
         seed_epoch(cell.seed, epoch, loaders.generator)
@@ -247,7 +258,7 @@ def fit(
         ) as progress:
             train = train_epoch(
                 runner,
-                loaders.train,
+                train_batches,
                 steps_per_epoch=steps_per_epoch,
                 max_steps=cell.max_steps,
                 # warm-up is excluded from img/s in the first epoch this process runs
@@ -256,7 +267,7 @@ def fit(
             )
         val = evaluate(
             runner,
-            loaders.val,
+            val_batches,
             total_steps=len(loaders.val),
             max_steps=cell.max_steps,
             pad_to=val_padding(cell, device, batch_size),
