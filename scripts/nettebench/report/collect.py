@@ -21,6 +21,7 @@ from typing import Any
 import pandas as pd
 
 from nettebench.records import files as records
+from nettebench.records.cpu import CPU_KEYS
 from nettebench.report import format as T
 from nettebench.study import outputs
 from nettebench.study.cell import PARAMETER_NAMES
@@ -37,6 +38,7 @@ ENV_KEYS = (
     "python",
     "cpu_model",
     "cpu_count",
+    *CPU_KEYS,
     "gpu_name",
     "gpu_count",
     "driver",

@@ -32,7 +32,8 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     # Only the store's own modules of data/: editing a loader must not decode the dataset again.
     "store": ("data/__init__.py", "data/store.py", "data/store_build.py", "datasets/", *_CORE),
     "train": _TRAINER,
-    "bench": ("benchmarks/ceiling.py", *_TRAINER),
+    # A matrix cell's job trains it and measures its ceiling right after (benchmarks/cell_job)
+    "matrix_train": ("benchmarks/cell_job.py", "benchmarks/ceiling.py", *_TRAINER),
     "profile": ("profiling/", *_TRAINER),
     # The tables (report/tables/) and the figures (report/figures.py, plotting.py) apart, so
     # editing plotting code reruns only the figures.

@@ -21,10 +21,12 @@ _IMPORTED_AT = time.time()  # before the heavy imports, in case the process star
 # ruff: noqa: E402 (the imports below come after that clock on purpose)
 
 import argparse
+import gc
 import math
 import os
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +37,7 @@ from nettebench.builds.activate import LibraryError
 from nettebench.datasets import DatasetError
 from nettebench.datasets.info import load_data_root
 from nettebench.models.errors import PretrainedWeightsUnavailable
-from nettebench.records import environment
+from nettebench.records import conditions, environment
 from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
@@ -81,31 +83,46 @@ def run_cell(
     started_at: float | None = None,
     store_dir: str | Path | None = None,
     builds_dir: str | Path | None = None,
+    after_epochs: Callable[[torch.device, dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Train ``cell`` on the dataset at ``data``; write and return its metrics record.
 
     A cell that names a library build (``torchvision``, ``apex``) runs against it: the build's
     prefix under ``builds_dir`` (default: $NETTEBENCH_BUILDS_DIR or results/builds) goes first on
     the import path before anything imports the library.
+
+    ``after_epochs(device, record)`` runs in this process right after the epochs (whatever the
+    outcome), before the record is written and the checkpoint removed: what is measured there
+    (the cell's compute ceiling, :mod:`nettebench.benchmarks.cell_job`) shares the cell's
+    machine, device, threads and moment, and a job killed meanwhile resumes from the
+    checkpoint. Its time is not part of the cell's ``wall_s``.
     """
     libraries.activate(cell, builds_dir)
-
-    # Boundary (see the package docstring): imported after activate(), because it imports
-    # torchvision, and a cell's torchvision build must be first on the path before that.
-    from nettebench.training.fit import fit
-
     started_at = process_start_time() if started_at is None else started_at
     out_dir = Path(out_dir)
     if threads:
         torch.set_num_threads(threads)
     device = resolve_device(cell.device)
     record = _record_skeleton(cell, kind, device)
+    outcome = _train(cell, data, out_dir, device, warmup_steps, started_at, store_dir)
+    trained_at = time.time()
+    if after_epochs is not None:
+        gc.collect()  # the cell's model, optimiser and loaders go before anything else runs
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        after_epochs(device, record)
+    return _finish(record, out_dir, started_at=started_at, ended_at=trained_at, **outcome)
+
+
+def _train(cell, data, out_dir, device, warmup_steps, started_at, store_dir) -> dict[str, Any]:
+    """Train the cell; its rows, outcome and fit result as :func:`_finish` takes them."""
+    # Boundary (see the package docstring): imported after activate(), because it imports
+    # torchvision, and a cell's torchvision build must be first on the path before that.
+    from nettebench.training.fit import fit
 
     reason = precision.unsupported_reason(cell.precision, device.type)
     if reason:
-        return _finish(
-            record, out_dir, [], started_at, status=records.STATUS_UNSUPPORTED, message=reason
-        )
+        return {"rows": [], "status": records.STATUS_UNSUPPORTED, "message": reason}
 
     rows: list[dict[str, Any]] = []
     try:
@@ -119,19 +136,12 @@ def run_cell(
             started_at=started_at,
             data_path=data,
             store_dir=store_dir,
+            probe=conditions.Probe(gpu=conditions.gpu_target(device)),
         )
     except (torch.OutOfMemoryError, MemoryError) as error:
-        return _finish(
-            record,
-            out_dir,
-            rows,
-            started_at,
-            status=records.STATUS_OOM,
-            message=oom_message(cell, device, error),
-        )
-    return _finish(
-        record, out_dir, rows, started_at, status=records.STATUS_OK, message=None, fit=result
-    )
+        message = oom_message(cell, device, error)
+        return {"rows": rows, "status": records.STATUS_OOM, "message": message}
+    return {"rows": rows, "status": records.STATUS_OK, "message": None, "fit": result}
 
 
 def _record_skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
@@ -148,8 +158,20 @@ def _record_skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
     }
 
 
-def _finish(record, out_dir: Path, rows, started_at: float, *, status, message, fit=None):
-    """Write the cell's outcome; the checkpoint goes once the results are safely written."""
+def _finish(
+    record,
+    out_dir: Path,
+    rows,
+    started_at: float,
+    *,
+    status,
+    message,
+    fit=None,
+    ended_at: float | None = None,
+):
+    """Write the cell's outcome; the checkpoint goes once the results are safely written.
+
+    ``ended_at`` (default: now) ends the cell's ``wall_s``."""
     record["status"] = status
     record["message"] = message
     earlier_wall_s = 0.0
@@ -160,7 +182,9 @@ def _finish(record, out_dir: Path, rows, started_at: float, *, status, message, 
         record["summary"]["resumed_from_epoch"] = fit.resumed_from_epoch
         record["summary"]["compile_s"] = fit.compile_s
         earlier_wall_s = fit.earlier_wall_s
-    record["summary"]["wall_s"] = earlier_wall_s + time.time() - started_at
+    record["conditions"] = run_conditions(fit.conditions if fit else None, rows)
+    ended_at = time.time() if ended_at is None else ended_at
+    record["summary"]["wall_s"] = earlier_wall_s + ended_at - started_at
     records.write_epochs(out_dir, rows)
     records.write_metrics(out_dir, record)
     checkpoint.remove(out_dir)
@@ -169,12 +193,54 @@ def _finish(record, out_dir: Path, rows, started_at: float, *, status, message, 
     return record
 
 
+def run_conditions(
+    window: dict[str, Any] | None, rows: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """metrics.json's ``conditions``: the window of this process's epochs, and every epoch
+    (resumed ones too) whose own window was under interference, which marks the cell too."""
+    disturbed = [r["epoch"] for r in rows if r.get("interference") is True]
+    if window is None and not rows:
+        return None
+    found = dict(window or {})
+    found["epochs_under_interference"] = disturbed
+    if disturbed:
+        found["interference"] = True
+        found["interference_reasons"] = [
+            *found.get("interference_reasons", []),
+            f"epoch(s) {', '.join(map(str, disturbed))} of {len(rows)} timed under interference",
+        ]
+    return found
+
+
+def first_epoch_overhead(walls: list[float]) -> tuple[float | None, float | None, str | None]:
+    """(overhead, noise, anomaly) of a cell's epoch wall times.
+
+    The overhead is the first epoch's time beyond the median of the later ones, never below 0.
+    Its noise is the largest deviation of a later epoch from that median. A first epoch faster
+    than the later ones by more than the noise cannot be warm-up: conditions changed between
+    epochs, which the anomaly text says (None when nothing is wrong)."""
+    later = walls[1:]
+    if not later:
+        return None, None, None
+    steady = statistics.median(later)
+    noise = max(abs(w - steady) for w in later) if len(later) > 1 else None
+    excess = walls[0] - steady
+    anomaly = None
+    if noise is not None and excess < -noise:
+        anomaly = (
+            f"first epoch {-excess:.1f} s faster than the later epochs' median {steady:.1f} s "
+            f"(noise {noise:.1f} s): conditions changed between epochs"
+        )
+    return max(excess, 0.0), noise, anomaly
+
+
 def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     train_s = sum(r["train_s"] for r in rows)
     img_s = [r["train_img_s"] for r in rows if not math.isnan(r["train_img_s"])]
     last = rows[-1]
     later = [r["wall_s"] for r in rows[1:]]
     steady = statistics.median(later) if later else None
+    overhead, noise, anomaly = first_epoch_overhead([r["wall_s"] for r in rows])
     return {
         "epochs_run": len(rows),
         "steps_per_epoch": last["_steps_per_epoch"],
@@ -191,7 +257,9 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "final_train_loss": last["train_loss"],
         "batch_size_used": None,
         "steady_epoch_s": steady,
-        "first_epoch_overhead_s": rows[0]["wall_s"] - steady if steady is not None else None,
+        "first_epoch_overhead_s": overhead,
+        "first_epoch_overhead_noise_s": noise,
+        "anomalies": [anomaly] if anomaly else [],
         "peak_mem_mb": max(r["peak_mem_mb"] for r in rows),
         "resumed_from_epoch": None,
         "compile_s": None,
@@ -239,18 +307,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run one cell; a problem the user must fix (missing weights, apex, data) is one line."""
+def main(
+    argv: list[str] | None = None,
+    *,
+    parser: argparse.ArgumentParser | None = None,
+    after_epochs: Callable[[argparse.Namespace], Callable | None] | None = None,
+) -> int:
+    """Run one cell; a problem the user must fix (missing weights, apex, data) is one line.
+
+    A command that extends the trainer (:mod:`nettebench.benchmarks.cell_job`) passes its own
+    ``parser`` (:func:`build_parser` plus its options) and ``after_epochs``, which makes
+    :func:`run_cell`'s hook from the parsed options."""
     try:
-        return _main(argv)
+        return _main(argv, parser or build_parser(), after_epochs)
     except (ApexAmpUnavailable, PretrainedWeightsUnavailable, DatasetError, LibraryError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
 
 
-def _main(argv: list[str] | None) -> int:
+def _main(argv: list[str] | None, parser: argparse.ArgumentParser, after_epochs) -> int:
     started_at = process_start_time()
-    args = build_parser().parse_args(argv)
+    args = parser.parse_args(argv)
     _print_slurm_job()
     if args.dataset is None:
         args.dataset = load_data_root(args.data).name
@@ -265,6 +342,7 @@ def _main(argv: list[str] | None) -> int:
         started_at=started_at,
         store_dir=args.store,
         builds_dir=args.builds_dir,
+        after_epochs=after_epochs(args) if after_epochs else None,
     )
     summary = record["summary"]
     print(f"{record['status']}: {cell.path()}  wall {summary['wall_s']:.1f} s", file=sys.stderr)

@@ -26,6 +26,7 @@ from nettebench.data import store, store_build
 from nettebench.data.cached import build_cached_loaders
 from nettebench.data.pil import build_pil_loaders
 from nettebench.models.build import build_model
+from nettebench.records import conditions
 from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec
@@ -50,6 +51,7 @@ class FitResult:
     resumed_from_epoch: int | None  # epochs already done by earlier processes, None if fresh
     earlier_wall_s: float  # wall time earlier processes spent on the finished epochs
     compile_s: float | None = None  # the torch.compile warm-up (compile: true), else None
+    conditions: dict[str, Any] | None = None  # what else the machine did during the epochs
 
 
 def lr_at(cell: CellSpec, epoch: int, batch_size: int) -> float:
@@ -186,11 +188,14 @@ def fit(
     started_at: float,
     data_path: str | Path | None = None,
     store_dir: Path | None = None,
+    probe: conditions.Probe | None = None,
 ) -> FitResult:
     """Train ``cell``, appending one row per epoch to ``rows`` (kept on an OOM).
 
     ``store_dir`` is where a ``cached`` cell's decoded store lives (built there if missing or
-    stale); the workflow builds one per dataset and resolution and passes it.
+    stale); the workflow builds one per dataset and resolution and passes it. ``probe``
+    measures the timing conditions of every epoch (its row's conditions columns) and of all
+    the epochs this process runs (``FitResult.conditions``).
     """
 
     configure_determinism(cell, device)
@@ -219,7 +224,9 @@ def fit(
 
     steps_per_epoch = len(loaders.train)
     first_epoch = len(rows)  # the first epoch this process runs (after a resume: not epoch 0)
+    run_window = probe.start(gpu=True) if probe else None
     for epoch in range(first_epoch, cell.epochs):
+        epoch_window = probe.start() if probe else None
         seed_epoch(cell.seed, epoch, loaders.generator)
         lr = lr_at(cell, epoch, batch_size)
         runner.set_lr(lr)
@@ -242,6 +249,8 @@ def fit(
             )
         val = evaluate(runner, loaders.val, total_steps=len(loaders.val), max_steps=cell.max_steps)
         rows.append(epoch_row(epoch + 1, lr, train, val, peak_memory_mb(device), steps_per_epoch))
+        if probe:
+            rows[-1].update(conditions.epoch_columns(probe.stop(epoch_window)))
         records.write_epochs(out_dir, rows)
         log_epoch(cell, rows[-1])
         checkpoint.save(
@@ -254,6 +263,8 @@ def fit(
                 "wall_s": result.earlier_wall_s + time.time() - started_at,
             },
         )
+    if probe and first_epoch < cell.epochs:
+        result.conditions = probe.stop(run_window, gpu=True)
     return result
 
 
