@@ -14,6 +14,7 @@ rule tables_aggregate:
             category="Tables",
         ),
         epochs="results/tables/epochs.csv",
+        front_page=f"results/tables/{outputs.FRONT_PAGE_FILE}",
         markdown=[f"results/tables/{name}.md" for name in TABLES],
         html=[
             report(

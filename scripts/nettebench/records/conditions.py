@@ -271,6 +271,7 @@ class Snapshot:
     gpu_own_visible: bool | None = None  # this job's own process is in nvidia-smi's list
     gpu_other_util: dict[int, float] | None = None  # pid -> SM % (end snapshot only)
     own_pids: set[int] = field(default_factory=set)
+    unix: float | None = None  # time.time(), to find windows of two jobs that overlapped
 
 
 def summarize(start: Snapshot, end: Snapshot, *, clock_ticks: int = _CLOCK_TICKS) -> dict[str, Any]:
@@ -285,6 +286,8 @@ def summarize(start: Snapshot, end: Snapshot, *, clock_ticks: int = _CLOCK_TICKS
     capacity_s = wall * len(common)
     other_s = other / clock_ticks
     summary: dict[str, Any] = {
+        "started_at": start.unix,
+        "ended_at": end.unix,
         "wall_s": wall,
         "cpus": len(common),
         "own_cpu_s": own / clock_ticks,
@@ -344,6 +347,8 @@ def verdict(summary: Mapping[str, Any]) -> dict[str, Any]:
 # Keys of a window's conditions dictionary (metrics.json["conditions"], ceiling.json's, and
 # the per-epoch columns in epochs.csv take a subset), in order.
 CONDITION_KEYS = (
+    "started_at",  # Unix time of the window's edges (to see whether two jobs overlapped)
+    "ended_at",
     "wall_s",  # the window's length
     "cpus",  # CPUs the job was allowed (and that /proc/stat lists)
     "own_cpu_s",  # CPU time of the job's process tree
@@ -397,6 +402,7 @@ class Probe:
         load = (_read(f"{self.proc}/loadavg") or "").split()
         snap = Snapshot(
             clock=time.monotonic(),
+            unix=time.time(),
             cpus=cpus,
             own_ticks=tree_ticks(self.pid, stats),
             loadavg=float(load[0]) if load else None,
