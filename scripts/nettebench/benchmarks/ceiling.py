@@ -130,13 +130,13 @@ def measure_cell(
     builds_dir: str | Path | None = None,
     context: str = CONTEXT_STANDALONE,
     environment_record: dict[str, Any] | None = None,
-    max_seconds: float = MAX_SECONDS,
+    max_seconds: float | None = None,
 ) -> dict[str, Any]:
     """The compute ceiling of a trainer's cell: its model, precision, batch and step settings.
 
     ``context`` says where it is measured (:data:`CONTEXT_CELL_JOB` when the cell's own job
     measures it after its epochs, reusing that job's ``environment_record``); ``max_seconds``
-    caps the timed steps on a CPU.
+    caps the timed steps on a CPU (default :data:`MAX_SECONDS`).
 
     The training step is built by the trainer's own code (cuDNN and determinism settings, the
     precision's step, channels_last, the apex backend, the choice of an ``auto`` batch size);
@@ -215,7 +215,7 @@ def _time_steps(
     batch: int,
     warmup: int,
     steps: int,
-    max_seconds: float = MAX_SECONDS,
+    max_seconds: float | None = None,
 ) -> tuple[list[float], int, dict[str, Any]]:
     """Build the trainer's step and one batch on the device; warm up; time each step.
 
@@ -235,6 +235,7 @@ def _time_steps(
     targets = torch.randint(num_classes, (batch,), device=device)
 
     on_gpu = device.type == "cuda"
+    max_seconds = MAX_SECONDS if max_seconds is None else max_seconds
     warm_start = time.perf_counter()
     warmed = 0
     while warmed < warmup:
