@@ -67,7 +67,7 @@ def final_outputs():
     ]
     return (
         cells
-        + ["results/tables/runs.csv", "results/tables/runs.html"]
+        + ["results/tables/runs.csv", "results/tables/runs.html", outputs.FRONT_PAGE]
         + tables
         + figures
         + profile_outputs()

@@ -71,8 +71,8 @@ def test_interference_is_marked_in_every_table_that_shows_the_number(tmp_path):
     conditions = text["timing_conditions"]
     assert "1 of 2 measured timed windows ran under interference" in conditions
     assert "| quiet |" in conditions
-    front = text["front_page"]
-    assert front.startswith('<div class="nettebench-front-page">')
+    front = text["headline"]
+    assert front.startswith('<p class="caveats">')
     assert "1 of 2 cells were timed under interference" in front
     assert "<h2>Time by model and precision</h2>" in front and "<table>" in front
 
@@ -112,7 +112,7 @@ def test_emulated_bf16_is_named_in_the_header_with_the_cpus_capability(tmp_path)
     table = text["time_by_model_precision"]
     assert "| model | O0 | bf16 (emulated) |" in table
     assert "torch CPU capability AVX2, ATEN_CPU_CAPABILITY=avx2" in table
-    assert "bf16 ran emulated on this CPU" in text["front_page"]
+    assert "bf16 ran emulated on this CPU" in text["headline"]
 
 
 def test_native_bf16_and_older_records_carry_no_marks(tmp_path):
@@ -124,7 +124,7 @@ def test_native_bf16_and_older_records_carry_no_marks(tmp_path):
     assert "(emulated)" not in text["time_by_model_precision"]
     assert C.INTERFERENCE_MARK not in text["time_by_model_precision"]
     assert "not measured" in text["timing_conditions"]
-    assert "no timing conditions were recorded" in text["front_page"]
+    assert "no timing conditions were recorded" in text["headline"]
 
 
 def test_the_throughput_figure_marks_the_bars_it_cannot_vouch_for():
@@ -136,3 +136,21 @@ def test_the_throughput_figure_marks_the_bars_it_cannot_vouch_for():
         }
     )
     assert list(_caveat_marks(frame)) == [C.IMPOSSIBLE_MARK, "‡", "‡", ""]
+
+
+def test_the_front_page_embeds_the_figure_and_keeps_its_top_in_view(tmp_path):
+    from nettebench.report.front_page import compose, main
+
+    headline = tmp_path / "headline.html"
+    headline.write_text('<p class="caveats">Caveats: none.</p>\n<h2>Time</h2><table></table>\n')
+    figure = tmp_path / "throughput.png"
+    figure.write_bytes(b"\x89PNG\r\n\x1a\nfake")
+    out = tmp_path / "front_page.html"
+    assert main(["--headline", str(headline), "--figure", str(figure), "--out", str(out)]) == 0
+    page = out.read_text()
+    # headline first, then the figure as a data URI (the report stays one file)
+    assert page.index("Caveats: none.") < page.index("<h2>Time</h2>") < page.index("<figure>")
+    assert 'src="data:image/png;base64,iVBORw0KGgpmYWtl"' in page
+    # Snakemake's landing panel centres a tall description and cuts its top off: undone
+    assert "div.h-screen.items-center { align-items: flex-start; }" in page
+    assert compose("", b"", caption="a <b>").count("a &lt;b&gt;") == 2

@@ -47,7 +47,7 @@ SLURM_ARGS = (
     "5",
 )
 REMOTE_RULES = {
-    "dataset_synthesize", "cell_train", "cell_bench", "cpu_baseline_train", "cell_profile"
+    "dataset_synthesize", "cell_train", "cpu_baseline_train", "cell_profile"
 }  # fmt: skip
 LOCAL_RULES = {"tables_aggregate", "figures_plot", "profiles_aggregate", "profiles_plot"}
 SUBMITTED = re.compile(r"has been submitted with SLURM jobid (\d+) \(log: (\S+)\)")

@@ -18,6 +18,7 @@ ENTRY_POINTS = {
     "train": "training/cli.py",
     "matrix_train": "benchmarks/cell_job.py",
     "aggregate": "report/aggregate.py",
+    "front_page": "report/front_page.py",
     "figures": "report/figures.py",
     "profile": "profiling/cli.py",
     "profile_aggregate": "report/tables/kernels.py",

@@ -143,7 +143,6 @@ def test_a_new_batch_size_schedules_only_new_cells_and_aggregates(quickstart):
     jobs = planned_jobs(run_study(workdir, bigger, "-n"))
     assert jobs == {
         "cell_train": 2,
-        "cell_bench": 2,
         "tables_aggregate": 1,
         "figures_plot": 1,
         # the quick start profiles every matrix cell, so the new ones too
@@ -169,7 +168,6 @@ def test_editing_training_code_marks_training_outdated(quickstart):
     jobs = planned_jobs(run_study(workdir, config, "-n"))
     assert jobs == {
         "cell_train": 2,
-        "cell_bench": 2,
         "cpu_baseline_train": 1,
         "tables_aggregate": 1,
         "figures_plot": 1,

@@ -57,7 +57,6 @@ def test_adding_the_axis_plans_only_the_build_and_its_cell(built):
     assert built["plan"] == {
         **BUILD_JOBS,
         "cell_train": 1,
-        "cell_bench": 1,
         "tables_aggregate": 1,
         "figures_plot": 1,
     }
@@ -103,7 +102,6 @@ def test_a_new_ref_rebuilds_and_reruns_only_the_cell_using_it(built):
     assert planned_jobs(run_study(built["workdir"], config, "-n")) == {
         **BUILD_JOBS,
         "cell_train": 1,
-        "cell_bench": 1,
         "tables_aggregate": 1,
         "figures_plot": 1,
     }

@@ -41,16 +41,31 @@ def build_parser() -> argparse.ArgumentParser:
         "--ceiling-max-seconds",
         type=float,
         default=None,
-        help=f"on a CPU, stop timing ceiling steps after this long (default: {ceiling.MAX_SECONDS})",
+        help="on a CPU, stop timing ceiling steps after this long (default: a quarter of the "
+        f"cell's epoch time, between {CPU_CEILING_MIN_S:g} and {ceiling.MAX_SECONDS:g} s)",
     )
     return parser
+
+
+# On a CPU the ceiling's timed steps take a quarter of the time the cell's epochs took, within
+# these bounds (warm-up a third of that again): the ceiling costs a fraction of its cell, and a
+# slow emulated mode does not pay 40 s for a ceiling of a 30 s cell. A GPU times fixed steps.
+CPU_CEILING_SHARE = 0.25
+CPU_CEILING_MIN_S = 2.0
+
+
+def ceiling_seconds(rows: list[dict[str, Any]]) -> float:
+    """The CPU time cap of a cell's ceiling from the wall times of its epochs."""
+    epochs_s = sum(float(row.get("wall_s") or 0.0) for row in rows)
+    return min(ceiling.MAX_SECONDS, max(CPU_CEILING_MIN_S, CPU_CEILING_SHARE * epochs_s))
 
 
 def ceiling_after_epochs(args: argparse.Namespace):
     """The trainer's ``after_epochs`` hook: measure and write the cell's ceiling."""
 
-    def measure(device, record: dict[str, Any]) -> None:
+    def measure(device, record: dict[str, Any], rows: list[dict[str, Any]]) -> None:
         cell = cell_from_args(args)
+        max_seconds = args.ceiling_max_seconds or ceiling_seconds(rows)
         result = ceiling.measure_cell(
             cell,
             num_classes=len(load_data_root(args.data).classes),
@@ -60,7 +75,7 @@ def ceiling_after_epochs(args: argparse.Namespace):
             builds_dir=args.builds_dir,
             context=ceiling.CONTEXT_CELL_JOB,
             environment_record=record["environment"],
-            max_seconds=args.ceiling_max_seconds,
+            max_seconds=max_seconds,
         )
         print(ceiling.summary_line(result), file=sys.stderr, flush=True)
         text = json.dumps(result, indent=2, default=str) + "\n"

@@ -37,7 +37,7 @@ import pandas as pd
 from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report.collect import RecordError, epochs_frame, read_cells, runs_frame
-from nettebench.report.front_page import front_page_html
+from nettebench.report.front_page import headline_html
 from nettebench.report.grids import NO_CELLS_NOTE
 from nettebench.report.tables.accuracy import accuracy_markdown
 from nettebench.report.tables.conditions import timing_conditions_markdown
@@ -58,7 +58,7 @@ OUTPUTS = {
     "epochs": "epochs.csv",
     **{name: f"{name}.md" for name in MARKDOWN_TABLES},
     **{f"{name}_html": f"{name}.html" for name in MARKDOWN_TABLES},
-    "front_page": outputs.FRONT_PAGE_FILE,
+    "headline": outputs.HEADLINE_FILE,
 }
 
 
@@ -96,7 +96,7 @@ def aggregate(
     }
     texts["runs_html"] = T.csv_to_html(texts["runs"], "Runs", _RUNS_NOTE, empty=NO_CELLS_NOTE)
     texts.update({f"{name}_html": T.markdown_to_html(texts[name]) for name in MARKDOWN_TABLES})
-    texts["front_page"] = front_page_html(runs, texts["time_by_model_precision"])
+    texts["headline"] = headline_html(runs, texts["time_by_model_precision"])
     out = Path(out_dir)
     written = {}
     for name, text in texts.items():

@@ -44,6 +44,8 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     # The tables (report/tables/) and the figures (report/figures.py, plotting.py) apart, so
     # editing plotting code reruns only the figures.
     "aggregate": (*_REPORT, "report/aggregate.py", "report/front_page.py", "report/tables/"),
+    # The report's front page: the headline table and the throughput figure on one page.
+    "front_page": (*_REPORT, "report/front_page.py"),
     "figures": (*_REPORT, "report/figures.py", "report/plotting.py"),
     "profile_aggregate": (*_REPORT, "report/tables/kernels.py", "profiling/"),
     "profile_figures": (*_REPORT, "report/kernel_figure.py", "report/plotting.py", "profiling/"),

@@ -20,7 +20,8 @@ TABLE_NAMES = ("time_by_model_precision", "accuracy_by_epoch", "throughput", "cp
 TABLE_NAMES += ("time_by_library_version",)
 # What else the machine did during every timed window, and which windows overlapped.
 TABLE_NAMES += ("timing_conditions",)
-# The report's front page: the headline table as an HTML fragment (report/workflow.rst embeds
-# it above the prose, with the throughput figure).
-FRONT_PAGE_FILE = "front_page.html"
+# The report's front page (report/workflow.rst includes it above the prose): the headline
+# table as an HTML fragment beside the tables, then the page with the throughput figure.
+HEADLINE_FILE = "headline.html"
+FRONT_PAGE = "results/front_page.html"
 FIGURE_NAMES = ("time_by_model_precision", "speedup_over_O0", "accuracy_curves", "throughput")

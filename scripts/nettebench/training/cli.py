@@ -83,7 +83,8 @@ def run_cell(
     started_at: float | None = None,
     store_dir: str | Path | None = None,
     builds_dir: str | Path | None = None,
-    after_epochs: Callable[[torch.device, dict[str, Any]], None] | None = None,
+    after_epochs: Callable[[torch.device, dict[str, Any], list[dict[str, Any]]], None]
+    | None = None,
 ) -> dict[str, Any]:
     """Train ``cell`` on the dataset at ``data``; write and return its metrics record.
 
@@ -91,8 +92,9 @@ def run_cell(
     prefix under ``builds_dir`` (default: $NETTEBENCH_BUILDS_DIR or results/builds) goes first on
     the import path before anything imports the library.
 
-    ``after_epochs(device, record)`` runs in this process right after the epochs (whatever the
-    outcome), before the record is written and the checkpoint removed: what is measured there
+    ``after_epochs(device, record, rows)`` runs in this process right after the epochs
+    (whatever the outcome; ``rows`` are the epochs' rows), before the record is written and the
+    checkpoint removed: what is measured there
     (the cell's compute ceiling, :mod:`nettebench.benchmarks.cell_job`) shares the cell's
     machine, device, threads and moment, and a job killed meanwhile resumes from the
     checkpoint. Its time is not part of the cell's ``wall_s``.
@@ -110,7 +112,7 @@ def run_cell(
         gc.collect()  # the cell's model, optimiser and loaders go before anything else runs
         if device.type == "cuda":
             torch.cuda.empty_cache()
-        after_epochs(device, record)
+        after_epochs(device, record, outcome["rows"])
     return _finish(record, out_dir, started_at=started_at, ended_at=trained_at, **outcome)
 
 
