@@ -243,6 +243,10 @@ def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     later = [r["wall_s"] for r in rows[1:]]
     steady = statistics.median(later) if later else None
     overhead, noise, anomaly = first_epoch_overhead([r["wall_s"] for r in rows])
+    if any(r["extrapolated"] for r in rows):
+        # epochs scaled from a few steps: the first from its post-warm-up steps, the later ones
+        # from all of theirs (loader start included), so the two do not compare
+        anomaly = None
     return {
         "epochs_run": len(rows),
         "steps_per_epoch": last["_steps_per_epoch"],
