@@ -68,6 +68,7 @@ def test_interference_is_marked_in_every_table_that_shows_the_number(tmp_path):
     assert f"| {o0:.1f} |" in text["time_by_model_precision"]  # the quiet cell: no mark
     assert "timed under interference" in text["time_by_model_precision"]
     assert C.INTERFERENCE_MARK in text["throughput"]
+    assert C.INTERFERENCE_MARK not in text["cpu_vs_gpu"]  # no CPU baseline was disturbed
     conditions = text["timing_conditions"]
     assert "1 of 2 measured timed windows ran under interference" in conditions
     assert "| quiet |" in conditions
@@ -75,6 +76,17 @@ def test_interference_is_marked_in_every_table_that_shows_the_number(tmp_path):
     assert front.startswith('<p class="caveats">')
     assert "1 of 2 cells were timed under interference" in front
     assert "<h2>Time by model and precision</h2>" in front and "<table>" in front
+
+
+def test_a_cpu_baseline_timed_under_interference_is_marked(tmp_path):
+    matrix = F.make_cell(tmp_path, conditions=F.window())
+    busy = F.make_cell(
+        tmp_path, kind="cpu_baseline", conditions=F.window(0.5, reasons=BUSY), **F.CPU_BASELINE
+    )
+    _, text = _tables(tmp_path, [matrix, busy])
+    row = next(line for line in text["cpu_vs_gpu"].splitlines() if line.startswith("| imagenette"))
+    assert row.split("|")[6].strip().endswith(C.INTERFERENCE_MARK)
+    assert "timed under interference" in text["cpu_vs_gpu"]
 
 
 def test_overlapping_timed_windows_on_one_host_are_named(tmp_path):
