@@ -146,6 +146,7 @@ def test_finished_cells_survive_a_failing_cell(workdir):
         "cell_train": 1,
         "tables_aggregate": 1,
         "figures_plot": 1,
+        "front_page_write": 1,
     }
 
 
