@@ -79,7 +79,7 @@ def final_outputs():
     ]
     return (
         cells
-        + ["results/tables/runs.csv", "results/tables/runs.html"]
+        + ["results/tables/runs.csv", "results/tables/runs.html", outputs.FRONT_PAGE]
         + tables
         + figures
         + profile_outputs()
@@ -131,6 +131,27 @@ def cell_dir(wildcards, output):
     return os.path.dirname(output.metrics)
 
 
+def matrix_cell_outputs():
+    """cell_train's outputs: the cell's record and, when the study measures ceilings, the
+    ceiling.json its job measures right after the epochs (benchmarks/cell_job.py), so that
+    cell and ceiling share machine, device, threads and moment."""
+    found = {
+        "metrics": "results/runs/{dataset}/{cell}/metrics.json",
+        "epochs": "results/runs/{dataset}/{cell}/epochs.csv",
+    }
+    if STUDY.ceiling:
+        found["ceiling"] = f"results/runs/{{dataset}}/{{cell}}/{outputs.CEILING_FILE}"
+    return found
+
+
+def cell_job(wildcards, output):
+    """The command a training job runs: with a ceiling output, the trainer followed by the
+    ceiling in the same process; otherwise the trainer alone."""
+    if "ceiling" in output.keys():
+        return f"nettebench.benchmarks.cell_job --ceiling {output.ceiling}"
+    return "nettebench.training"
+
+
 def cell_store(kind):
     """Input function: the decoded store a `loader: cached` cell reads (none for `pil`)."""
 
@@ -169,12 +190,14 @@ def cell_resource(kind, name, job="train"):
 
     def value(wildcards, attempt=1):
         cell = STUDY.cell(kind, wildcards.dataset, wildcards.cell)
-        if job == "bench":
-            request = job_resources.bench_job(cell)
-        elif job == "profile":
+        if job == "profile":
             request = job_resources.profile_job(cell, dataset_images(wildcards.dataset))
         else:
-            request = job_resources.train_job(cell, dataset_images(wildcards.dataset))
+            # a matrix cell's job also measures its ceiling
+            ceiling = kind == "matrix" and STUDY.ceiling
+            request = job_resources.train_job(
+                cell, dataset_images(wildcards.dataset), ceiling=ceiling
+            )
         return getattr(request.for_attempt(attempt), name)
 
     return value

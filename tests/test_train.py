@@ -63,7 +63,7 @@ def test_cli_writes_a_complete_record(tiny_tree, tmp_path):
     assert "epoch 2/2" in done.stderr  # one readable line per epoch in a log
     assert "\r" not in done.stderr  # no progress bar when stderr is not a terminal
     record = records.read_metrics(out / outputs.METRICS_FILE)
-    assert list(record) == list(records.METRICS_KEYS)
+    assert list(record) == [*records.METRICS_KEYS, *records.OPTIONAL_METRICS_KEYS]
     assert set(record["summary"]) == set(records.SUMMARY_KEYS)
     assert record["status"] == "ok"
     assert record["cell"] == cell.as_dict()
@@ -134,11 +134,55 @@ def test_summary_separates_first_epoch_overhead(tiny_tree, tmp_path):
     record = run_cell(small_cell(epochs=3), tiny_tree, tmp_path)
     summary = record["summary"]
     epochs = pd.read_csv(tmp_path / outputs.EPOCHS_FILE)
-    assert summary["steady_epoch_s"] == pytest.approx(epochs["wall_s"].iloc[1:].median())
+    later = epochs["wall_s"].iloc[1:]
+    assert summary["steady_epoch_s"] == pytest.approx(later.median())
     assert summary["first_epoch_overhead_s"] == pytest.approx(
-        epochs["wall_s"].iloc[0] - summary["steady_epoch_s"]
+        max(epochs["wall_s"].iloc[0] - summary["steady_epoch_s"], 0.0)
+    )
+    assert summary["first_epoch_overhead_noise_s"] == pytest.approx(
+        (later - later.median()).abs().max()
     )
     assert summary["peak_mem_mb"] > 0 and (epochs["peak_mem_mb"] > 0).all()
+
+
+@pytest.mark.parametrize(
+    ("walls", "overhead", "noise", "anomaly"),
+    [
+        ([12.0, 10.0, 10.4, 9.8], 2.0, 0.4, False),  # warm-up well above the noise
+        ([10.1, 10.0, 10.4, 9.8], 0.1, 0.4, False),  # within the noise, still >= 0
+        ([9.9, 10.0, 10.4, 9.8], 0.0, 0.4, False),  # noise made it negative: 0, not -0.1
+        # the bf16 cell: a first epoch 122.8 s "faster" as the load changed
+        ([7.2, 130.0, 129.0, 137.0], 0.0, 7.0, True),
+        ([12.0, 10.0], 2.0, None, False),  # one later epoch: no noise estimate
+        ([12.0], None, None, False),
+    ],
+)
+def test_first_epoch_overhead_is_never_negative_and_states_its_noise(
+    walls, overhead, noise, anomaly
+):
+    from nettebench.training.outcome import first_epoch_overhead
+
+    found, found_noise, text = first_epoch_overhead(walls)
+    assert found == (None if overhead is None else pytest.approx(overhead))
+    assert found_noise == (None if noise is None else pytest.approx(noise))
+    assert (text is not None) is anomaly
+    if anomaly:
+        assert "conditions changed between epochs" in text
+
+
+def test_every_epoch_and_the_run_record_their_timing_conditions(tiny_tree, tmp_path):
+    record = run_cell(small_cell(epochs=2), tiny_tree, tmp_path)
+    epochs = pd.read_csv(tmp_path / outputs.EPOCHS_FILE)
+    assert list(epochs.columns[-3:]) == ["other_cpu_share", "steal_share", "interference"]
+    assert epochs["other_cpu_share"].between(0, 1).all()
+    found = record["conditions"]
+    assert found["cpus"] >= 1 and found["own_cpu_s"] > 0
+    assert found["wall_s"] <= record["summary"]["wall_s"]
+    assert found["epochs_under_interference"] == [
+        int(e) for e, flag in zip(epochs["epoch"], epochs["interference"], strict=True) if flag
+    ]
+    assert found["gpu_other_processes"] is None  # a CPU cell asks nvidia-smi nothing
+    assert record["environment"]["cpu_capability"]  # the CPU is described (records/cpu.py)
 
 
 def test_compile_is_timed_apart_and_leaves_learning_unchanged(tiny_tree, tmp_path, monkeypatch):

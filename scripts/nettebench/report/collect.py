@@ -21,7 +21,9 @@ from typing import Any
 import pandas as pd
 
 from nettebench.records import files as records
+from nettebench.records.cpu import CPU_KEYS
 from nettebench.report import format as T
+from nettebench.report.caveats import CAVEAT_COLUMNS, caveat_columns
 from nettebench.study import outputs
 from nettebench.study.cell import PARAMETER_NAMES
 
@@ -37,6 +39,7 @@ ENV_KEYS = (
     "python",
     "cpu_model",
     "cpu_count",
+    *CPU_KEYS,
     "gpu_name",
     "gpu_count",
     "driver",
@@ -218,6 +221,7 @@ def runs_frame(cells: Sequence[Cell]) -> pd.DataFrame:
         *RECORD_COLUMNS,
         *summary_keys,
         *CEILING_COLUMNS,
+        *CAVEAT_COLUMNS,
         "path",
         *(f"env_{k}" for k in env_keys),
     }
@@ -231,6 +235,7 @@ def runs_frame(cells: Sequence[Cell]) -> pd.DataFrame:
             *RECORD_COLUMNS,
             *summary_keys,
             *CEILING_COLUMNS,
+            *CAVEAT_COLUMNS,
             *(f"env_{k}" for k in env_keys),
             "path",
         ]
@@ -251,8 +256,9 @@ def runs_frame(cells: Sequence[Cell]) -> pd.DataFrame:
             threads=device.get("threads"),
             path=str(cell.directory),
         )
-        row.update({k: summary.get(k) for k in summary_keys})
+        row.update({k: _jsonable(summary.get(k)) for k in summary_keys})
         row.update(ceiling_columns(rec, cell.ceiling))
+        row.update(caveat_columns(rec, cell.ceiling))
         row.update({f"env_{k}": _jsonable(env.get(k)) for k in env_keys})
         for name, values in columns.items():
             values.append(row[name])

@@ -42,10 +42,12 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.collect import EPOCH_ID_COLUMNS
 from nettebench.report.grids import row_keys
 from nettebench.report.plotting import (
+    MARK_COLOR,
     bar_width,
     empty_figure,
     grouped_bars,
@@ -84,6 +86,10 @@ _RUN_COLUMNS = (
     "train_img_s",
     "ceiling_status",
     "ceiling_img_s",
+    # caveats (report.caveats): marks over a bar whose number cannot be taken at face value
+    "interference",
+    "ceiling_interference",
+    "above_ceiling",
 )
 
 
@@ -122,7 +128,22 @@ def _bar_frame(
     }
     if outline is not None and outline in frame:  # an older runs.csv has no ceiling columns
         columns["outline"] = pd.to_numeric(frame[outline], errors="coerce")
+        columns["mark"] = _caveat_marks(frame)
     return pd.DataFrame(columns)
+
+
+def _caveat_marks(frame: pd.DataFrame) -> pd.Series:
+    """Per cell: ``✗`` above its own ceiling (not comparable), ``‡`` timed under interference
+    (its own or its ceiling's), else empty (report.caveats)."""
+
+    def mark(row) -> str:
+        if T.as_bool(row.get("above_ceiling")):
+            return C.IMPOSSIBLE_MARK
+        if T.as_bool(row.get("interference")) or T.as_bool(row.get("ceiling_interference")):
+            return C.INTERFERENCE_MARK
+        return ""
+
+    return frame.apply(mark, axis=1) if len(frame) else pd.Series(dtype=object)
 
 
 def _precision_bar_panels(runs: pd.DataFrame, facets, value: str):
@@ -322,6 +343,16 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
         ax.set_ylabel(f"training images / s (mean ± sd over seeds{scale})")
         ax.set_title(facet_title, fontsize=9)
     fig.suptitle(title)
+    marks = set(_caveat_marks(wanted)) - {""}
+    if marks:
+        legend = {
+            C.INTERFERENCE_MARK: f"{C.INTERFERENCE_MARK} timed under interference (its own or "
+            "its ceiling's): see the Timing conditions table",
+            C.IMPOSSIBLE_MARK: f"{C.IMPOSSIBLE_MARK} faster than its own ceiling beyond noise: "
+            "the two were not measured alike",
+        }
+        text = "\n".join(legend[m] for m in sorted(marks))
+        fig.supxlabel(text, fontsize=6.5, color=MARK_COLOR, ha="center")
     return fig
 
 

@@ -28,6 +28,7 @@ _REPORT = (
     "report/collect.py",
     "report/grids.py",
     "report/format.py",
+    "report/caveats.py",
     *_CORE,
 )
 
@@ -35,11 +36,19 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     # Only the store's own modules of data/: editing a loader must not decode the dataset again.
     "store": ("data/__init__.py", "data/store.py", "data/store_build.py", *_DATASET, *_CORE),
     "train": _TRAINER,
-    "bench": ("benchmarks/ceiling.py", *_TRAINER),
+    # A matrix cell's job trains it and measures its ceiling right after (benchmarks/cell_job)
+    "matrix_train": (
+        "benchmarks/__init__.py",
+        "benchmarks/cell_job.py",
+        "benchmarks/ceiling.py",
+        *_TRAINER,
+    ),
     "profile": ("profiling/", *_TRAINER),
     # The tables (report/tables/) and the figures (report/figures.py, plotting.py) apart, so
     # editing plotting code reruns only the figures.
-    "aggregate": (*_REPORT, "report/aggregate.py", "report/tables/"),
+    "aggregate": (*_REPORT, "report/aggregate.py", "report/front_page.py", "report/tables/"),
+    # The report's front page: the headline table and the throughput figure on one page.
+    "front_page": (*_REPORT, "report/front_page.py"),
     "figures": (*_REPORT, "report/figures.py", "report/plotting.py"),
     "profile_aggregate": (*_REPORT, "report/tables/kernels.py", "profiling/"),
     "profile_figures": (*_REPORT, "report/kernel_figure.py", "report/plotting.py", "profiling/"),

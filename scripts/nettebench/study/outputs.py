@@ -18,4 +18,10 @@ TABLE_NAMES = ("time_by_model_precision", "accuracy_by_epoch", "throughput", "cp
 # The study's library-version table (PyTorch 1.0.1 against 1.1.0): time by model, one column per
 # version of a library, for every library whose version varies among the cells.
 TABLE_NAMES += ("time_by_library_version",)
+# What else the machine did during every timed window, and which windows overlapped.
+TABLE_NAMES += ("timing_conditions",)
+# The report's front page (report/workflow.rst includes it above the prose): the headline
+# table as an HTML fragment beside the tables, then the page with the throughput figure.
+HEADLINE_FILE = "headline.html"
+FRONT_PAGE = "results/front_page.html"
 FIGURE_NAMES = ("time_by_model_precision", "speedup_over_O0", "accuracy_curves", "throughput")

@@ -98,7 +98,8 @@ def restore(out_dir: str | os.PathLike[str], stamp: dict[str, Any]) -> bool:
         or not all(isinstance(files.get(name), str) for name in RESULT_FILES)
     ):
         return False
-    for name in RESULT_FILES:  # metrics.json last: it is what says "done"
+    extras = [name for name in files if name not in RESULT_FILES]  # the ceiling, say
+    for name in [*extras, *RESULT_FILES]:  # metrics.json last: it is what says "done"
         write_text_atomic(out_dir / name, files[name])
     return True
 
@@ -113,6 +114,17 @@ def result_texts(record: dict[str, Any], rows: list[dict[str, Any]]) -> dict[str
         records.write_epochs(scratch, rows)
         records.write_metrics(scratch, record)
         return {name: (Path(scratch) / name).read_text(encoding="utf-8") for name in RESULT_FILES}
+
+
+def file_texts(out_dir: str | os.PathLike[str], paths) -> dict[str, str]:
+    """The texts of files a cell's job wrote beside its results (by name; files elsewhere are
+    not the cell's to restore)."""
+    out_dir = Path(out_dir).resolve()
+    return {
+        Path(path).name: Path(path).read_text(encoding="utf-8")
+        for path in paths
+        if Path(path).resolve().parent == out_dir
+    }
 
 
 def _data_digest(path: Path) -> str:
@@ -148,10 +160,10 @@ def _json_digest(value: Any) -> str | None:
 
 
 def _code_digest() -> str:
-    """The trainer's code: every module of the ``train`` code group (Snakemake's rerun trigger
-    for the rule), by content."""
+    """The trainer's code: every module of the matrix cell job's code group (the trainer and the
+    ceiling it measures after the epochs; Snakemake's rerun trigger for the rule), by content."""
     digest = hashlib.sha256()
-    for module in code_groups.modules("train"):
+    for module in code_groups.modules("matrix_train"):
         digest.update(module.encode() + b"\0")
         digest.update((code_groups.PACKAGE_DIR / module).read_bytes())
     return digest.hexdigest()

@@ -28,6 +28,7 @@ from nettebench.data import store, store_build
 from nettebench.data.cached import build_cached_loaders
 from nettebench.data.pil import build_pil_loaders
 from nettebench.models.build import build_model
+from nettebench.records import conditions
 from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec
@@ -54,6 +55,7 @@ class FitResult:
     earlier_wall_s: float  # wall time earlier processes spent on the finished epochs
     compile_s: float | None = None  # the torch.compile warm-up (compile: true), else None
     placement: str | None = None  # loader cached: "resident" or "streamed"; None for pil
+    conditions: dict[str, Any] | None = None  # what else the machine did during the epochs
 
 
 def lr_at(cell: CellSpec, epoch: int, batch_size: int) -> float:
@@ -201,13 +203,16 @@ def fit(
     data_path: str | Path | None = None,
     store_dir: Path | None = None,
     stop: StopOnSignal | None = None,
+    probe: conditions.Probe | None = None,
 ) -> FitResult:
     """Train ``cell``, appending one row per epoch to ``rows`` (kept on an OOM).
 
     ``store_dir`` is where a ``cached`` cell's decoded store lives (built there if missing or
     stale); the workflow builds one per dataset and resolution and passes it. With ``stop``,
     the epochs end with :class:`~.interrupts.Interrupted` before the next batch once a signal
-    came; ``rows`` then holds the epochs the checkpoint on disk holds.
+    came; ``rows`` then holds the epochs the checkpoint on disk holds. ``probe`` measures the
+    timing conditions of every epoch (its row's conditions columns) and of all the epochs this
+    process runs (``FitResult.conditions``).
     """
 
     configure_determinism(cell, device)
@@ -244,7 +249,9 @@ def fit(
     if stop:
         stop.defer()  # from here on a signal ends the epochs before the next batch
     first_epoch = len(rows)  # the first epoch this process runs (after a resume: not epoch 0)
+    run_window = probe.start(gpu=True) if probe else None
     for epoch in range(first_epoch, cell.epochs):
+        epoch_window = probe.start() if probe else None
         seed_epoch(cell.seed, epoch, loaders.generator)
         lr = lr_at(cell, epoch, batch_size)
         runner.set_lr(lr)
@@ -273,6 +280,8 @@ def fit(
             pad_to=val_padding(cell, device, batch_size),
         )
         rows.append(epoch_row(epoch + 1, lr, train, val, peak_memory_mb(device), steps_per_epoch))
+        if probe:
+            rows[-1].update(conditions.epoch_columns(probe.stop(epoch_window)))
         records.write_epochs(out_dir, rows)
         log_epoch(cell, rows[-1])
         if epoch + 1 < cell.epochs:  # after the last one the results are written instead
@@ -286,6 +295,8 @@ def fit(
                     "wall_s": result.earlier_wall_s + time.time() - started_at,
                 },
             )
+    if probe and first_epoch < cell.epochs:
+        result.conditions = probe.stop(run_window, gpu=True)
     return result
 
 
