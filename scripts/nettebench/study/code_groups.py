@@ -42,6 +42,13 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     "profile_figures": (*_REPORT, "report/kernel_figure.py", "report/plotting.py", "profiling/"),
     # A library build depends on its own steps alone, so no other edit rebuilds a library.
     "builds": ("builds/build.py", "builds/catalog.py", "records/atomic.py"),
+    # A package environment's install step and what it shares with the builds' steps.
+    "environments": (
+        "builds/packages.py",
+        "builds/build.py",
+        "builds/catalog.py",
+        "records/atomic.py",
+    ),
 }
 
 
