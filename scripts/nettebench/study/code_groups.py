@@ -25,6 +25,8 @@ _REPORT = (
     "report/collect.py",
     "report/grids.py",
     "report/format.py",
+    "report/setups.py",
+    "report/stats.py",
     *_CORE,
 )
 
@@ -36,7 +38,7 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     "profile": ("profiling/", *_TRAINER),
     # The tables (report/tables/) and the figures (report/figures.py, plotting.py) apart, so
     # editing plotting code reruns only the figures.
-    "aggregate": (*_REPORT, "report/aggregate.py", "report/tables/"),
+    "aggregate": (*_REPORT, "report/aggregate.py", "report/compare.py", "report/tables/"),
     "figures": (*_REPORT, "report/figures.py", "report/plotting.py"),
     "profile_aggregate": (*_REPORT, "report/tables/kernels.py", "profiling/"),
     "profile_figures": (*_REPORT, "report/kernel_figure.py", "report/plotting.py", "profiling/"),

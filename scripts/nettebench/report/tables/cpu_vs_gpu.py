@@ -12,19 +12,23 @@ from nettebench.report.grids import APPROX_NOTE, LEGEND, NO_CELLS_NOTE
 
 
 def _fastest_matrix(
-    matrix_ok: pd.DataFrame, dataset: Any, model: Any, batch_size: Any
+    matrix_ok: pd.DataFrame, dataset: Any, model: Any, batch_size: Any, machine: Any = None
 ) -> dict[str, Any] | None:
     """The fastest precision (per epoch) of the model's matrix cells, and O0 on the same setup.
 
-    Cells at the CPU baseline's batch size are preferred; otherwise any batch size counts (and
-    the table says which).
+    Only cells of the CPU baseline's own run count (the same machine label, or none), so a
+    merged study compares each machine's CPU with its own GPU. Cells at the CPU baseline's
+    batch size are preferred; otherwise any batch size counts (and the table says which).
     """
     same = matrix_ok[(matrix_ok["dataset"] == dataset) & (matrix_ok["model"] == model)]
+    if "machine" in same:
+        same = same[same["machine"].map(T.fmt_value) == T.fmt_value(machine)]
     if same.empty:
         return None
     if (same["batch_size"] == batch_size).any():
         same = same[same["batch_size"] == batch_size]
-    keys = ["device_name", "batch_size", "precision"]
+    # per setup: two environments on one machine are not averaged together
+    keys = ["device_name", "setup", "batch_size", "precision"]
     means = (
         same.assign(extrapolated=same["extrapolated"].map(T.as_bool))
         .groupby(keys, sort=False, dropna=False)
@@ -33,9 +37,10 @@ def _fastest_matrix(
     )
     if means.empty:
         return None
-    device, batch, precision = means["epoch_s"].idxmin()
-    best = means.loc[(device, batch, precision)]
-    baseline = means.loc[(device, batch, "O0")] if (device, batch, "O0") in means.index else None
+    device, setup, batch, precision = means["epoch_s"].idxmin()
+    best = means.loc[(device, setup, batch, precision)]
+    o0 = (device, setup, batch, "O0")
+    baseline = means.loc[o0] if o0 in means.index else None
     return {
         "device": device,
         "batch_size": batch,
@@ -86,7 +91,9 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
             "" if T.is_missing(cpu.get("env_cpu_model")) else cpu["env_cpu_model"],
             cpu_text,
         ]
-        match = _fastest_matrix(matrix_ok, cpu["dataset"], cpu["model"], cpu["batch_size"])
+        match = _fastest_matrix(
+            matrix_ok, cpu["dataset"], cpu["model"], cpu["batch_size"], cpu.get("machine")
+        )
         if match is None:
             unmatched += 1
             rows.append([*row, "no matching matrix cell"])
