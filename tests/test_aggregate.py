@@ -14,9 +14,8 @@ import record_factory as rf
 
 from nettebench.records import files as records
 from nettebench.report import aggregate as agg
-from nettebench.report import collect
+from nettebench.report import collect, stats
 from nettebench.report import format as T
-from nettebench.report import stats
 from nettebench.study import outputs
 
 CELL_COUNT = 2 * (3 + 3 + 3 + 1) + 1  # (model, batch) x precisions x 2 seeds + CPU baseline

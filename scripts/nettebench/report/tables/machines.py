@@ -51,7 +51,8 @@ def machines_markdown(runs: pd.DataFrame) -> str:
     matrix = runs[runs["kind"] == "matrix"] if len(runs) else runs
     note = (
         "Seconds to train and validate all epochs of a cell (`summary.time_for_epochs_s`), "
-        f"one column per setup (machine label and environment: {', '.join(varying(matrix))}), "
+        "one column per setup (machine label and environment; here they differ in "
+        f"{', '.join(_FIELD_HEADERS[c] for c in varying(matrix)) or 'nothing'}), "
         f"{T.SEEDS_TEXT}; then each setup's speed-up over the first column (its mean seconds "
         f"/ this setup's). {stats.COMPARISON_NOTE}"
         if len(matrix)
