@@ -232,3 +232,26 @@ def test_pinned_package_versions_are_columns(tmp_path):
         stats.summarize([300.0, 302.0]), T.fmt_seconds
     )
     assert table["resnet18 O0"][f"{new}: speed-up over {old}"] == f"{301.0 / 250.5:.2f}x"
+
+
+def test_two_machines_profiles_of_one_cell_keep_a_row_each():
+    from nettebench.report.tables.kernels import cells_frame
+
+    cell = {"dataset": "d", "model": "resnet18", "precision": "O3", "batch_size": 256}
+    profiles = [
+        {
+            "record": {
+                "status": "ok",
+                "cell": cell,
+                "backend": "torch",
+                "window": {"steps_profiled": 20},
+                "device": {"type": "cuda", "name": gpu},
+            },
+            "path": f"imports/{name}/profiles/d/x",
+        }
+        for name, gpu in (("t4", "Tesla T4"), ("a100", "NVIDIA A100-SXM4-80GB"))
+    ]
+    assert sorted(cells_frame(profiles)["label"]) == [
+        "resnet18 O3 · NVIDIA A100-SXM4-80GB",
+        "resnet18 O3 · Tesla T4",
+    ]
