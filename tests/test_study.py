@@ -23,6 +23,7 @@ ENTRY_POINTS = {
     "profile_aggregate": "report/tables/kernels.py",
     "profile_figures": "report/kernel_figure.py",
     "builds": "builds/build.py",
+    "environments": "builds/packages.py",
 }
 
 
