@@ -385,7 +385,7 @@ def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
         outcomes={"not_reached": NOT_REACHED},
     )
     for ax, _frame in panels:
-        ax.set_ylabel("seconds to target (mean ± 95 % CI over seeds that reached it)")
+        ax.set_ylabel("seconds to target (mean ± 95 % CI)")
     fig.suptitle(title)
     return fig
 

@@ -146,8 +146,8 @@ def model_precision_grids(
                     approx=extrapolated,
                 )
                 row.append(text)
-                if len(ok):
-                    counts.append(len(ok))
+                if summary.n:
+                    counts.append(summary.n)
                 approx |= text.startswith(T.APPROX_MARK)
                 partial |= text.endswith(T.PARTIAL_MARK)
             rows.append(row)
