@@ -8,6 +8,7 @@ import pandas as pd
 
 from nettebench.records import files as records
 from nettebench.report import format as T
+from nettebench.report import stats
 from nettebench.report.grids import APPROX_NOTE, LEGEND, NO_CELLS_NOTE
 
 
@@ -41,13 +42,23 @@ def _fastest_matrix(
     best = means.loc[(device, setup, batch, precision)]
     o0 = (device, setup, batch, "O0")
     baseline = means.loc[o0] if o0 in means.index else None
+
+    def seeds_text(key: tuple) -> str:
+        """mean ± 95 % CI of the group's per-seed seconds per epoch."""
+        match = pd.Series(True, index=same.index)
+        for column, value in zip(keys, key, strict=True):
+            match &= same[column].isna() if T.is_missing(value) else same[column] == value
+        return stats.with_ci(stats.summarize(same.loc[match, "epoch_s_median"]), T.fmt_seconds)
+
     return {
         "device": device,
         "batch_size": batch,
         "precision": precision,
         "epoch_s": best["epoch_s"],
+        "epoch_text": seeds_text((device, setup, batch, precision)),
         "approx": bool(best["approx"]),
         "o0_epoch_s": None if baseline is None else baseline["epoch_s"],
+        "o0_text": None if baseline is None else seeds_text(o0),
         "o0_approx": False if baseline is None else bool(baseline["approx"]),
     }
 
@@ -57,7 +68,8 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
     baselines = runs[runs["kind"] == "cpu_baseline"]
     matrix_ok = runs[(runs["kind"] == "matrix") & (runs["status"] == records.STATUS_OK)]
     note = (
-        "Seconds per epoch (median epoch wall time, `summary.epoch_s_median`, mean over seeds) "
+        "Seconds per epoch (median epoch wall time, `summary.epoch_s_median`; matrix cells: "
+        f"{T.SEEDS_TEXT}) "
         "of each CPU baseline cell next to the same dataset and model in the matrix; "
         "speed-up = CPU seconds / device seconds."
     )
@@ -107,10 +119,18 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
                 *row,
                 T.fmt_value(match["device"]),
                 precision,
-                T.outcome_cell(["ok"], match["epoch_s"], T.fmt_seconds, approx=match["approx"]),
+                T.outcome_cell(
+                    ["ok"],
+                    match["epoch_s"],
+                    lambda _, m=match: m["epoch_text"],
+                    approx=match["approx"],
+                ),
                 T.fmt_speedup(cpu_s / match["epoch_s"]) if cpu_s is not None else "",
                 T.outcome_cell(
-                    ["ok"] if o0 is not None else [], o0, T.fmt_seconds, approx=match["o0_approx"]
+                    ["ok"] if o0 is not None else [],
+                    o0,
+                    lambda _, m=match: m["o0_text"],
+                    approx=match["o0_approx"],
                 ),
                 T.fmt_speedup(cpu_s / o0) if cpu_s is not None and o0 is not None else "",
             ]
