@@ -31,8 +31,10 @@ rule tables_aggregate:
         "../envs/report.yaml"
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.runs),
+        options=aggregate_options(),
     shell:
-        "python -m nettebench.report.aggregate --out-dir {params.out_dir} {input.metrics} > {log} 2>&1"
+        "python -m nettebench.report.aggregate --out-dir {params.out_dir} {params.options}"
+        " {input.metrics} > {log} 2>&1"
 
 
 rule figures_plot:

@@ -69,3 +69,28 @@ rule library_install:
         "python -m nettebench.builds.build install --wheel-manifest {input.manifest}"
         " --wheel-dir {input.wheel} --prefix {output.prefix} --manifest {output.manifest}"
         " --log {log}"
+
+
+# Package environments (the config's `environments:`): exact pins from the registry, installed
+# once with `pip install --target` into a prefix that the cells naming the environment put first
+# on their import path. Reinstalled when the pins or pip arguments change.
+rule environment_install:
+    input:
+        code=code("environments"),
+    output:
+        prefix=directory("results/environments/{environment}/prefix"),
+        manifest=f"results/environments/{{environment}}/{INSTALL_MANIFEST}",
+    log:
+        "results/logs/environments/{environment}.install.log",
+    benchmark:
+        "results/benchmarks/environments/{environment}.install.tsv"
+    localrule: True  # fetches from the registry: on a cluster, the login node
+    conda:
+        "../envs/build.yaml"
+    params:
+        packages=environment_packages,
+        options=environment_options,
+    shell:
+        "python -m nettebench.builds.packages --name {wildcards.environment}"
+        " --prefix {output.prefix} --manifest {output.manifest} --log {log}"
+        " {params.options} -- {params.packages}"

@@ -251,10 +251,13 @@ PROFILE = ProfilePlan.from_config(config.get("profile"), STUDY.cells["matrix"])
 
 
 def profile_summaries():
-    """profile.json of every profiled cell; in aggregate-only mode, whatever is on disk."""
+    """profile.json of every profiled cell; in aggregate-only mode, whatever is on disk; and
+    every profile in the result trees listed under `merge_results:`."""
     if STUDY.aggregate_only:
-        return sorted(glob.glob(f"{PROFILE_ROOT}/**/profile.json", recursive=True))
-    return PROFILE.output_files("summary") if PROFILE else []
+        found = sorted(glob.glob(f"{PROFILE_ROOT}/**/profile.json", recursive=True))
+    else:
+        found = PROFILE.output_files("summary") if PROFILE else []
+    return found + STUDY.merged_files("profiles/**/profile.json")
 
 
 def profile_outputs():
@@ -284,6 +287,7 @@ from nettebench.builds.catalog import INSTALL_MANIFEST, LIBRARIES
 wildcard_constraints:
     library="|".join(LIBRARIES),
     build=r"[^/]+",
+    environment=r"[^/]+",
 
 
 def cell_builds(kind):
@@ -303,6 +307,24 @@ def build_param(key):
         return getattr(STUDY.build(wildcards.library, wildcards.build), key)
 
     return param
+
+
+def environment_packages(wildcards):
+    """Params function: the pinned packages of the environment the wildcards point at."""
+    return shlex.join(STUDY.environment(wildcards.environment).packages)
+
+
+def environment_options(wildcards):
+    """The environment's extra pip arguments as options of the install step."""
+    plan = STUDY.environment(wildcards.environment)
+    return shlex.join(f"--pip-arg={arg}" for arg in plan.pip_args)
+
+
+def aggregate_options():
+    """Options of the tables' aggregation that come from the config (a rerun trigger)."""
+    if STUDY.target_top1 is None:
+        return ""
+    return f"--target-top1 {STUDY.target_top1:g}"
 
 
 def build_options(wildcards):

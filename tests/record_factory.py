@@ -382,6 +382,11 @@ def make_study(root: str | Path, *, ceilings: bool = False) -> list[Path]:
     return paths
 
 
+def study_times(model: str, precision: str, epochs: int = STUDY_EPOCHS) -> list[float]:
+    """:func:`time_for` of every seed of :data:`STUDY_SEEDS`: what the time table summarises."""
+    return [time_for(model, precision, s, epochs) for s in STUDY_SEEDS]
+
+
 def study_mean_time(model: str, precision: str, epochs: int = STUDY_EPOCHS) -> float:
     """The mean over :data:`STUDY_SEEDS` of :func:`time_for`: what the time table must show."""
     return sum(time_for(model, precision, s, epochs) for s in STUDY_SEEDS) / len(STUDY_SEEDS)

@@ -14,7 +14,7 @@ import record_factory as rf
 
 from nettebench.records import files as records
 from nettebench.report import aggregate as agg
-from nettebench.report import collect
+from nettebench.report import collect, stats
 from nettebench.report import format as T
 from nettebench.study import outputs
 from nettebench.study.cell import PARAMETER_NAMES
@@ -116,10 +116,15 @@ def test_epochs_csv_is_tidy(study):
     assert set(epochs.groupby("cell_id").size()) == {rf.STUDY_EPOCHS, 1}
 
 
+def ci(values, fmt=T.fmt_seconds) -> str:
+    """What a table prints for these per-seed values: mean ± 95 % CI half-width."""
+    return stats.with_ci(stats.summarize(values), fmt)
+
+
 def test_time_table_holds_the_means_and_the_outcomes(study):
     text = study["written"]["time_by_model_precision"].read_text()
-    assert "mean over seeds (n=2)" in text
-    ((heading, rows),) = md_tables(text)
+    assert f"{T.SEEDS_TEXT} (n=2)" in text
+    heading, rows = md_tables(text)[0]
     assert heading == f"{rf.DATASET}, {rf.STUDY_EPOCHS} epochs, cuda ({rf.GPU_NAME})"
     assert rows[0] == ["model", "O0", "O1", "O3"]
     table = as_dict(rows)
@@ -132,8 +137,11 @@ def test_time_table_holds_the_means_and_the_outcomes(study):
         ("resnet50 (batch 128)", "resnet50"),
     ]:
         for precision in ("O0", "O1", "O3"):
-            expected = T.fmt_seconds(rf.study_mean_time(model, precision))
-            assert table[label][precision] == expected
+            times = rf.study_times(model, precision)
+            assert table[label][precision] == ci(times)
+            mean = sum(times) / 2
+            half = stats.t_quantile(0.975, 1) * stats.summarize(times).sd / 2**0.5
+            assert table[label][precision] == f"{mean:.1f} ± {half:.1f}"
     assert table["resnet34 (batch 256)"]["O3"] == "n/a"
     assert table["resnet50 (batch 256)"] == {"O0": "OOM", "O1": "", "O3": ""}
     assert "OOM: ran out of memory" in text
@@ -166,10 +174,10 @@ def test_accuracy_table_shape_and_values(study):
     ]  # fmt: skip
     table = as_dict(rows)
     for epoch in (1, 3):
-        mean1 = sum(rf.top1_for("resnet18", "O1", s, epoch) for s in rf.STUDY_SEEDS) / 2
-        mean5 = sum(rf.top5_for("resnet18", "O1", s, epoch) for s in rf.STUDY_SEEDS) / 2
-        assert table["O1 Top1"][str(epoch)] == f"{mean1:.1f}"
-        assert table["O1 Top5"][str(epoch)] == f"{mean5:.1f}"
+        top1 = [rf.top1_for("resnet18", "O1", s, epoch) for s in rf.STUDY_SEEDS]
+        top5 = [rf.top5_for("resnet18", "O1", s, epoch) for s in rf.STUDY_SEEDS]
+        assert table["O1 Top1"][str(epoch)] == ci(top1, T.fmt_accuracy)
+        assert table["O1 Top5"][str(epoch)] == ci(top5, T.fmt_accuracy)
     resnet34 = as_dict(tables[heading.replace("resnet18", "resnet34")])
     assert "O3 Top1" not in resnet34
     assert "Not shown: O3 (n/a)" in text
@@ -184,8 +192,8 @@ def test_throughput_tables(study):
     rate, wait = (as_dict(rows) for _, rows in tables)
     runs = pd.read_csv(study["written"]["runs"])
     r18 = runs[(runs["model"] == "resnet18") & (runs["precision"] == "O1")]
-    assert rate["resnet18 (batch 256)"]["O1"] == T.fmt_rate(r18["train_img_s"].mean())
-    assert wait["resnet18 (batch 256)"]["O1"] == "25.0"
+    assert rate["resnet18 (batch 256)"]["O1"] == ci(r18["train_img_s"], T.fmt_rate)
+    assert wait["resnet18 (batch 256)"]["O1"] == "25.0 ± 0.0"  # every seed waited 25 %
     assert rate["resnet50 (batch 256)"]["O0"] == "OOM"
 
 
@@ -196,15 +204,18 @@ def test_cpu_vs_gpu_speedups(study):
     cpu_s = rf.time_for("resnet34", "fp32", 0, 1, kind="cpu_baseline")
     fast_s = rf.study_mean_time("resnet34", "O1") / rf.STUDY_EPOCHS
     o0_s = rf.study_mean_time("resnet34", "O0") / rf.STUDY_EPOCHS
+    per_epoch = {
+        p: [t / rf.STUDY_EPOCHS for t in rf.study_times("resnet34", p)] for p in ("O0", "O1")
+    }
     assert row["model"] == "resnet34"
     assert row["threads"] == "4"
     assert row["CPU"] == rf.CPU_MODEL
     assert row["CPU s/epoch"] == "~" + T.fmt_seconds(cpu_s)
     assert row["device"] == rf.GPU_NAME
     assert row["fastest precision"] == "O1"
-    assert row["s/epoch"] == T.fmt_seconds(fast_s)
+    assert row["s/epoch"] == ci(per_epoch["O1"])
     assert row["speed-up"] == T.fmt_speedup(cpu_s / fast_s)
-    assert row["O0 s/epoch"] == T.fmt_seconds(o0_s)
+    assert row["O0 s/epoch"] == ci(per_epoch["O0"])
     assert row["O0 speed-up"] == T.fmt_speedup(cpu_s / o0_s)
 
 
@@ -297,8 +308,11 @@ def test_cli(tmp_path, capsys):
 def ceiling_study(tmp_path_factory):
     root = tmp_path_factory.mktemp("ceiling_study")
     paths = rf.make_study(root / "cells", ceilings=True)
-    written = agg.aggregate(paths, root / "tables")
+    written = agg.aggregate(paths, root / "tables", target_top1=TARGET_TOP1)
     return {"paths": paths, "written": written, "runs": pd.read_csv(written["runs"])}
+
+
+TARGET_TOP1 = 60.0  # reached at epoch 2 by every fake cell (top1_for), so every table has rows
 
 
 def test_ceiling_record_carries_what_aggregation_reads():
@@ -337,8 +351,9 @@ def test_throughput_ceiling_tables(ceiling_study):
             cells = runs[(runs["model"] == model) & (runs["precision"] == precision)]
             cells = cells[cells["batch_size"] == batch]
             shares = cells["train_img_s"] / rf.ceiling_for(model, precision, batch)
-            assert share[label][precision] == T.fmt_percent(shares.mean())
-            assert ceiling[label][precision] == T.fmt_rate(rf.ceiling_for(model, precision, batch))
+            assert share[label][precision] == ci(shares, T.fmt_percent)
+            img_s = rf.ceiling_for(model, precision, batch)
+            assert ceiling[label][precision] == ci([img_s, img_s], T.fmt_rate)
     assert ceiling["resnet50 (batch 256)"]["O0"] == "OOM"
     assert ceiling["resnet34 (batch 256)"]["O3"] == "n/a"
     assert share["resnet50 (batch 256)"]["O0"] == "OOM"  # the cell itself ran out of memory
@@ -410,7 +425,9 @@ def test_runs_html_holds_every_cell(ceiling_study):
 
 def test_library_versions_side_by_side_like_the_studys_pytorch_table(tmp_path):
     """Two torchvision builds (one per cell parameter) and two torch versions (records merged
-    from two environments): one table per library, a column per version, OOM kept."""
+    from two environments): one table per library, a column per version, OOM kept. The seed run
+    under torch 2.15.0 is a column of its own in the torchvision table: a cell measured under
+    another torch is not a seed of the same measurement."""
     old = {"torchvision": "0.29.1+cu130", "torchvision_commit": "1f1a920d68", "torch": "2.14.1"}
     new = {
         "torchvision": "0.30.0a0+8d2f1c4",
@@ -437,16 +454,26 @@ def test_library_versions_side_by_side_like_the_studys_pytorch_table(tmp_path):
     torchvision = as_dict(tables[f"torchvision: {rf.DATASET}, 3 epochs, cuda ({rf.GPU_NAME})"])
     old_label, new_label = "0.29.1+cu130 @1f1a920", "0.30.0a0+8d2f1c4 @8d2f1c4 (build main)"
     seed1 = rf.time_for("resnet18", "O0", 1, rf.STUDY_EPOCHS)  # the cell under torch 2.15.0
-    assert torchvision["resnet18 O0"] == {
-        old_label: T.fmt_seconds((600.0 + seed1) / 2),  # mean over the two seeds
-        new_label: "500.0",
+    old_14, old_15, new_14 = (
+        f"{old_label} (torch 2.14.1)",
+        f"{old_label} (torch 2.15.0)",
+        f"{new_label} (torch 2.14.1)",
+    )
+    assert {k: v for k, v in torchvision["resnet18 O0"].items() if "speed-up" not in k} == {
+        old_14: "600.0",
+        old_15: T.fmt_seconds(seed1),
+        new_14: "500.0",
     }
-    assert torchvision["resnet34 O0"] == {old_label: "700.0", new_label: "OOM"}
+    assert torchvision["resnet18 O0"][f"{new_14}: speed-up over {old_14}"] == "1.20x (n=1)"
+    assert torchvision["resnet34 O0"][old_14] == "700.0"
+    assert torchvision["resnet34 O0"][new_14] == "OOM"
     torch = as_dict(tables[f"torch: {rf.DATASET}, 3 epochs, cuda ({rf.GPU_NAME})"])
-    assert torch["resnet18 (torchvision main) O0"] == {"2.14.1": "500.0", "2.15.0": ""}
+    speedup = "2.15.0: speed-up over 2.14.1"
+    assert torch["resnet18 (torchvision main) O0"] == {"2.14.1": "500.0", "2.15.0": "", speedup: ""}
     assert torch["resnet18 (torchvision default) O0"] == {
         "2.14.1": "600.0",
         "2.15.0": T.fmt_seconds(seed1),
+        speedup: f"{600.0 / seed1:.2f}x (n=1)",
     }
     versions = tables["Versions recorded"]
     assert ["torchvision", new_label, "2"] in versions and ["torch", "2.15.0", "1"] in versions

@@ -7,7 +7,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nettebench.study.cell import CORE_KEYS, CellSpec, add_cell_options, field_defaults
+from nettebench.study.cell import (
+    CORE_KEYS,
+    RUN_PARAMETERS,
+    CellSpec,
+    add_cell_options,
+    field_defaults,
+)
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 
@@ -68,9 +74,16 @@ def test_unsafe_path_values_are_refused():
 def test_schema_documents_the_trainer_defaults():
     schema = yaml.safe_load(SCHEMA.read_text())
     properties = schema["$defs"]["cell_parameters"]["properties"]
-    assert set(properties) == {f.name for f in dataclasses.fields(CellSpec)}
+    # a run's label is a top-level key of the config, not a cell parameter an axis may name
+    cell_fields = {f.name for f in dataclasses.fields(CellSpec)} - set(RUN_PARAMETERS)
+    assert set(properties) == cell_fields
+    assert set(RUN_PARAMETERS) <= set(schema["properties"])
     schema_defaults = {k: v["x-default"] for k, v in properties.items() if "x-default" in v}
-    assert schema_defaults == field_defaults()
+    defaults = field_defaults()
+    assert schema_defaults == {k: v for k, v in defaults.items() if k not in RUN_PARAMETERS}
+    assert {k: schema["properties"][k]["default"] for k in RUN_PARAMETERS} == {
+        k: defaults[k] for k in RUN_PARAMETERS
+    }
 
 
 @pytest.mark.parametrize(
@@ -137,3 +150,43 @@ def test_gpu_path_parameters_at_their_defaults_keep_existing_identities():
     )
     args = build_parser().parse_args(["--data", "x", "--out-dir", "y", *streamed.cli_args()])
     assert (args.cudnn_benchmark, args.store_placement) == (False, "host")
+
+
+# What CellSpec(...).path() and .cell_id() gave before `machine` and `environment` existed
+# (computed at commit 7a89532): results already on disk keep their paths and hashes.
+BEFORE_MACHINES = {
+    "imagenette2-320/model~resnet50/precision~O2/batch~128/epochs~10/seed~0": "d47b50ed6943",
+    "synthetic-quick/model~resnet18/precision~bf16/batch~32/epochs~4/seed~0/image_size~64/"
+    "lr~0.05/workers~1": "5c49508e93c5",
+}
+
+
+def test_without_a_machine_label_paths_and_hashes_are_as_before():
+    cells = [
+        CellSpec(dataset="imagenette2-320", model="resnet50", precision="O2", batch_size=128),
+        CellSpec(
+            dataset="synthetic-quick",
+            precision="bf16",
+            batch_size=32,
+            epochs=4,
+            image_size=64,
+            workers=1,
+            lr=0.05,
+        ),
+    ]
+    assert {c.path(): c.cell_id() for c in cells} == BEFORE_MACHINES
+    assert "--machine" not in cells[0].cli_args() and "--environment" not in cells[0].cli_args()
+
+
+def test_a_machine_label_ends_the_path_and_changes_the_hash():
+    cell = CellSpec(dataset="d", workers=2, environment="pillow11")
+    labelled = dataclasses.replace(cell, machine="t4")
+    assert labelled.path() == cell.path() + "/machine~t4"
+    assert cell.path().endswith("/environment~pillow11/workers~2")
+    assert labelled.cell_id() != cell.cell_id()
+    assert labelled.cli_args()[-2:] == ["--machine", "t4"]
+    parser = argparse.ArgumentParser()
+    add_cell_options(parser)
+    args = parser.parse_args(labelled.cli_args())
+    assert (args.machine, args.environment) == ("t4", "pillow11")
+    assert parser.parse_args(["--dataset", "d"]).machine is None

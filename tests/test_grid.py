@@ -149,3 +149,29 @@ def test_sensible_numbers_pass():
 def test_batch_size_auto_is_a_cell_of_its_own():
     (cell,) = expand({"batch_size": "auto"}, section="matrix", datasets=DATASETS)
     assert "/batch~auto/" in cell.path()
+
+
+@pytest.mark.parametrize(
+    "matrix",
+    [
+        {"machine": "t4"},
+        {"include": [{"model": "resnet50", "machine": "a100"}]},
+        {"exclude": [{"machine": "t4"}]},
+    ],
+)
+def test_a_machine_label_is_no_axis(matrix):
+    with pytest.raises(ConfigError, match=r"machine labels a whole run.*--config machine=t4"):
+        expand(matrix, section="matrix", datasets=["d"])
+
+
+def test_environment_names_a_configured_package_environment():
+    allowed = {"environment": ["installed", "pillow11"]}
+    cells = expand(
+        {"environment": ["installed", "pillow11"]},
+        section="matrix",
+        datasets=["d"],
+        builds=allowed,
+    )
+    assert [c.environment for c in cells] == ["installed", "pillow11"]
+    with pytest.raises(ConfigError, match=r"environment: 'pillow9'.*environments:.*pillow11"):
+        expand({"environment": "pillow9"}, section="matrix", datasets=["d"], builds=allowed)

@@ -24,6 +24,7 @@ ENTRY_POINTS = {
     "profile_aggregate": "report/tables/kernels.py",
     "profile_figures": "report/kernel_figure.py",
     "builds": "builds/build.py",
+    "environments": "builds/packages.py",
 }
 
 
@@ -133,3 +134,69 @@ def test_parsing_the_workflow_imports_nothing_heavy():
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.stdout.strip() == "[]", result.stdout + result.stderr
+
+
+def test_a_machine_label_goes_into_every_cell_and_its_path():
+    config = {
+        "datasets": {"s": {"synthetic": {}}},
+        "matrix": {"precision": ["O0", "O1"], "include": [{"model": "resnet50"}]},
+        "cpu_baseline": {"epochs": 1},
+        "machine": "t4",
+    }
+    study = Study.from_config(config)
+    cells = [c for kind in study.cells.values() for c in kind.values()]
+    assert len(cells) == 5 and {c.machine for c in cells} == {"t4"}
+    assert all(path.endswith("/machine~t4") for kind in study.cells.values() for path in kind)
+    unlabelled = Study.from_config({**config, "machine": None})
+    assert not any("machine" in path for path in unlabelled.cells["matrix"])
+    # `--config machine=100` arrives as a number
+    assert Study.from_config({**config, "machine": 100}).machine == "100"
+    with pytest.raises(ConfigError, match="machine: 'my box' cannot be part of a result path"):
+        Study.from_config({**config, "machine": "my box"})
+
+
+def test_package_environments_are_planned_and_cells_depend_on_their_install(tmp_path):
+    config = {
+        "datasets": {"s": {"synthetic": {}}},
+        "environments": {"pillow11": {"packages": ["Pillow==11.3.0"], "pip_args": ["--no-cache"]}},
+        "matrix": {"environment": ["installed", "pillow11"]},
+    }
+    study = Study.from_config(config)
+    plan = study.environment("pillow11")
+    assert plan.pins() == {"pillow": "11.3.0"} and plan.pip_args == ("--no-cache",)
+    assert plan.install_manifest == "results/environments/pillow11/install.json"
+    dataset, rest = next(p for p in study.cells["matrix"] if "environment" in p).split("/", 1)
+    assert study.cell_builds("matrix", dataset, rest) == [plan.install_manifest]
+    with pytest.raises(ConfigError, match="not pinned to one version"):
+        Study.from_config({**config, "environments": {"p": {"packages": ["pillow>=11"]}}})
+    with pytest.raises(ConfigError, match="must not be 'installed'"):
+        Study.from_config({**config, "environments": {"installed": {"packages": ["a==1"]}}})
+
+
+def test_merged_result_trees_are_aggregated_with_the_run(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    other = tmp_path / "from-a100" / "results"
+    cell = other / "runs" / "s" / "model~resnet18" / "machine~a100"
+    cell.mkdir(parents=True)
+    (cell / "metrics.json").write_text("{}")
+    (cell / "ceiling.json").write_text("{}")
+    profile = other / "profiles" / "s" / "x"
+    profile.mkdir(parents=True)
+    (profile / "profile.json").write_text("{}")
+    config = {
+        "datasets": {"s": {"synthetic": {}}},
+        "matrix": {"epochs": 1},
+        "merge_results": [str(other)],
+    }
+    study = Study.from_config(config)
+    inputs = study.aggregate_inputs()
+    assert inputs["metrics"][-1] == str(cell / "metrics.json")
+    assert inputs["metrics"][0].startswith("results/runs/s/")  # this run's own cells first
+    assert inputs["ceilings"][-1] == str(cell / "ceiling.json")
+    assert study.merged_files("profiles/**/profile.json") == [str(profile / "profile.json")]
+    only = Study.from_config({**config, "aggregate_only": True}).aggregate_inputs()
+    assert only["metrics"] == [str(cell / "metrics.json")]  # nothing local on disk yet
+    with pytest.raises(ConfigError, match=r"merge_results\[0\]: .* is not a directory"):
+        Study.from_config({**config, "merge_results": [str(tmp_path / "absent")]})
+    with pytest.raises(ConfigError, match="has no runs/ or cpu/ folder"):
+        Study.from_config({**config, "merge_results": [str(tmp_path)]})

@@ -84,9 +84,9 @@ def test_document_and_sections():
 
 
 def test_seeds_note():
-    assert T.seeds_note([2, 2]) == "mean over seeds (n=2)"
-    assert T.seeds_note([1, 3, 2]) == "mean over seeds (n=1-3)"
-    assert T.seeds_note([]) == "mean over seeds"
+    assert T.seeds_note([2, 2]) == "mean ± 95 % confidence interval over seeds (n=2)"
+    assert T.seeds_note([1, 3, 2]) == "mean ± 95 % confidence interval over seeds (n=1-3)"
+    assert T.seeds_note([]) == "mean ± 95 % confidence interval over seeds"
 
 
 def test_row_labels_show_only_parameters_that_tell_rows_apart():

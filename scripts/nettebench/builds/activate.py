@@ -22,11 +22,30 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from nettebench.builds.catalog import BUILD_MANIFEST, INSTALL_MANIFEST, LIBRARIES
+from nettebench.builds.catalog import (
+    BUILD_MANIFEST,
+    ENVIRONMENT_MANIFEST,
+    INSTALL_MANIFEST,
+    LIBRARIES,
+)
 from nettebench.study.builds import BUILDS_ROOT
 from nettebench.study.cell import INSTALLED, LIBRARY_PARAMETERS
+from nettebench.study.environments import ENVIRONMENTS_ROOT
 
 BUILDS_DIR_ENV = "NETTEBENCH_BUILDS_DIR"  # where a trainer run outside Snakemake finds them
+# Where a cell run outside Snakemake finds the package environments (config `environments:`).
+ENVIRONMENTS_DIR_ENV = "NETTEBENCH_ENVIRONMENTS_DIR"
+# Set in a cell command that restarted itself with an environment's prefix on PYTHONPATH.
+_RESTARTED_ENV = "NETTEBENCH_ENVIRONMENT_RESTARTED"
+# The commands that run a cell (``python -m <module>``): they may restart themselves so that an
+# environment pinning a package they had imported already (torch, numpy) comes first.
+CELL_COMMAND_MODULES = (
+    "nettebench.training",
+    "nettebench.training.cli",
+    "nettebench.benchmarks.ceiling",
+    "nettebench.profiling",
+    "nettebench.profiling.cli",
+)
 
 
 class LibraryError(RuntimeError):
@@ -58,6 +77,10 @@ def activate(cell: Any, builds_dir: str | os.PathLike | None = None) -> dict[str
     imported: a library already imported from elsewhere is an error, never silently used.
     """
     active = {}
+    # The package environment first, so that a source build the cell names goes before it.
+    environment = activate_environment(cell)
+    if environment is not None:
+        active["environment"] = environment
     for library in LIBRARY_PARAMETERS:
         build = getattr(cell, library, INSTALLED)
         if build == INSTALLED:
@@ -87,6 +110,108 @@ def activate(cell: Any, builds_dir: str | os.PathLike | None = None) -> dict[str
             os.environ["PYTHONPATH"] = str(prefix) + (os.pathsep + paths if paths else "")
         active[library] = manifest
     return active
+
+
+def environments_root(environments_dir: str | os.PathLike | None = None) -> Path:
+    """Where package environments are: the argument, $NETTEBENCH_ENVIRONMENTS_DIR, or
+    results/environments."""
+    return Path(
+        environments_dir or os.environ.get(ENVIRONMENTS_DIR_ENV) or ENVIRONMENTS_ROOT
+    ).resolve()
+
+
+def activate_environment(
+    cell: Any, environments_dir: str | os.PathLike | None = None
+) -> dict[str, Any] | None:
+    """Put the prefix of the package environment ``cell`` names first on ``sys.path`` (and
+    ``PYTHONPATH``); returns its manifest (None for ``installed``).
+
+    A package of the environment that this process imported already from elsewhere (a cell
+    command imports torch, and torch numpy, before it reads its options) cannot be replaced in
+    place: a cell command then restarts itself once with the prefix on ``PYTHONPATH``, so the
+    environment's copy is the one imported; anywhere else that is an error.
+    """
+    name = getattr(cell, "environment", INSTALLED)
+    if name == INSTALLED:
+        return None
+    prefix = environments_root(environments_dir) / name / "prefix"
+    manifest = read_environment_manifest(prefix)
+    if manifest is None:
+        raise LibraryError(
+            f"package environment {name!r} is not installed at {prefix}. The workflow installs "
+            f"it for cells that name it (environments.{name} in the config; by hand: "
+            f"`snakemake {ENVIRONMENTS_ROOT}/{name}/{INSTALL_MANIFEST}`); outside the "
+            f"workflow, point ${ENVIRONMENTS_DIR_ENV} at the folder holding {name}/"
+        )
+    here = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if manifest.get("python") and manifest["python"] != here:
+        raise LibraryError(
+            f"package environment {name!r} was installed for Python {manifest['python']}, but "
+            f"this is Python {here}; reinstall it (`snakemake --forcerun environment_install`)"
+        )
+    _put_first(prefix)
+    stale = {
+        module: getattr(sys.modules[module], "__file__", None) or "?"
+        for module in manifest.get("modules", [])
+        if module in sys.modules and not _inside(sys.modules[module], prefix)
+    }
+    if stale:
+        _restart_or_fail(name, prefix, stale)
+    return manifest
+
+
+def _restart_or_fail(name: str, prefix: Path, stale: Mapping[str, str]) -> None:
+    """Restart a cell command with the prefix on PYTHONPATH (once), or explain the problem."""
+    module = _cell_command()
+    where = ", ".join(f"{m} from {path}" for m, path in sorted(stale.items()))
+    if module is None or os.environ.get(_RESTARTED_ENV) == name:
+        raise LibraryError(
+            f"package environment {name!r} provides modules already imported from elsewhere "
+            f"({where}); start the process with PYTHONPATH={prefix}, or run the cell through "
+            "its command (python -m nettebench.training ...), which restarts itself so"
+        )
+    print(
+        f"environment {name}: restarting with {prefix} first on the path (had imported {where})",
+        file=sys.stderr,
+        flush=True,
+    )
+    env = {**os.environ, _RESTARTED_ENV: name}
+    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+
+
+def _cell_command() -> str | None:
+    """The cell command module this process runs as (``python -m <module>``), if any."""
+    argv = list(getattr(sys, "orig_argv", []))
+    if "-m" in argv[:-1]:
+        module = argv[argv.index("-m") + 1]
+        return module if module in CELL_COMMAND_MODULES else None
+    return None
+
+
+def _put_first(prefix: Path) -> None:
+    if str(prefix) not in sys.path:
+        sys.path.insert(0, str(prefix))
+    paths = os.environ.get("PYTHONPATH", "")
+    if str(prefix) not in paths.split(os.pathsep):
+        os.environ["PYTHONPATH"] = str(prefix) + (os.pathsep + paths if paths else "")
+
+
+def read_environment_manifest(prefix: Path) -> dict[str, Any] | None:
+    """The manifest a package environment's install wrote into its prefix, or None."""
+    try:
+        return json.loads((Path(prefix) / ENVIRONMENT_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def active_environment() -> dict[str, Any] | None:
+    """The manifest of the package environment whose prefix is on ``sys.path`` (None: none)."""
+    for place in sys.path:
+        if place:
+            manifest = read_environment_manifest(Path(place))
+            if manifest is not None:
+                return manifest
+    return None
 
 
 def read_build_manifest(prefix: Path) -> dict[str, Any] | None:

@@ -18,6 +18,8 @@ BUILD_MANIFEST = "nettebench-build.json"  # inside an installed prefix: what it 
 SOURCE_MANIFEST = "source.json"  # the clone: repository, ref and the commit it resolved to
 WHEEL_MANIFEST = "wheel.json"  # the wheel: file, sha256, commit, torch it was built against
 INSTALL_MANIFEST = "install.json"  # the install: the prefix's BUILD_MANIFEST, outside it
+# Inside a package environment's prefix (config `environments:`): what pip installed there.
+ENVIRONMENT_MANIFEST = "nettebench-environment.json"
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://|^[^/\s]+@[^/\s]+:")  # scheme://... or user@host:path
 
 
@@ -38,6 +40,11 @@ LIBRARIES = {
     # toolkit; its C++/CUDA extensions are opt-in through a build's `pip_args` (see the README).
     "apex": Library("apex", "apex", "https://github.com/NVIDIA/apex"),
 }
+
+
+def canonical_name(name: str) -> str:
+    """A distribution name as the registry compares them (PEP 503): ``Pillow`` -> ``pillow``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def is_url(repo: str) -> bool:

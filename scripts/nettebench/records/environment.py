@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from nettebench.builds.activate import find_build
+from nettebench.builds.activate import active_environment, find_build
 from nettebench.builds.catalog import LIBRARIES
 from nettebench.records import cpu
 
@@ -50,6 +50,7 @@ def collect() -> dict[str, Any]:
         "efficientnet_pytorch": _version("efficientnet_pytorch"),
         "apex": _apex_version(),
         **library_builds(),
+        **package_environment(),
         "git_commit": commit,
         "git_dirty": _git_dirty(commit),
         "nettebench": _version("nettebench"),
@@ -228,6 +229,21 @@ def library_builds() -> dict[str, Any]:
         found[f"{library.name}_commit"] = commit or (build or {}).get("commit")
         found[f"{library.name}_build"] = (build or {}).get("build")
     return found
+
+
+def package_environment() -> dict[str, Any]:
+    """The package environment (config ``environments:``) this process put first on its path
+    and the version of each package it pins as imported here; Pillow's version (the ``pil``
+    loader decodes with it) in every record; and this process's id (each seed of a cell is a
+    process of its own)."""
+    manifest = active_environment() or {}
+    pins = manifest.get("pins") or {}
+    return {
+        "package_environment": manifest.get("environment"),
+        "packages": {dist: _version(dist) for dist in sorted(pins)} or None,
+        "pillow": _version("pillow"),
+        "process_id": os.getpid(),
+    }
 
 
 def _torchvision_git_version() -> str | None:

@@ -42,8 +42,10 @@ from nettebench.report.grids import NO_CELLS_NOTE
 from nettebench.report.tables.accuracy import accuracy_markdown
 from nettebench.report.tables.conditions import timing_conditions_markdown
 from nettebench.report.tables.cpu_vs_gpu import cpu_vs_gpu_markdown
+from nettebench.report.tables.machines import machines_markdown
 from nettebench.report.tables.throughput import throughput_markdown
 from nettebench.report.tables.time import time_markdown
+from nettebench.report.tables.time_to_accuracy import time_to_accuracy_markdown
 from nettebench.report.tables.versions import library_versions_markdown
 from nettebench.study import outputs
 
@@ -73,15 +75,21 @@ def _csv_text(frame: pd.DataFrame) -> str:
 
 
 def aggregate(
-    metrics_paths: Iterable[str | os.PathLike], out_dir: str | os.PathLike
+    metrics_paths: Iterable[str | os.PathLike],
+    out_dir: str | os.PathLike,
+    *,
+    target_top1: float | None = None,
+    copies: list[tuple[str, str]] | None = None,
 ) -> dict[str, Path]:
     """Read the cells; write runs.csv, epochs.csv, the markdown tables and their HTML pages.
 
     Returns {output name: path} for every entry of :data:`OUTPUTS`. No cells at all still
-    writes every file (header-only CSVs, tables that say no cell has finished).
+    writes every file (header-only CSVs, tables that say no cell has finished). ``target_top1``
+    (%) gives every cell its time to accuracy; ``copies`` receives the byte-identical copies of
+    a record that were read once.
     """
-    cells = read_cells(metrics_paths)
-    runs = runs_frame(cells)
+    cells = read_cells(metrics_paths, copies=copies)
+    runs = runs_frame(cells, target_top1=target_top1)
     epochs = epochs_frame(cells, runs)
     runs = runs.reset_index(drop=True)
     texts = {
@@ -93,6 +101,8 @@ def aggregate(
         "cpu_vs_gpu": cpu_vs_gpu_markdown(runs),
         "time_by_library_version": library_versions_markdown(runs),
         "timing_conditions": timing_conditions_markdown(runs),
+        "time_by_machine": machines_markdown(runs),
+        "time_to_accuracy": time_to_accuracy_markdown(runs),
     }
     texts["runs_html"] = T.csv_to_html(texts["runs"], "Runs", _RUNS_NOTE, empty=NO_CELLS_NOTE)
     texts.update({f"{name}_html": T.markdown_to_html(texts[name]) for name in MARKDOWN_TABLES})
@@ -113,16 +123,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for the tables")
     parser.add_argument(
+        "--target-top1",
+        type=float,
+        default=None,
+        help="validation top-1 (%%) whose time to reach is reported (config target_top1)",
+    )
+    parser.add_argument(
         "metrics",
         nargs="*",
         metavar="METRICS_JSON",
         help="cell metrics.json files (none: write empty tables)",
     )
     args = parser.parse_args(argv)
+    copies: list[tuple[str, str]] = []
     try:
-        written = aggregate(args.metrics, args.out_dir)
+        written = aggregate(args.metrics, args.out_dir, target_top1=args.target_top1, copies=copies)
     except RecordError as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
+    for copy, original in copies:
+        print(f"read once: {copy} is a copy of {original}", file=sys.stderr)
     print(
         f"aggregated {len(args.metrics)} cell(s) into {len(written)} files in {args.out_dir}",
         file=sys.stderr,

@@ -10,6 +10,7 @@ through as columns. pandas only, no torch.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -24,6 +25,7 @@ from nettebench.records import files as records
 from nettebench.records.cpu import CPU_KEYS
 from nettebench.report import format as T
 from nettebench.report.caveats import CAVEAT_COLUMNS, caveat_columns
+from nettebench.report.setups import setup_ids, setup_labels
 from nettebench.study import outputs
 from nettebench.study.cell import PARAMETER_NAMES
 
@@ -70,7 +72,15 @@ ENV_KEYS = (
 CEILING_COLUMNS = ("ceiling_status", "ceiling_img_s", "ceiling_share")
 
 
-# Identity columns repeated on every row of the tidy epochs.csv.
+# Columns after the ceiling's: the cell's setup (machine label and environment, see
+# nettebench.report.setups) and its time to accuracy (config `target_top1`): the seconds of
+# epochs (train + validation) until validation top-1 first reached the target, and that epoch;
+# both missing when the target was not reached (or none was set).
+COMPARISON_COLUMNS = ("setup", "setup_id", "target_top1", "time_to_target_s", "target_epoch")
+
+
+# Identity columns repeated on every row of the tidy epochs.csv (the record's directory, `path`,
+# tells apart two copies of one cell from two machines, which share their cell_id).
 EPOCH_ID_COLUMNS = (
     "kind",
     "cell_id",
@@ -81,6 +91,8 @@ EPOCH_ID_COLUMNS = (
     "epochs",
     "seed",
     "device_type",
+    "setup",
+    "path",
 )
 
 
@@ -141,15 +153,32 @@ def read_ceiling(path: str | os.PathLike) -> dict[str, Any] | None:
     return ceiling
 
 
-def read_cells(metrics_paths: Iterable[str | os.PathLike]) -> list[Cell]:
-    """Read every cell once (a path given twice is read once), in the order given."""
+def read_cells(
+    metrics_paths: Iterable[str | os.PathLike], *, copies: list[tuple[str, str]] | None = None
+) -> list[Cell]:
+    """Read every cell once, in the order given: a path given twice is read once, and so is a
+    byte-identical copy of a metrics.json under another path (a result tree merged twice, or
+    copied into results/ and listed under ``merge_results:`` as well), which would otherwise
+    count one run as two seeds. ``copies`` receives (copy, original) for each copy left out."""
     seen: set[Path] = set()
+    contents: dict[str, str] = {}
     cells = []
     for metrics_path in metrics_paths:
         key = Path(metrics_path).resolve()
-        if key not in seen:
-            seen.add(key)
-            cells.append(read_cell(metrics_path))
+        if key in seen:
+            continue
+        seen.add(key)
+        try:
+            digest = hashlib.sha256(key.read_bytes()).hexdigest()
+        except OSError:
+            digest = None  # read_cell names the file
+        if digest is not None and digest in contents:
+            if copies is not None:
+                copies.append((str(metrics_path), contents[digest]))
+            continue
+        if digest is not None:
+            contents[digest] = str(metrics_path)
+        cells.append(read_cell(metrics_path))
     return cells
 
 
@@ -199,8 +228,49 @@ def ceiling_columns(record: dict[str, Any], ceiling: dict[str, Any] | None) -> d
     return {"ceiling_status": status, "ceiling_img_s": img_s, "ceiling_share": share}
 
 
-def runs_frame(cells: Sequence[Cell]) -> pd.DataFrame:
-    """One row per cell: parameters, outcome, device, summary, ceiling, ``env_*``, path.
+def time_to_target(epochs: pd.DataFrame, target: float | None) -> tuple[float | None, int | None]:
+    """Seconds of epochs (train + validation wall time, summed) until validation top-1 first
+    reached ``target`` (%), and that epoch; (None, None) when it never did or no target."""
+    if target is None or epochs.empty or "val_top1" not in epochs:
+        return None, None
+    ordered = epochs.assign(
+        epoch=pd.to_numeric(epochs["epoch"], errors="coerce"),
+        val_top1=pd.to_numeric(epochs["val_top1"], errors="coerce"),
+        wall_s=pd.to_numeric(epochs["wall_s"], errors="coerce"),
+    ).sort_values("epoch")
+    elapsed = ordered["wall_s"].cumsum()
+    reached = ordered["val_top1"] >= target
+    if not reached.any():
+        return None, None
+    first = reached.idxmax()
+    return float(elapsed.loc[first]), int(ordered.loc[first, "epoch"])
+
+
+def comparison_columns(
+    frame: pd.DataFrame, cells: Sequence[Cell], target_top1: float | None
+) -> pd.DataFrame:
+    """:data:`COMPARISON_COLUMNS` for the rows of ``frame`` (indexed by position in ``cells``)."""
+    times = {}
+    for position, status in frame["status"].items():
+        ok = status == records.STATUS_OK
+        times[position] = (
+            time_to_target(cells[position].epochs, target_top1) if ok else (None, None)
+        )
+    return pd.DataFrame(
+        {
+            "setup": setup_labels(frame),
+            "setup_id": setup_ids(frame),
+            "target_top1": [target_top1] * len(frame),
+            "time_to_target_s": [times[p][0] for p in frame.index],
+            "target_epoch": pd.array([times[p][1] for p in frame.index], dtype="Int64"),
+        },
+        index=frame.index,
+    )
+
+
+def runs_frame(cells: Sequence[Cell], *, target_top1: float | None = None) -> pd.DataFrame:
+    """One row per cell: parameters, outcome, device, summary, ceiling, setup and time to
+    accuracy, ``env_*``, path.
 
     Sorted stably (see :func:`sort_runs`).
 
@@ -222,6 +292,7 @@ def runs_frame(cells: Sequence[Cell]) -> pd.DataFrame:
         *summary_keys,
         *CEILING_COLUMNS,
         *CAVEAT_COLUMNS,
+        *COMPARISON_COLUMNS,
         "path",
         *(f"env_{k}" for k in env_keys),
     }
@@ -263,6 +334,10 @@ def runs_frame(cells: Sequence[Cell]) -> pd.DataFrame:
         for name, values in columns.items():
             values.append(row[name])
     frame = pd.DataFrame({name: _column(values) for name, values in columns.items()})
+    extra = comparison_columns(frame, cells, target_top1)
+    at = frame.columns.get_loc(CEILING_COLUMNS[-1]) + 1
+    for offset, name in enumerate(COMPARISON_COLUMNS):
+        frame.insert(at + offset, name, extra[name])
     return sort_runs(frame)
 
 

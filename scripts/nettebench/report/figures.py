@@ -8,7 +8,13 @@ PNG (for the report and quick looks) and SVG (for papers), under fixed names:
 - ``speedup_over_O0``: how many times faster each precision is than O0 (pure fp32);
 - ``accuracy_curves``: validation top-1 (solid) and top-5 (dashed) after each epoch;
 - ``throughput``: steady-state training img/s, CPU baselines beside the matrix cells, and the
-  compute ceiling (img/s with no input pipeline) as a dashed outline over a bar where measured.
+  compute ceiling (img/s with no input pipeline) as a dashed outline over a bar where measured;
+- ``time_to_accuracy``: seconds until validation top-1 first reached the config's
+  ``target_top1``, one bar per precision, ``not reached`` where no seed got there.
+
+Every figure draws one panel per setup (machine label and environment,
+:mod:`nettebench.report.setups`), so two machines are never averaged as seeds; bars are means
+over seeds with their 95 % confidence interval as whiskers.
 
 A partial study must never break the workflow, so every figure renders something: an empty or
 missing input gives a panel saying "no data" instead of an exception. Cells that did not run are
@@ -45,7 +51,7 @@ from matplotlib.lines import Line2D
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.collect import EPOCH_ID_COLUMNS
-from nettebench.report.grids import row_keys
+from nettebench.report.grids import GROUP_KEYS, row_keys
 from nettebench.report.plotting import (
     MARK_COLOR,
     bar_width,
@@ -57,6 +63,7 @@ from nettebench.report.plotting import (
     save,
     style,
 )
+from nettebench.report.setups import SETUP_COLUMNS, title_suffix
 from nettebench.study import outputs
 
 FIGURE_NAMES = outputs.FIGURE_NAMES
@@ -90,15 +97,24 @@ _RUN_COLUMNS = (
     "interference",
     "ceiling_interference",
     "above_ceiling",
+    "setup",
+    "target_top1",
+    "time_to_target_s",
+    *SETUP_COLUMNS,
 )
 
 
 _EPOCH_COLUMNS = (*EPOCH_ID_COLUMNS, "epoch", "val_top1", "val_top5")
+NOT_REACHED = "not reached"  # what the time-to-accuracy figure writes where no seed got there
 
 
-def _facet_title(dataset: Any, epochs: Any, frame: pd.DataFrame) -> str:
+def _facet_title(
+    dataset: Any, epochs: Any, frame: pd.DataFrame, among: pd.DataFrame | None = None
+) -> str:
     names = sorted({str(n) for n in frame["device_name"].dropna()})
     device = "; ".join(names) or "; ".join(sorted({str(t) for t in frame["device_type"].dropna()}))
+    if among is not None:
+        device += title_suffix(frame, among)
     parts = [str(dataset)]
     if epochs is not None:
         parts.append(f"{T.fmt_value(epochs)} epochs")
@@ -106,24 +122,26 @@ def _facet_title(dataset: Any, epochs: Any, frame: pd.DataFrame) -> str:
 
 
 def _matrix_facets(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """Matrix cells split by (dataset, epochs, device type), each with its row labels."""
+    """Matrix cells split by (dataset, epochs, device type, setup), each with its row labels."""
     matrix = runs[runs["kind"] == "matrix"]
     facets = []
-    for (dataset, epochs, _), frame in matrix.groupby(
-        ["dataset", "epochs", "device_type"], sort=False, dropna=False
-    ):
+    for (dataset, epochs, _, _), frame in matrix.groupby(GROUP_KEYS, sort=False, dropna=False):
         frame = frame.assign(label=T.row_labels(frame, row_keys(runs)))
-        facets.append((_facet_title(dataset, epochs, frame), frame))
+        facets.append((_facet_title(dataset, epochs, frame, matrix), frame))
     return facets
 
 
 def _bar_frame(
-    frame: pd.DataFrame, value: str, hue: str = "precision", outline: str | None = None
+    frame: pd.DataFrame,
+    value: str,
+    hue: str = "precision",
+    outline: str | None = None,
+    status: str = "status",
 ) -> pd.DataFrame:
     columns = {
         "label": frame["label"],
         "hue": frame[hue].astype(str),
-        "status": frame["status"],
+        "status": frame[status],
         "value": pd.to_numeric(frame[value], errors="coerce"),
     }
     if outline is not None and outline in frame:  # an older runs.csv has no ceiling columns
@@ -146,7 +164,9 @@ def _caveat_marks(frame: pd.DataFrame) -> pd.Series:
     return frame.apply(mark, axis=1) if len(frame) else pd.Series(dtype=object)
 
 
-def _precision_bar_panels(runs: pd.DataFrame, facets, value: str):
+def _precision_bar_panels(
+    runs: pd.DataFrame, facets, value: str, status: str = "status", outcomes=None
+):
     """One panel per (title, frame) facet: bars of ``value`` by row label, one per precision
     (colours fixed across the figure). Returns the figure and its (axes, frame) pairs for the
     caller's own labels and marks."""
@@ -157,10 +177,11 @@ def _precision_bar_panels(runs: pd.DataFrame, facets, value: str):
     for ax, (facet_title, frame) in zip(axes, facets, strict=True):
         grouped_bars(
             ax,
-            _bar_frame(frame, value),
+            _bar_frame(frame, value, status=status),
             categories=list(frame["label"].unique()),
             hues=T.sort_precisions(frame["precision"]),
             colors=colors,
+            outcomes=outcomes,
         )
         ax.set_title(facet_title, fontsize=9)
         panels.append((ax, frame))
@@ -175,7 +196,7 @@ def plot_time(runs: pd.DataFrame) -> Figure:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
     fig, panels = _precision_bar_panels(runs, facets, "time_for_epochs_s")
     for ax, frame in panels:
-        ax.set_ylabel("seconds (mean ± sd over seeds)")
+        ax.set_ylabel("seconds (mean ± 95 % CI over seeds)")
         if frame["extrapolated"].any():
             ax.annotate(
                 "some times extrapolated from max_steps",
@@ -232,16 +253,18 @@ def plot_accuracy(epochs: pd.DataFrame) -> Figure:
     matrix = epochs[(epochs["kind"] == "matrix") & epochs["epoch"].notna()]
     if matrix.empty:
         return empty_figure(title, "no data: no epochs of matrix cells in epochs.csv")
-    cells = matrix.drop_duplicates("cell_id")
+    # One record per directory (two machines' copies of a cell share a cell_id); an epochs.csv
+    # from before `path` was a column falls back to the cell_id.
+    key = "path" if matrix["path"].notna().any() else "cell_id"
+    cells = matrix.drop_duplicates(key)
     labels = T.row_labels(cells, ["batch_size", "epochs"])
-    matrix = matrix.assign(
-        label=matrix["cell_id"].map(dict(zip(cells["cell_id"], labels, strict=True)))
-    )
+    matrix = matrix.assign(label=matrix[key].map(dict(zip(cells[key], labels, strict=True))))
     several_datasets = matrix["dataset"].nunique() > 1
-    panels = list(matrix.groupby(["dataset", "label"], sort=False, dropna=False))
+    several_setups = matrix["setup"].nunique() > 1
+    panels = list(matrix.groupby(["dataset", "setup", "label"], sort=False, dropna=False))
     colors = precision_colors(matrix["precision"].dropna().astype(str))
     fig, axes = new_figure(len(panels), panel_width=5.0)
-    for ax, ((dataset, label), frame) in zip(axes, panels, strict=True):
+    for ax, ((dataset, setup, label), frame) in zip(axes, panels, strict=True):
         precisions = T.sort_precisions(frame["precision"])
         for precision in precisions:
             per_epoch = frame[frame["precision"] == precision].groupby("epoch")
@@ -266,7 +289,10 @@ def plot_accuracy(epochs: pd.DataFrame) -> Figure:
                     alpha=0.15,
                     linewidth=0,
                 )
-        ax.set_title(f"{label}\n{dataset}" if several_datasets else str(label), fontsize=9)
+        lines = [str(label)]
+        lines += [str(dataset)] if several_datasets else []
+        lines += [str(setup)] if several_setups else []
+        ax.set_title("\n".join(lines), fontsize=9)
         ax.set_xlabel("epoch")
         ax.set_ylabel("validation accuracy (%)")
         ax.xaxis.get_major_locator().set_params(integer=True)
@@ -304,20 +330,23 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
     colors.update({hue: str(round(grey, 2)) for hue, grey in zip(cpu_hues, greys, strict=False)})
 
     facets = []
+    matrix = wanted[wanted["kind"] == "matrix"]
     for dataset, frame in wanted.groupby("dataset", sort=False, dropna=False):
-        # One panel per device type the dataset's matrix ran on, each with the CPU baselines.
+        # One panel per device type and setup the dataset's matrix ran on, each with the CPU
+        # baselines of the same run (machine label).
         is_cpu = frame["kind"] == "cpu_baseline"
-        device_types = list(frame.loc[~is_cpu, "device_type"].unique()) or [None]
-        for device_type in device_types:
-            on_device = (
-                frame["device_type"].isna()
-                if T.is_missing(device_type)
-                else (frame["device_type"] == device_type)
-            )
-            part = frame[is_cpu | (~is_cpu & on_device)]
+        setups = frame.loc[~is_cpu, ["device_type", "setup"]].drop_duplicates()
+        for device_type, setup in list(setups.itertuples(index=False)) or [(None, None)]:
+            on_device = (~is_cpu) & _equal(frame["device_type"], device_type)
+            on_device &= _equal(frame["setup"], setup)
+            if on_device.any():
+                machine = frame.loc[on_device, "machine"].iloc[0]
+                part = frame[(is_cpu & _equal(frame["machine"], machine)) | on_device]
+            else:
+                part = frame[is_cpu]
             part = part.sort_values(["model", "batch_size"], kind="stable")
             part = part.assign(label=T.row_labels(part, label_keys))
-            facets.append((_facet_title(dataset, None, part), part))
+            facets.append((_facet_title(dataset, None, part[~is_cpu[part.index]], matrix), part))
     widest = max(bar_width(f["label"].nunique(), f["hue"].nunique()) for _, f in facets)
     fig, axes = new_figure(len(facets), panel_width=widest)
     for ax, (facet_title, frame) in zip(axes, facets, strict=True):
@@ -340,7 +369,7 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
             ax.set_yscale("log")
             ax.set_ylim(bottom=ok.min() / 3)  # bars start at the axis, so the smallest shows
         scale = ", log scale" if ax.get_yscale() == "log" else ""
-        ax.set_ylabel(f"training images / s (mean ± sd over seeds{scale})")
+        ax.set_ylabel(f"training images / s (mean ± 95 % CI over seeds{scale})")
         ax.set_title(facet_title, fontsize=9)
     fig.suptitle(title)
     marks = set(_caveat_marks(wanted)) - {""}
@@ -353,6 +382,42 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
         }
         text = "\n".join(legend[m] for m in sorted(marks))
         fig.supxlabel(text, fontsize=6.5, color=MARK_COLOR, ha="center")
+    return fig
+
+
+def _equal(column: pd.Series, value: Any) -> pd.Series:
+    """Rows whose value is ``value``, a missing value matching missing ones."""
+    return column.isna() if T.is_missing(value) else column == value
+
+
+def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
+    """Seconds until validation top-1 first reached ``target_top1``, by model and precision."""
+    targets = pd.to_numeric(runs["target_top1"], errors="coerce").dropna()
+    title = "Time to accuracy"
+    if targets.empty:
+        return empty_figure(title, "no target: set target_top1 in the config")
+    target = float(targets.iloc[0])
+    title = f"Time to {target:g} % validation top-1"
+    facets = _matrix_facets(runs)
+    if not facets:
+        return empty_figure(title, "no data: no matrix cells in runs.csv")
+    reached = pd.to_numeric(runs["time_to_target_s"], errors="coerce").notna()
+    runs = runs.assign(
+        target_status=np.where(
+            runs["status"] != "ok", runs["status"], np.where(reached, "ok", "not_reached")
+        )
+    )
+    facets = [(t, f.assign(target_status=runs.loc[f.index, "target_status"])) for t, f in facets]
+    fig, panels = _precision_bar_panels(
+        runs,
+        facets,
+        "time_to_target_s",
+        status="target_status",
+        outcomes={"not_reached": NOT_REACHED},
+    )
+    for ax, _frame in panels:
+        ax.set_ylabel("seconds to target (mean ± 95 % CI)")
+    fig.suptitle(title)
     return fig
 
 
@@ -369,6 +434,7 @@ def make_figures(
             "speedup_over_O0": plot_speedup(runs),
             "accuracy_curves": plot_accuracy(epochs),
             "throughput": plot_throughput(runs),
+            "time_to_accuracy": plot_time_to_accuracy(runs),
         }
         for name in FIGURE_NAMES:
             written[name] = save(drawn[name], out_dir, name)

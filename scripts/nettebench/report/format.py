@@ -167,13 +167,17 @@ def document(title: str, note: str, sections: Sequence[str], *, empty: str = "")
     return f"# {title}\n\n{note}\n\n{body}".rstrip("\n") + "\n"
 
 
+SEEDS_TEXT = "mean ± 95 % confidence interval over seeds"  # what a table cell holds
+
+
 def seeds_note(counts: Iterable[int]) -> str:
-    """``mean over seeds (n=2)``, or ``(n=1-3)`` when cells finished different numbers of seeds."""
+    """``mean ± 95 % confidence interval over seeds (n=2)``, or ``(n=1-3)`` when cells finished
+    different numbers of seeds (a cell with one seed shows its value alone)."""
     counts = sorted({int(c) for c in counts if c})
     if not counts:
-        return "mean over seeds"
+        return SEEDS_TEXT
     n = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-    return f"mean over seeds (n={n})"
+    return f"{SEEDS_TEXT} (n={n})"
 
 
 def row_label(model: Any, params: Mapping[str, Any]) -> str:

@@ -1,8 +1,11 @@
 """Table shaping shared by the study's tables: row labels, groups, model x precision grids.
 
-Cells are grouped by dataset, epochs and device; within a group, rows are models (plus every
-cell parameter that varies, so adding an axis never needs a change here) and columns are
-precisions in the table's fixed order. Also the notes every table prints under itself.
+Cells are grouped by dataset, epochs, device and setup (machine and environment, see
+:mod:`nettebench.report.setups`: two machines' copies of a cell are never averaged as seeds);
+within a group, rows are models (plus every cell parameter that varies, so adding an axis never
+needs a change here) and columns are precisions in the table's fixed order. A table cell is the
+mean over seeds with its 95 % confidence interval (:mod:`nettebench.report.stats`). Also the
+notes every table prints under itself.
 """
 
 from __future__ import annotations
@@ -16,11 +19,25 @@ import pandas as pd
 from nettebench.records import files as records
 from nettebench.report import caveats as C
 from nettebench.report import format as T
+from nettebench.report import stats
 from nettebench.report.collect import cell_keys
+from nettebench.report.setups import title_suffix
 
 # Keys that a table groups by or puts in its columns, so they never go into its row labels.
 # max_steps is how a cell was timed, not what was timed: the "~" mark says it instead.
-_NOT_ROW_KEYS = ("dataset", "epochs", "device", "seed", "precision", "model", "max_steps")
+# The machine label is part of a table's setup (its title), not of its rows.
+_NOT_ROW_KEYS = (
+    "dataset",
+    "epochs",
+    "device",
+    "seed",
+    "precision",
+    "model",
+    "max_steps",
+    "machine",
+)
+# What every table groups by before it lays out rows and columns.
+GROUP_KEYS = ["dataset", "epochs", "device_type", "setup"]
 
 
 LEGEND = (
@@ -114,17 +131,18 @@ def model_precision_grids(
     require: str | None = None,
     caveats: str = "cell",
 ) -> list[Grid]:
-    """Matrix cells as model x precision tables, one per (dataset, epochs, device type).
+    """Matrix cells as model x precision tables, one per (dataset, epochs, device type, setup).
 
-    A table cell is the mean of ``value`` over the seeds whose ``status`` column is ok (the
-    ceiling's tables pass ``ceiling_status``). With ``require``, a table is left out unless some
-    of its cells have a value in that column. ``caveats`` names whose timing conditions the
-    value depends on (``cell``, ``ceiling`` or ``share``: :func:`nettebench.report.caveats.
-    cell_caveat`), and a column of a precision the CPU emulated says so in its header.
+    A table cell is the mean of ``value`` ± its 95 % confidence interval over the seeds whose
+    ``status`` column is ok (the ceiling's tables pass ``ceiling_status``). With ``require``, a
+    table is left out unless some of its cells have a value in that column. ``caveats`` names
+    whose timing conditions the value depends on (``cell``, ``ceiling`` or ``share``:
+    :func:`nettebench.report.caveats.cell_caveat`), and a column of a precision the CPU emulated
+    says so in its header.
     """
     matrix = runs[runs["kind"] == "matrix"]
     grids = []
-    for (dataset, epochs, _), table in groups(matrix, ["dataset", "epochs", "device_type"]):
+    for (dataset, epochs, _, _), table in groups(matrix, GROUP_KEYS):
         if require is not None and table[require].map(T.is_missing).all():
             continue
         labels = T.row_labels(table, row_keys(runs))
@@ -136,15 +154,20 @@ def model_precision_grids(
             for precision in precisions:
                 seeds = table[(labels == label) & (table["precision"] == precision)]
                 ok = seeds[seeds[status] == records.STATUS_OK]
-                mean = pd.to_numeric(ok[value], errors="coerce").mean() if len(ok) else None
+                summary = stats.summarize(ok[value])
                 extrapolated = mark_extrapolated and any(map(T.as_bool, ok["extrapolated"]))
-                text = T.outcome_cell(list(seeds[status]), mean, fmt, approx=extrapolated)
+                text = T.outcome_cell(
+                    list(seeds[status]),
+                    summary.mean,
+                    lambda _mean, s=summary: stats.with_ci(s, fmt),
+                    approx=extrapolated,
+                )
                 row.append(text)
-                if len(ok):
-                    counts.append(len(ok))
+                if summary.n:
+                    counts.append(summary.n)
                 approx |= text.startswith(T.APPROX_MARK)
                 partial |= text.endswith(T.PARTIAL_MARK)
-                if len(ok) and not T.is_missing(mean):
+                if len(ok) and not T.is_missing(summary.mean):
                     withheld, mark = C.cell_caveat(ok.to_dict("records"), caveats)
                     row[-1] = C.IMPOSSIBLE_MARK if withheld else text + mark
                     marked, impossible = marked or bool(mark), impossible or withheld
@@ -155,7 +178,10 @@ def model_precision_grids(
             for p in precisions
         ]
         emulated = headers != precisions
-        title = f"{dataset}, {T.fmt_value(epochs)} epochs, {device_title(table)}"
+        title = (
+            f"{dataset}, {T.fmt_value(epochs)} epochs, {device_title(table)}"
+            f"{title_suffix(table, matrix)}"
+        )
         grids.append(
             Grid(
                 title=title,

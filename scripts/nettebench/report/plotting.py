@@ -21,6 +21,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch
 
 from nettebench.report import format as T
+from nettebench.report import stats
 
 FORMATS = ("png", "svg")
 
@@ -135,11 +136,14 @@ def grouped_bars(
     hues: Sequence[str],
     colors: dict[str, Any],
     hatched: Sequence[str] = (),
+    outcomes: dict[str, str] | None = None,
 ) -> None:
-    """Bars of the mean ``value`` per (``label``, ``hue``), error bars = sd over seeds.
+    """Bars of the mean ``value`` per (``label``, ``hue``), error bars = the 95 % confidence
+    interval of the mean over seeds (:func:`nettebench.report.stats.summarize`).
 
     ``frame`` has columns label, hue, status, value (one row per seed). Where a (label, hue)
-    has rows but none finished, its outcome (``OOM``, ``n/a``) is written where the bar would be.
+    has rows but none finished, its outcome (``OOM``, ``n/a``, or the text ``outcomes`` gives a
+    status of its own, such as ``not reached``) is written where the bar would be.
     An optional column ``outline`` (the compute ceiling) is drawn, as its mean over the seeds
     that have one, as an unfilled dashed bar over the bar, and gets a legend entry.
     """
@@ -181,12 +185,12 @@ def grouped_bars(
                     color=MARK_COLOR,
                 )
             if len(values):
-                spread = values.std(ddof=1) if len(values) > 1 else None
+                summary = stats.summarize(values)
                 ax.bar(
                     offsets[i],
-                    values.mean(),
+                    summary.mean,
                     width,
-                    yerr=spread,
+                    yerr=summary.half_width,
                     capsize=2,
                     color=colors[hue],
                     edgecolor="0.2" if hue in hatched else "white",
@@ -195,7 +199,10 @@ def grouped_bars(
                     error_kw={"elinewidth": 0.8, "ecolor": "0.2"},
                 )
             else:
-                text = T.outcome_cell(list(seeds["status"]), None, str)
+                statuses = list(seeds["status"])
+                text = T.outcome_cell(statuses, None, str) or next(
+                    (t for s, t in (outcomes or {}).items() if s in statuses), ""
+                )
                 if text:
                     ax.text(
                         offsets[i],

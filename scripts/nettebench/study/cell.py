@@ -34,6 +34,9 @@ _SAFE_VALUE = re.compile(r"^[A-Za-z0-9._+-]+$")
 # copy, or one built from source under the config's `builds:` section.
 LIBRARY_PARAMETERS = ("torchvision", "apex")
 INSTALLED = "installed"
+# Parameters of a whole run rather than axes of its matrix: set once at the top level of the
+# config (``machine: t4``, ``--config machine=t4``) and given to every cell of that run.
+RUN_PARAMETERS = ("machine",)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,6 +78,12 @@ class CellSpec:
     # memory, else streamed from host memory), device (always resident) or host (always
     # streamed); nothing to choose on a CPU, where the store is host memory already
     store_placement: str = "auto"
+    # installed, or a package environment named under `environments:` (pinned packages from the
+    # registry, installed into a prefix of their own that the cell puts first on its path)
+    environment: str = "installed"
+    # The machine or site label of the run (top-level `machine:`): part of the path and hash
+    # only when set, so results of two clusters never land on each other's paths.
+    machine: str | None = None
 
     def effective_lr(self, batch_size: int | None = None) -> float:
         """The learning rate used: explicit, or the reference 0.1 scaled with the batch size
@@ -104,7 +113,7 @@ class CellSpec:
         return ident
 
     def cell_id(self) -> str:
-        """A short stable hash of the identity, to match results across machines."""
+        """A short stable hash of the identity (with the machine label, when the run has one)."""
         blob = json.dumps(self.identity(), sort_keys=True, default=str).encode()
         return hashlib.sha256(blob).hexdigest()[:12]
 
@@ -112,13 +121,16 @@ class CellSpec:
         """``<dataset>/model~<m>/precision~<p>/batch~<b>/epochs~<e>/seed~<s>[/<key>~<v>...]``.
 
         Non-default extras follow the core keys sorted by name, one directory level each, so a
-        human can find a cell and Snakemake can tell cells apart.
+        human can find a cell and Snakemake can tell cells apart; a run's label (``machine``)
+        comes last, so two machines' copies of a cell sit side by side.
         """
         ident = self.identity()
         parts = [_path_value("dataset", ident.pop("dataset"))]
         for key in CORE_KEYS[1:]:
             parts.append(f"{PATH_LABELS.get(key, key)}~{_path_value(key, ident.pop(key))}")
-        parts.extend(f"{key}~{_path_value(key, ident[key])}" for key in sorted(ident))
+        run = [key for key in RUN_PARAMETERS if key in ident]
+        extras = sorted(key for key in ident if key not in run)
+        parts.extend(f"{key}~{_path_value(key, ident[key])}" for key in [*extras, *run])
         return "/".join(parts)
 
     def cli_args(self) -> list[str]:

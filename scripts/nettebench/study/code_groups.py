@@ -29,6 +29,8 @@ _REPORT = (
     "report/grids.py",
     "report/format.py",
     "report/caveats.py",
+    "report/setups.py",
+    "report/stats.py",
     *_CORE,
 )
 
@@ -46,7 +48,13 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     "profile": ("profiling/", *_TRAINER),
     # The tables (report/tables/) and the figures (report/figures.py, plotting.py) apart, so
     # editing plotting code reruns only the figures.
-    "aggregate": (*_REPORT, "report/aggregate.py", "report/front_page.py", "report/tables/"),
+    "aggregate": (
+        *_REPORT,
+        "report/aggregate.py",
+        "report/compare.py",
+        "report/front_page.py",
+        "report/tables/",
+    ),
     # The report's front page: the headline table and the throughput figure on one page.
     "front_page": (*_REPORT, "report/front_page.py"),
     "figures": (*_REPORT, "report/figures.py", "report/plotting.py"),
@@ -54,6 +62,13 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     "profile_figures": (*_REPORT, "report/kernel_figure.py", "report/plotting.py", "profiling/"),
     # A library build depends on its own steps alone, so no other edit rebuilds a library.
     "builds": ("builds/build.py", "builds/catalog.py", "records/atomic.py"),
+    # A package environment's install step and what it shares with the builds' steps.
+    "environments": (
+        "builds/packages.py",
+        "builds/build.py",
+        "builds/catalog.py",
+        "records/atomic.py",
+    ),
 }
 
 

@@ -26,6 +26,7 @@ from nettebench.study.cell import (
     INSTALLED,
     LIBRARY_PARAMETERS,
     PARAMETER_NAMES,
+    RUN_PARAMETERS,
     CellSpec,
     field_defaults,
 )
@@ -58,7 +59,9 @@ def expand(
     ``overrides`` are parameter values that hold for the whole section unless an axis names
     them (the CPU baseline's ``device: cpu``). ``datasets`` are the configured dataset names; a
     section without a ``dataset`` axis runs on all of them. ``builds`` are the values each
-    library parameter may take (``installed`` and the names under the config's ``builds:``).
+    library parameter may take (``installed`` and the names under the config's ``builds:``),
+    and under the key ``environment`` the package environments (``installed`` and the names
+    under ``environments:``).
     """
     matrix = dict(matrix or {})
     include = _entries(matrix.pop("include", None), f"{section}.include")
@@ -89,6 +92,8 @@ def build_cell(
     for key, value in values.items():
         if key in LIBRARY_PARAMETERS:
             _check_build(key, value, section=section, builds=builds)
+        elif key == "environment":
+            _check_environment(value, section=section, builds=builds)
         else:
             _check_value(key, value, section=section, datasets=datasets)
     cell = CellSpec(**values)
@@ -185,6 +190,18 @@ def _check_build(
         )
 
 
+def _check_environment(
+    value: Any, *, section: str, builds: Mapping[str, Sequence[str]] | None
+) -> None:
+    """``environment`` names ``installed`` or a package environment under ``environments:``."""
+    allowed = list((builds or {}).get("environment") or [INSTALLED])
+    if value not in allowed:
+        raise ConfigError(
+            f"{section}.environment: {value!r} is not allowed; {INSTALLED} or a package "
+            f"environment named under `environments:` in the config: {', '.join(allowed)}"
+        )
+
+
 def _one_of(where: str, value: Any, allowed: Iterable[str], what: str = "allowed") -> None:
     allowed = list(allowed)
     if value not in allowed:
@@ -192,11 +209,19 @@ def _one_of(where: str, value: Any, allowed: Iterable[str], what: str = "allowed
 
 
 def _axes(mapping: Mapping[str, Any], where: str) -> dict[str, list[Any]]:
+    run_level = sorted(set(mapping) & set(RUN_PARAMETERS))
+    if run_level:
+        key = run_level[0]
+        raise ConfigError(
+            f"{where}.{key}: {key} labels a whole run, not a cell; set it once at the top level "
+            f"of the config ({key}: t4) or on the command line (--config {key}=t4), and run "
+            "the study once per machine"
+        )
     unknown = sorted(set(mapping) - set(PARAMETER_NAMES))
     if unknown:
         raise ConfigError(
             f"{where}: unknown key(s) {', '.join(unknown)}; allowed: "
-            f"{', '.join(PARAMETER_NAMES)}, include, exclude"
+            f"{', '.join(k for k in PARAMETER_NAMES if k not in RUN_PARAMETERS)}, include, exclude"
         )
     axes = {key: _as_list(value) for key, value in mapping.items()}
     for key, values in axes.items():

@@ -17,6 +17,7 @@ from typing import Any
 
 from nettebench.datasets.catalog import CATALOG
 from nettebench.study import builds as build_plans
+from nettebench.study import environments as environment_plans
 from nettebench.study import grid
 from nettebench.study.cell import CellSpec
 from nettebench.study.grid import ConfigError
@@ -30,12 +31,18 @@ TOP_LEVEL_KEYS = (
     "aggregate_only",
     "profile",
     "builds",
+    "environments",
+    "machine",
+    "merge_results",
+    "target_top1",
 )
 
 # Where each kind of cell lives under results/.
 KIND_ROOTS = {"matrix": "results/runs", "cpu_baseline": "results/cpu"}
 # The CPU baseline reproduces the study's CPU run: plain fp32 on the CPU unless it says otherwise.
 CPU_BASELINE_OVERRIDES = {"device": "cpu", "precision": "fp32"}
+# A machine label is part of result paths: the characters a path component may hold.
+_MACHINE_LABEL = re.compile(r"^[A-Za-z0-9._+-]+$")
 
 
 @dataclass(frozen=True)
@@ -75,6 +82,12 @@ class Study:
     ceiling: bool = True  # measure every matrix cell's compute ceiling next to it
     # library -> build name -> plan: the source builds the config names (`builds:`)
     builds: dict[str, dict[str, build_plans.BuildPlan]] = field(default_factory=dict)
+    # name -> plan: the package environments the config names (`environments:`)
+    environments: dict[str, environment_plans.EnvironmentPlan] = field(default_factory=dict)
+    machine: str | None = None  # the run's machine/site label (`machine:`), in every cell
+    # results/ folders of other runs (copied back from other clusters) aggregated with this one
+    merge_results: list[str] = field(default_factory=list)
+    target_top1: float | None = None  # validation top-1 (%) whose time to reach is reported
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Study:
@@ -82,25 +95,38 @@ class Study:
         datasets = {name: plan_dataset(name, spec) for name, spec in config["datasets"].items()}
         names = list(datasets)
         builds = build_plans.plan_builds(config.get("builds"))
-        allowed = build_plans.build_names(builds)
-        matrix = grid.expand(config["matrix"], section="matrix", datasets=names, builds=allowed)
+        environments = environment_plans.plan_environments(config.get("environments"))
+        allowed = {
+            **build_plans.build_names(builds),
+            "environment": environment_plans.environment_names(environments),
+        }
+        machine = machine_label(config.get("machine"))
+        run = {"machine": machine} if machine else {}
+        matrix = grid.expand(
+            config["matrix"], section="matrix", datasets=names, overrides=run, builds=allowed
+        )
         baseline_config = config.get("cpu_baseline") or {}
         baselines = (
             grid.expand(
                 baseline_config,
                 section="cpu_baseline",
                 datasets=names,
-                overrides=CPU_BASELINE_OVERRIDES,
+                overrides={**CPU_BASELINE_OVERRIDES, **run},
                 builds=allowed,
             )
             if baseline_config
             else []
         )
+        target = config.get("target_top1")
         study = cls(
             datasets=datasets,
             aggregate_only=bool(config.get("aggregate_only")),
             ceiling=bool(config.get("ceiling", True)),
             builds=builds,
+            environments=environments,
+            machine=machine,
+            merge_results=merge_trees(config.get("merge_results")),
+            target_top1=None if target is None else float(target),
         )
         study.cells = {
             "matrix": {cell.path(): cell for cell in matrix},
@@ -136,14 +162,25 @@ class Study:
 
     def aggregate_inputs(self) -> dict[str, list[str]]:
         """The files aggregation reads: the configured cells' records, or in aggregate-only
-        mode whatever records are on disk, configured or not."""
-        if not self.aggregate_only:
-            return {"metrics": self.metrics_files(), "ceilings": self.ceiling_files()}
-        found: dict[str, list[str]] = {"metrics": [], "ceilings": []}
-        for root in KIND_ROOTS.values():
-            found["metrics"] += glob.glob(f"{root}/**/metrics.json", recursive=True)
-            found["ceilings"] += glob.glob(f"{root}/**/{CEILING_FILE}", recursive=True)
-        return {key: sorted(paths) for key, paths in found.items()}
+        mode whatever records are on disk, configured or not; and in both modes every record
+        in the result trees listed under ``merge_results:``."""
+        if self.aggregate_only:
+            found = records_in_tree("results")
+        else:
+            found = {"metrics": self.metrics_files(), "ceilings": self.ceiling_files()}
+        for tree in self.merge_results:
+            for key, paths in records_in_tree(tree).items():
+                found[key] = found[key] + paths
+        return found
+
+    def merged_files(self, pattern: str) -> list[str]:
+        """Files matching ``pattern`` (relative to a results/ folder, ``**`` allowed) in every
+        result tree listed under ``merge_results:``."""
+        return sorted(
+            path
+            for tree in self.merge_results
+            for path in glob.glob(f"{tree}/{pattern}", recursive=True)
+        )
 
     # -- library builds --------------------------------------------------------------------
 
@@ -158,13 +195,27 @@ class Study:
             ) from None
 
     def cell_builds(self, kind: str, dataset: str, cell_path: str) -> list[str]:
-        """The install manifests of the builds a cell runs against (none for `installed`)."""
+        """The install manifests of the builds and the package environment a cell runs
+        against (none for `installed`)."""
         cell = self.cell(kind, dataset, cell_path)
-        return [
+        manifests = [
             self.build(library, getattr(cell, library)).install_manifest
             for library in build_plans.LIBRARIES
             if getattr(cell, library) != build_plans.INSTALLED
         ]
+        if cell.environment != build_plans.INSTALLED:
+            manifests.append(self.environment(cell.environment).install_manifest)
+        return manifests
+
+    def environment(self, name: str) -> environment_plans.EnvironmentPlan:
+        """The configured package environment a rule's wildcards point at."""
+        try:
+            return self.environments[name]
+        except KeyError:
+            raise ConfigError(
+                f"{environment_plans.ENVIRONMENTS_ROOT}/{name} is not a package environment "
+                "of this study's config (environments:)"
+            ) from None
 
     # -- datasets --------------------------------------------------------------------------
 
@@ -175,6 +226,53 @@ class Study:
 
     def plan(self, dataset: str) -> DatasetPlan:
         return self.datasets[dataset]
+
+
+def machine_label(value: Any) -> str | None:
+    """The config's ``machine:`` as a path-safe label (None when unset)."""
+    if value is None or value == "":
+        return None
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ConfigError(f"machine: {value!r} is not a label; give a name like t4 or a100-site")
+    label = str(value)
+    if not _MACHINE_LABEL.match(label):
+        raise ConfigError(
+            f"machine: {label!r} cannot be part of a result path; use letters, digits and . _ + -"
+        )
+    return label
+
+
+def merge_trees(value: Any) -> list[str]:
+    """The config's ``merge_results:``: result folders that exist and hold cell records."""
+    if value is None:
+        return []
+    trees = [value] if isinstance(value, str) else value
+    if not isinstance(trees, list):
+        raise ConfigError("merge_results: give a list of results/ folders")
+    found = []
+    for index, tree in enumerate(trees):
+        where = f"merge_results[{index}]"
+        path = Path(str(tree)).expanduser()
+        if not path.is_dir():
+            raise ConfigError(f"{where}: {tree!r} is not a directory (a results/ folder)")
+        if not any((path / Path(root).name).is_dir() for root in KIND_ROOTS.values()):
+            kinds = " or ".join(f"{Path(root).name}/" for root in KIND_ROOTS.values())
+            raise ConfigError(
+                f"{where}: {tree!r} has no {kinds} folder; point it at the results/ folder "
+                "copied back from the other machine"
+            )
+        found.append(str(path))
+    return found
+
+
+def records_in_tree(tree: str) -> dict[str, list[str]]:
+    """Every cell's metrics.json and every ceiling.json under a results/ folder."""
+    found: dict[str, list[str]] = {"metrics": [], "ceilings": []}
+    for root in KIND_ROOTS.values():
+        folder = f"{tree}/{Path(root).name}"
+        found["metrics"] += glob.glob(f"{folder}/**/metrics.json", recursive=True)
+        found["ceilings"] += glob.glob(f"{folder}/**/{CEILING_FILE}", recursive=True)
+    return {key: sorted(paths) for key, paths in found.items()}
 
 
 def check_top_level(config: Mapping[str, Any]) -> None:

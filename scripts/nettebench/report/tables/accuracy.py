@@ -6,20 +6,24 @@ import pandas as pd
 
 from nettebench.records import files as records
 from nettebench.report import format as T
+from nettebench.report import stats
 from nettebench.report.collect import cell_keys
 from nettebench.report.grids import LEGEND, device_title, groups, no_matrix
+from nettebench.report.setups import title_suffix
 
 
 def accuracy_markdown(runs: pd.DataFrame, epochs: pd.DataFrame) -> str:
     """Validation top-1/top-5 after every epoch, one table per model configuration."""
     matrix = runs[runs["kind"] == "matrix"]
-    keys = [k for k in cell_keys(runs) if k not in ("seed", "precision", "device")]
+    # Grouped by setup, not by the machine label alone (two machines' copies of one cell, even
+    # unlabelled, are two tables); epochs are matched to cells by their directory (`path`).
+    keys = [k for k in cell_keys(runs) if k not in ("seed", "precision", "device", "machine")]
     shown = ("dataset", "model", "batch_size", "epochs")
     extra = T.varying_keys(matrix, [k for k in keys if k not in shown], within=shown)
     epochs = epochs[epochs["kind"] == "matrix"] if len(epochs) else epochs
     sections, counts = [], []
-    for key, table in groups(matrix, [*keys, "device_type"]):
-        params = dict(zip([*keys, "device_type"], key, strict=True))
+    for key, table in groups(matrix, [*keys, "device_type", "setup"]):
+        params = dict(zip([*keys, "device_type", "setup"], key, strict=True))
         title = ", ".join(
             [
                 str(params["model"]),
@@ -29,9 +33,9 @@ def accuracy_markdown(runs: pd.DataFrame, epochs: pd.DataFrame) -> str:
                 f"{T.fmt_value(params['epochs'])} epochs",
                 device_title(table),
             ]
-        )
+        ) + title_suffix(table, matrix)
         ok = table[table["status"] == records.STATUS_OK]
-        ep = epochs[epochs["cell_id"].isin(ok["cell_id"])] if len(epochs) else epochs
+        ep = epochs[epochs["path"].isin(ok["path"])] if len(epochs) else epochs
         n_epochs = int(ep["epoch"].max()) if len(ep) else 0
         rows, notes = [], []
         for precision in T.sort_precisions(table["precision"]):
@@ -41,13 +45,15 @@ def accuracy_markdown(runs: pd.DataFrame, epochs: pd.DataFrame) -> str:
                 outcome = T.outcome_cell(list(seeds["status"]), None, str)
                 notes.append(f"{precision} ({outcome or 'no epochs recorded'})")
                 continue
-            counts.append(pe["cell_id"].nunique())
-            means = pe.groupby("epoch")[["val_top1", "val_top5"]].mean()
+            counts.append(pe["path"].nunique())
+            by_epoch = dict(list(pe.groupby("epoch")))
             for column, name in (("val_top1", "Top1"), ("val_top5", "Top5")):
                 rows.append(
                     [f"{precision} {name}"]
                     + [
-                        T.fmt_accuracy(means[column].get(e)) if e in means.index else ""
+                        stats.with_ci(stats.summarize(by_epoch[e][column]), T.fmt_accuracy)
+                        if e in by_epoch
+                        else ""
                         for e in range(1, n_epochs + 1)
                     ]
                 )

@@ -147,6 +147,22 @@ def cells_frame(profiles: Sequence[dict[str, Any]]) -> pd.DataFrame:
             T.row_labels(frame, keys), frame["precision"], marks, strict=True
         )
     ]
+    return _distinct_labels(frame)
+
+
+def _distinct_labels(frame: pd.DataFrame) -> pd.DataFrame:
+    """Two profiles of one cell from two machines (unlabelled copies merged together) keep a
+    row each: the device's name, then the profile's folder, tell equal labels apart."""
+    for column in ("device_name", "path"):
+        repeated = frame["label"].duplicated(keep=False)
+        if not repeated.any():
+            break
+        frame.loc[repeated, "label"] = [
+            f"{label} · {value}"
+            for label, value in zip(
+                frame.loc[repeated, "label"], frame.loc[repeated, column], strict=True
+            )
+        ]
     return frame
 
 

@@ -1,10 +1,13 @@
-"""The study's headline table: seconds for N epochs by model x precision (mean over seeds)."""
+"""The study's headline table: seconds for N epochs by model x precision (mean over seeds), and
+each precision's speed-up over O0 with whether the seeds support it."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from nettebench.report import format as T
+from nettebench.report import stats
+from nettebench.report.compare import BASELINE_PRECISION, speedup_grids
 from nettebench.report.grids import grid_sections, model_precision_grids, no_matrix
 
 
@@ -19,6 +22,19 @@ def time_markdown(runs: pd.DataFrame) -> str:
     return T.document(
         "Time by model and precision",
         note,
-        grid_sections(grids, level=2),
+        grid_sections(grids, level=2) + speedup_sections(runs),
         empty=no_matrix(runs),
     )
+
+
+def speedup_sections(runs: pd.DataFrame) -> list[str]:
+    """The speed-up of every precision over O0, per table of the time grids above."""
+    grids = speedup_grids(runs)
+    if not grids:
+        return []
+    intro = (
+        f"Mean seconds of {BASELINE_PRECISION} / mean seconds of the precision, for the same "
+        f"model, parameters and setup (above 1: faster than {BASELINE_PRECISION}). "
+        f"{stats.COMPARISON_NOTE}\n"
+    )
+    return [f"## Speed-up over {BASELINE_PRECISION}\n", intro, *grid_sections(grids, level=3)]

@@ -1,27 +1,59 @@
 """Seconds by model, one column per version of a library, like the study's PyTorch 1.0.1 vs 1.1.0.
 
-A table for every library whose version differs between cells (torchvision and apex builds, and
-torch and cuDNN when records from two environments are aggregated together).
+A table for every library whose version differs between cells: torchvision and apex builds,
+packages pinned by a package environment (config ``environments:``, e.g. two Pillow versions for
+the ``pil`` loader), Pillow itself, and torch and cuDNN when records from two environments are
+aggregated together. A table compares versions on one piece of hardware (machine label, device,
+CPU capability); any other software that differs between its cells (driver, CUDA, ...) is named
+in the column, so no column averages what differs. After the versions, each version's speed-up
+over the first, with whether the seeds support it.
 """
 
 from __future__ import annotations
+
+import json
 
 import pandas as pd
 
 from nettebench.records import files as records
 from nettebench.report import format as T
+from nettebench.report import stats
+from nettebench.report.compare import seconds, speedup_text
 from nettebench.report.grids import APPROX_NOTE, LEGEND, device_title, groups, no_matrix, row_keys
+from nettebench.report.setups import HARDWARE_COLUMNS, SETUP_COLUMNS, describe, varying
 
 # Libraries whose versions the version table compares, as recorded in each cell's environment
 # (env_<library>, and env_<library>_commit / env_<library>_build where known), and the cell
-# parameter that picks each one's build.
-VERSIONED_LIBRARIES = ("torch", "cudnn", "torchvision", "apex")
+# parameter that picks each one's build. Packages a package environment pins follow.
+VERSIONED_LIBRARIES = ("torch", "cudnn", "torchvision", "apex", "pillow")
+# The setup column that holds a library's version, where there is one.
+_SETUP_COLUMN_OF = {"torch": "env_torch", "cudnn": "env_cudnn"}
+
+
+def pinned_packages(row: pd.Series) -> dict[str, str]:
+    """The packages a cell's package environment pinned, as recorded (``env_packages``)."""
+    value = row.get("env_packages")
+    if T.is_missing(value):
+        return {}
+    try:
+        packages = json.loads(value) if isinstance(value, str) else dict(value)
+    except (TypeError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in (packages or {}).items() if v is not None}
 
 
 def version_label(row: pd.Series, library: str) -> str:
     """``0.29.1+cu130 @1f1a920`` or ``0.30.0a0+8d2f1c4 @8d2f1c4 (build main)``: the version a
-    cell imported, the commit it was built from and the source build it came from, if any."""
+    cell imported, the commit it was built from and the source build it came from, if any; for
+    a package its environment pinned, ``11.3.0 (env pillow11)``."""
+    pinned = pinned_packages(row)
+    if library in pinned:
+        environment = row.get("env_package_environment")
+        suffix = "" if T.is_missing(environment) else f" (env {environment})"
+        return f"{pinned[library]}{suffix}"
     version = row.get(f"env_{library}")
+    if f"env_{library}" not in row.index:
+        return "installed"
     text = "none" if T.is_missing(version) else T.fmt_value(version)
     commit = row.get(f"env_{library}_commit")
     if not T.is_missing(commit):
@@ -32,55 +64,99 @@ def version_label(row: pd.Series, library: str) -> str:
     return text
 
 
+def _libraries(matrix: pd.DataFrame) -> list[str]:
+    pinned = sorted({name for _, row in matrix.iterrows() for name in pinned_packages(row)})
+    known = [lib for lib in VERSIONED_LIBRARIES if f"env_{lib}" in matrix or lib in pinned]
+    return known + [name for name in pinned if name not in known]
+
+
+def _columns(table: pd.DataFrame, versions: pd.Series, library: str) -> pd.Series:
+    """Each cell's column: the library's version, and the rest of its software where that
+    differs inside the table (driver, CUDA, cuDNN, torch)."""
+    software = [
+        c for c in SETUP_COLUMNS if c not in HARDWARE_COLUMNS and c != _SETUP_COLUMN_OF.get(library)
+    ]
+    others = varying(table, tuple(software))
+    if not others:
+        return versions
+    return pd.Series(
+        [
+            f"{versions[i]} ({describe(row, others, device=False, machine=False)})"
+            for i, row in table.iterrows()
+        ],
+        index=table.index,
+        dtype=object,
+    )
+
+
 def library_versions_markdown(runs: pd.DataFrame) -> str:
     """Seconds for N epochs by model and precision, one column per version of a library.
 
     One table per library whose recorded version differs among the matrix cells of a dataset,
-    epoch count and device type (a ``torchvision`` axis of source builds, or records merged from
-    two environments), like the study's PyTorch 1.0.1 / 1.1.0 table. Rows are labelled without
-    the parameter that picks the library's build, since the columns show it.
+    epoch count, device type and hardware (a ``torchvision`` axis of source builds, package
+    environments, or records merged from two environments), like the study's PyTorch 1.0.1 /
+    1.1.0 table. Rows are labelled without the parameters that pick versions, since the columns
+    show them.
     """
     matrix = runs[runs["kind"] == "matrix"] if len(runs) else runs
     sections, counts, recorded = [], [], []
-    for library in VERSIONED_LIBRARIES:
-        if matrix.empty or f"env_{library}" not in matrix:
-            continue
+    group_keys = ["dataset", "epochs", "device_type", *(c for c in HARDWARE_COLUMNS if c in runs)]
+    for library in [] if matrix.empty else _libraries(matrix):
         labels = matrix.apply(version_label, axis=1, library=library)
-        keys = [k for k in row_keys(runs) if k != library]
-        for (dataset, epochs, _), table in groups(matrix, ["dataset", "epochs", "device_type"]):
-            versions = list(dict.fromkeys(labels[table.index]))
-            if len(versions) < 2:
+        # Rows are labelled without the parameter that picks this library's version (its build,
+        # or the package environment that pins it): the columns show what it picked.
+        pinned = any(library in pinned_packages(row) for _, row in matrix.iterrows())
+        picks = {library, *(["environment"] if pinned else [])}
+        keys = [k for k in row_keys(runs) if k not in picks]
+        for key, table in groups(matrix, group_keys):
+            if labels[table.index].nunique() < 2:
                 continue
+            columns_of = _columns(table, labels[table.index], library)
+            versions = sorted(dict.fromkeys(columns_of), key=list(columns_of).index)
+            first = versions[0]
             rows_of = T.row_labels(table, keys)
             rows, approx, not_ok = [], False, False
             for precision in T.sort_precisions(table["precision"]):
                 for row_label in rows_of[table["precision"] == precision].unique():
+                    cell = table[(rows_of == row_label) & (table["precision"] == precision)]
+                    by_version = {v: cell[columns_of[cell.index] == v] for v in versions}
                     row = [f"{row_label} {precision}"]
                     for version in versions:
-                        seeds = table[
-                            (rows_of == row_label)
-                            & (table["precision"] == precision)
-                            & (labels[table.index] == version)
-                        ]
+                        seeds = by_version[version]
                         ok = seeds[seeds["status"] == records.STATUS_OK]
-                        mean = (
-                            pd.to_numeric(ok["time_for_epochs_s"], errors="coerce").mean()
-                            if len(ok)
-                            else None
-                        )
-                        extrapolated = any(map(T.as_bool, ok["extrapolated"]))
+                        summary = stats.summarize(ok["time_for_epochs_s"])
                         row.append(
                             T.outcome_cell(
-                                list(seeds["status"]), mean, T.fmt_seconds, approx=extrapolated
+                                list(seeds["status"]),
+                                summary.mean,
+                                lambda _mean, s=summary: stats.with_ci(s, T.fmt_seconds),
+                                approx=any(map(T.as_bool, ok["extrapolated"])),
                             )
                         )
-                        counts += [len(ok)] if len(ok) else []
+                        counts += [summary.n] if summary.n else []
                         approx |= row[-1].startswith(T.APPROX_MARK)
                         not_ok |= row[-1] in T.OUTCOME_TEXT.values()
+                    reference = seconds(by_version[first])
+                    for version in versions[1:]:
+                        pair = pd.concat([by_version[first], by_version[version]])
+                        row.append(
+                            speedup_text(
+                                reference,
+                                seconds(by_version[version]),
+                                approx=any(map(T.as_bool, pair["extrapolated"])),
+                            )
+                        )
                     rows.append(row)
             notes = ([APPROX_NOTE] if approx else []) + ([LEGEND] if not_ok else [])
-            title = f"{library}: {dataset}, {T.fmt_value(epochs)} epochs, {device_title(table)}"
-            body = T.pipe_table(["model", *versions], rows, "l" + "r" * len(versions))
+            params = dict(zip(group_keys, key, strict=True))
+            machine = params.get("machine")
+            where = "" if T.is_missing(machine) else f", machine {machine}"
+            title = (
+                f"{library}: {params['dataset']}, {T.fmt_value(params['epochs'])} epochs, "
+                f"{device_title(table)}{where}"
+            )
+            header = ["model", *versions, *(f"{v}: speed-up over {first}" for v in versions[1:])]
+            body = T.pipe_table(header, rows, "l" + "r" * (len(header) - 1))
             sections.append(T.section(title, body, notes=notes, level=2))
         for version in dict.fromkeys(labels):
             recorded.append([library, version, str(int((labels == version).sum()))])
@@ -88,8 +164,9 @@ def library_versions_markdown(runs: pd.DataFrame) -> str:
         "Seconds to train and validate all epochs of a cell (`summary.time_for_epochs_s`) by the "
         "version of a library it ran against, as recorded in its metrics.json "
         "(`environment.<library>`, `@commit` it was built from, `build` for a source build "
-        f"from the config's `builds:`), {T.seeds_note(counts)}; a table for each library whose "
-        "version differs between cells."
+        "from the config's `builds:`, `env` for a package environment from `environments:`), "
+        f"{T.seeds_note(counts)}; a table for each library whose version differs between cells "
+        f"on the same hardware. {stats.COMPARISON_NOTE}"
     )
     if recorded:
         table = T.pipe_table(["library", "version", "matrix cells"], recorded, "llr")

@@ -1,0 +1,198 @@
+"""Statistics over seeds: mean and 95 % confidence interval, and whether two cells differ.
+
+Each seed of a cell is an independent training run (a process of its own), so its seconds,
+img/s or accuracy are samples of what the cell measures. Tables print the mean over seeds with
+the half-width of its 95 % confidence interval (Student's t with n - 1 degrees of freedom:
+``mean ± t(0.975, n-1) * sd / sqrt(n)``), and say n.
+
+A comparison (a precision against O0, one machine against another, one library version against
+another) is called supported by the seeds only when Welch's t-test rejects "same mean" at the
+5 % level (two-sided). Welch's test and not Student's: two machines or two library versions need
+not have the same run-to-run spread. Not a rank test (Mann-Whitney, as airspeed velocity uses):
+with the 2-3 seeds a training study affords, no rank test can reach p < 0.05 (two seeds a side
+give p >= 1/3), so it would call every difference unsupported. With a single seed on either side
+nothing can be tested, and the tables say so instead of guessing.
+
+The t distribution comes from the regularised incomplete beta function (no SciPy): its values
+match the published t tables to the digits shown (``tests/test_stats.py``). Pure Python, no
+pandas.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+CONFIDENCE = 0.95
+ALPHA = 0.05  # two-sided level of the comparisons
+NOT_SUPPORTED_MARK = "(ns)"  # the seeds do not support a difference
+UNTESTED_MARK = "(n=1)"  # a single seed on a side: no test possible
+
+CI_NOTE = (
+    "Each number is the mean over seeds ± the half-width of its 95 % confidence interval "
+    "(Student's t, n - 1 degrees of freedom); a cell with one seed shows its value alone."
+)
+COMPARISON_NOTE = (
+    f"{NOT_SUPPORTED_MARK}: the seeds do not support a difference (Welch's t-test on the "
+    "per-seed values, two-sided, p >= 0.05; Welch because the two sides need not vary alike, "
+    f"and a t-test because no rank test can reach p < 0.05 with 2-3 seeds a side). "
+    f"{UNTESTED_MARK}: one side has a single seed, so no test was possible; run more seeds "
+    "(`seed: [0, 1, 2]`)."
+)
+
+
+@dataclass(frozen=True)
+class Summary:
+    """What the seeds of one cell say about one value."""
+
+    n: int
+    mean: float | None
+    sd: float | None  # sample standard deviation (n - 1), None for n < 2
+    half_width: float | None  # of the 95 % confidence interval of the mean, None for n < 2
+
+    @property
+    def low(self) -> float | None:
+        return None if self.half_width is None else self.mean - self.half_width
+
+    @property
+    def high(self) -> float | None:
+        return None if self.half_width is None else self.mean + self.half_width
+
+
+def finite(values: Iterable[Any]) -> list[float]:
+    """The finite numbers among ``values`` (missing, text and infinities dropped)."""
+    found = []
+    for value in values:
+        if isinstance(value, bool) or value is None:
+            continue
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(number):
+            found.append(number)
+    return found
+
+
+def summarize(values: Iterable[Any]) -> Summary:
+    """Mean, sd and 95 % CI half-width of the finite ``values`` (one per seed)."""
+    xs = finite(values)
+    n = len(xs)
+    if n == 0:
+        return Summary(0, None, None, None)
+    mean = sum(xs) / n
+    if n < 2:
+        return Summary(n, mean, None, None)
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    return Summary(n, mean, sd, t_quantile(1 - (1 - CONFIDENCE) / 2, n - 1) * sd / math.sqrt(n))
+
+
+# -------------------------------------------------------------------------- the t distribution
+
+
+def _betacf(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz's method)."""
+    tiny, eps = 1e-300, 3e-16
+    qab, qap, qam = a + b, a + 1, a - 1
+    c, d = 1.0, 1 - qab * x / qap
+    d = 1 / (d if abs(d) > tiny else tiny)
+    h = d
+    for m in range(1, 400):
+        m2 = 2 * m
+        even = m * (b - m) * x / ((qam + m2) * (a + m2))
+        odd = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
+        for numerator in (even, odd):
+            d = 1 + numerator * d
+            d = 1 / (d if abs(d) > tiny else tiny)
+            c = 1 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            h *= d * c
+        if abs(d * c - 1) < eps:
+            break
+    return h
+
+
+def incomplete_beta(a: float, b: float, x: float) -> float:
+    """The regularised incomplete beta function I_x(a, b)."""
+    if x <= 0:
+        return 0.0
+    if x >= 1:
+        return 1.0
+    front = math.exp(
+        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    )
+    if x < (a + 1) / (a + b + 2):
+        return front * _betacf(a, b, x) / a
+    return 1 - front * _betacf(b, a, 1 - x) / b
+
+
+def t_two_sided_p(t: float, df: float) -> float:
+    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom (``df`` may be fractional)."""
+    if math.isinf(t):
+        return 0.0
+    return incomplete_beta(df / 2, 0.5, df / (df + t * t))
+
+
+def t_quantile(p: float, df: float) -> float:
+    """The ``p`` quantile (p > 0.5) of Student's t: ``t_quantile(0.975, 4)`` is 2.776."""
+    target = 2 * (1 - p)  # the two-sided tail probability
+    low, high = 0.0, 1.0
+    while t_two_sided_p(high, df) > target:
+        high *= 2
+    for _ in range(200):
+        middle = (low + high) / 2
+        if t_two_sided_p(middle, df) > target:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Welch's t-test of two cells' seeds: ``supported`` is None when it cannot be run."""
+
+    p: float | None
+    supported: bool | None
+
+
+def welch(a: Iterable[Any], b: Iterable[Any]) -> Comparison:
+    """Welch's two-sided t-test of "same mean" for two sets of per-seed values."""
+    xs, ys = finite(a), finite(b)
+    if len(xs) < 2 or len(ys) < 2:
+        return Comparison(None, None)
+    sa, sb = summarize(xs), summarize(ys)
+    va, vb = sa.sd**2 / sa.n, sb.sd**2 / sb.n
+    diff = sa.mean - sb.mean
+    if va + vb == 0:  # no spread on either side: any difference is exact
+        p = 1.0 if diff == 0 else 0.0
+    else:
+        t = diff / math.sqrt(va + vb)
+        df = (va + vb) ** 2 / (
+            (va**2 / (sa.n - 1) if va else 0.0) + (vb**2 / (sb.n - 1) if vb else 0.0)
+        )
+        p = t_two_sided_p(t, df)
+    return Comparison(p, p < ALPHA)
+
+
+# ------------------------------------------------------------------------------------ as text
+
+
+def with_ci(summary: Summary, fmt: Callable[[Any], str]) -> str:
+    """``54.7 ± 1.2`` (mean ± 95 % CI half-width, both in ``fmt``), or ``54.7`` for one seed."""
+    if summary.mean is None:
+        return ""
+    if summary.half_width is None:
+        return fmt(summary.mean)
+    return f"{fmt(summary.mean)} ± {fmt(summary.half_width)}"
+
+
+def comparison_mark(a: Iterable[Any], b: Iterable[Any]) -> str:
+    """`` (ns)`` when the seeds do not support a difference, `` (n=1)`` when it cannot be
+    tested, nothing when Welch's test supports it."""
+    result = welch(a, b)
+    if result.supported is None:
+        return f" {UNTESTED_MARK}"
+    return "" if result.supported else f" {NOT_SUPPORTED_MARK}"

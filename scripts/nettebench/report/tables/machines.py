@@ -1,0 +1,112 @@
+"""Machines side by side: seconds per cell, one column per setup, and the speed-up between them.
+
+What a user of two clusters (a T4 partition and an A100 partition), or of one machine before and
+after an upgrade, asks first: for the same cell, how long on each, and how many times faster. A
+setup is the run's machine label with the hardware and software its records name
+(:mod:`nettebench.report.setups`); a cell that ran on one setup only is blank elsewhere.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from nettebench.records import files as records
+from nettebench.report import format as T
+from nettebench.report import stats
+from nettebench.report.compare import seconds, speedup_text
+from nettebench.report.grids import APPROX_NOTE, LEGEND, groups, no_matrix, row_keys
+from nettebench.report.setups import SETUP_COLUMNS, varying
+
+_FIELD_HEADERS = {
+    "machine": "machine label",
+    "device_name": "device",
+    "env_driver": "driver",
+    "env_cuda": "CUDA",
+    "env_cudnn": "cuDNN",
+    "env_torch": "torch",
+    "env_cpu_capability": "CPU capability",
+}
+
+
+def _setups_section(matrix: pd.DataFrame) -> str:
+    """Every setup and what its records say, so a column header can be looked up."""
+    columns = [c for c in SETUP_COLUMNS if c in matrix.columns]
+    rows = []
+    for setup, cells in groups(matrix, ["setup"]):
+        first = cells.iloc[0]
+        rows.append(
+            [
+                setup[0],
+                *("" if T.is_missing(first[c]) else T.fmt_value(first[c]) for c in columns),
+                str(len(cells)),
+            ]
+        )
+    header = ["setup", *(_FIELD_HEADERS[c] for c in columns), "matrix cells"]
+    return T.section("Setups", T.pipe_table(header, rows), level=2)
+
+
+def machines_markdown(runs: pd.DataFrame) -> str:
+    """Seconds for N epochs by cell, one column per setup, then each setup's speed-up over the
+    first (mean over seeds, with whether the seeds support it)."""
+    matrix = runs[runs["kind"] == "matrix"] if len(runs) else runs
+    note = (
+        "Seconds to train and validate all epochs of a cell (`summary.time_for_epochs_s`), "
+        "one column per setup (machine label and environment; here they differ in "
+        f"{', '.join(_FIELD_HEADERS[c] for c in varying(matrix)) or 'nothing'}), "
+        f"{T.SEEDS_TEXT}; then each setup's speed-up over the first column (its mean seconds "
+        f"/ this setup's). {stats.COMPARISON_NOTE}"
+        if len(matrix)
+        else "Seconds per cell, one column per machine and environment."
+    )
+    if matrix.empty:
+        return T.document("Machines side by side", note, [], empty=no_matrix(runs))
+    setups_all = sorted(set(matrix["setup"].map(T.fmt_value)))
+    if len(setups_all) < 2:
+        empty = (
+            f"All matrix cells ran on one setup ({setups_all[0]}). Run the study on another "
+            "machine with its own label (`--config machine=a100`), then list that run's "
+            "results/ folder under `merge_results:` and aggregate "
+            "(`snakemake --workflow-profile profiles/aggregate`) to see them side by side."
+        )
+        return T.document("Machines side by side", note, [_setups_section(matrix)], empty=empty)
+    sections, counts = [], []
+    for (dataset, epochs), table in groups(matrix, ["dataset", "epochs"]):
+        setups = sorted(set(table["setup"].map(T.fmt_value)))
+        if len(setups) < 2:
+            continue
+        reference = setups[0]
+        labels = T.row_labels(table, row_keys(runs))
+        header = ["cell", *setups, *(f"{s}: speed-up over {reference}" for s in setups[1:])]
+        rows, approx, not_ok = [], False, False
+        for precision in T.sort_precisions(table["precision"]):
+            for label in labels[table["precision"] == precision].unique():
+                cell = table[(labels == label) & (table["precision"] == precision)]
+                by_setup = {s: cell[cell["setup"].map(T.fmt_value) == s] for s in setups}
+                row = [f"{label} {precision}"]
+                for setup in setups:
+                    seeds = by_setup[setup]
+                    ok = seeds[seeds["status"] == records.STATUS_OK]
+                    summary = stats.summarize(ok["time_for_epochs_s"])
+                    extrapolated = any(map(T.as_bool, ok["extrapolated"]))
+                    text = T.outcome_cell(
+                        list(seeds["status"]),
+                        summary.mean,
+                        lambda _mean, s=summary: stats.with_ci(s, T.fmt_seconds),
+                        approx=extrapolated,
+                    )
+                    counts += [summary.n] if summary.n else []
+                    approx |= text.startswith(T.APPROX_MARK)
+                    not_ok |= text in T.OUTCOME_TEXT.values()
+                    row.append(text)
+                base = seconds(by_setup[reference])
+                for setup in setups[1:]:
+                    pair = pd.concat([by_setup[reference], by_setup[setup]])
+                    extrapolated = any(map(T.as_bool, pair["extrapolated"]))
+                    row.append(speedup_text(base, seconds(by_setup[setup]), approx=extrapolated))
+                rows.append(row)
+        notes = ([APPROX_NOTE] if approx else []) + ([LEGEND] if not_ok else [])
+        body = T.pipe_table(header, rows, "l" + "r" * (len(header) - 1))
+        title = f"{dataset}, {T.fmt_value(epochs)} epochs"
+        sections.append(T.section(title, body, notes=notes, level=2))
+    note = note.replace(T.SEEDS_TEXT, T.seeds_note(counts))
+    return T.document("Machines side by side", note, [*sections, _setups_section(matrix)])
