@@ -51,19 +51,24 @@ from matplotlib.lines import Line2D
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.collect import EPOCH_ID_COLUMNS
-from nettebench.report.grids import GROUP_KEYS, row_keys
+from nettebench.report.grids import row_keys
 from nettebench.report.plotting import (
     MARK_COLOR,
+    bar_frame,
     bar_width,
+    caveat_marks,
     empty_figure,
+    facet_heading,
     grouped_bars,
+    matrix_panels,
     new_figure,
+    precision_bar_panels,
     precision_colors,
     read_table,
     save,
     style,
 )
-from nettebench.report.setups import SETUP_COLUMNS, title_suffix
+from nettebench.report.setups import SETUP_COLUMNS
 from nettebench.study import outputs
 
 FIGURE_NAMES = outputs.FIGURE_NAMES
@@ -108,93 +113,13 @@ _EPOCH_COLUMNS = (*EPOCH_ID_COLUMNS, "epoch", "val_top1", "val_top5")
 NOT_REACHED = "not reached"  # what the time-to-accuracy figure writes where no seed got there
 
 
-def _facet_title(
-    dataset: Any, epochs: Any, frame: pd.DataFrame, among: pd.DataFrame | None = None
-) -> str:
-    names = sorted({str(n) for n in frame["device_name"].dropna()})
-    device = "; ".join(names) or "; ".join(sorted({str(t) for t in frame["device_type"].dropna()}))
-    if among is not None:
-        device += title_suffix(frame, among)
-    parts = [str(dataset)]
-    if epochs is not None:
-        parts.append(f"{T.fmt_value(epochs)} epochs")
-    return ", ".join(parts) + (f"\n{device}" if device else "")
-
-
-def _matrix_facets(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """Matrix cells split by (dataset, epochs, device type, setup), each with its row labels."""
-    matrix = runs[runs["kind"] == "matrix"]
-    facets = []
-    for (dataset, epochs, _, _), frame in matrix.groupby(GROUP_KEYS, sort=False, dropna=False):
-        frame = frame.assign(label=T.row_labels(frame, row_keys(runs)))
-        facets.append((_facet_title(dataset, epochs, frame, matrix), frame))
-    return facets
-
-
-def _bar_frame(
-    frame: pd.DataFrame,
-    value: str,
-    hue: str = "precision",
-    outline: str | None = None,
-    status: str = "status",
-) -> pd.DataFrame:
-    columns = {
-        "label": frame["label"],
-        "hue": frame[hue].astype(str),
-        "status": frame[status],
-        "value": pd.to_numeric(frame[value], errors="coerce"),
-    }
-    if outline is not None and outline in frame:  # an older runs.csv has no ceiling columns
-        columns["outline"] = pd.to_numeric(frame[outline], errors="coerce")
-        columns["mark"] = _caveat_marks(frame)
-    return pd.DataFrame(columns)
-
-
-def _caveat_marks(frame: pd.DataFrame) -> pd.Series:
-    """Per cell: ``✗`` above its own ceiling (not comparable), ``‡`` timed under interference
-    (its own or its ceiling's), else empty (report.caveats)."""
-
-    def mark(row) -> str:
-        if T.as_bool(row.get("above_ceiling")):
-            return C.IMPOSSIBLE_MARK
-        if T.as_bool(row.get("interference")) or T.as_bool(row.get("ceiling_interference")):
-            return C.INTERFERENCE_MARK
-        return ""
-
-    return frame.apply(mark, axis=1) if len(frame) else pd.Series(dtype=object)
-
-
-def _precision_bar_panels(
-    runs: pd.DataFrame, facets, value: str, status: str = "status", outcomes=None
-):
-    """One panel per (title, frame) facet: bars of ``value`` by row label, one per precision
-    (colours fixed across the figure). Returns the figure and its (axes, frame) pairs for the
-    caller's own labels and marks."""
-    colors = precision_colors(runs["precision"].dropna().astype(str))
-    widest = max(bar_width(f["label"].nunique(), f["precision"].nunique()) for _, f in facets)
-    fig, axes = new_figure(len(facets), panel_width=widest)
-    panels = []
-    for ax, (facet_title, frame) in zip(axes, facets, strict=True):
-        grouped_bars(
-            ax,
-            _bar_frame(frame, value, status=status),
-            categories=list(frame["label"].unique()),
-            hues=T.sort_precisions(frame["precision"]),
-            colors=colors,
-            outcomes=outcomes,
-        )
-        ax.set_title(facet_title, fontsize=9)
-        panels.append((ax, frame))
-    return fig, panels
-
-
 def plot_time(runs: pd.DataFrame) -> Figure:
     """Seconds for all epochs of each matrix cell, by model, one bar per precision."""
     title = "Time for all epochs by model and precision"
-    facets = _matrix_facets(runs)
+    facets = matrix_panels(runs)
     if not facets:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
-    fig, panels = _precision_bar_panels(runs, facets, "time_for_epochs_s")
+    fig, panels = precision_bar_panels(runs, facets, "time_for_epochs_s")
     for ax, frame in panels:
         ax.set_ylabel("seconds (mean ± 95 % CI over seeds)")
         if frame["extrapolated"].any():
@@ -214,7 +139,7 @@ def plot_time(runs: pd.DataFrame) -> Figure:
 def plot_speedup(runs: pd.DataFrame) -> Figure:
     """O0 time / time, per seed, by model and precision; 1.0 = as fast as O0."""
     title = f"Speed-up over {BASELINE_PRECISION} (time for all epochs)"
-    matrix_facets = _matrix_facets(runs)
+    matrix_facets = matrix_panels(runs)
     if not matrix_facets:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
     facets = []
@@ -230,7 +155,7 @@ def plot_speedup(runs: pd.DataFrame) -> Figure:
         facets.append((facet_title, others))
     if not facets:
         return empty_figure(title, f"no {BASELINE_PRECISION} cells to compare against")
-    fig, panels = _precision_bar_panels(runs, facets, "speedup")
+    fig, panels = precision_bar_panels(runs, facets, "speedup")
     for ax, _frame in panels:
         ax.axhline(1.0, color="0.15", linewidth=1.0, linestyle="--", zorder=3)
         ax.annotate(
@@ -346,7 +271,7 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
                 part = frame[is_cpu]
             part = part.sort_values(["model", "batch_size"], kind="stable")
             part = part.assign(label=T.row_labels(part, label_keys))
-            facets.append((_facet_title(dataset, None, part[~is_cpu[part.index]], matrix), part))
+            facets.append((facet_heading(dataset, None, part[~is_cpu[part.index]], matrix), part))
     widest = max(bar_width(f["label"].nunique(), f["hue"].nunique()) for _, f in facets)
     fig, axes = new_figure(len(facets), panel_width=widest)
     for ax, (facet_title, frame) in zip(axes, facets, strict=True):
@@ -354,7 +279,7 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
         hues = matrix_hues + sorted(set(frame["hue"]) - set(matrix_hues))
         grouped_bars(
             ax,
-            _bar_frame(frame, "train_img_s", hue="hue", outline="ceiling_img_s"),
+            bar_frame(frame, "train_img_s", hue="hue", outline="ceiling_img_s"),
             categories=list(frame["label"].unique()),
             hues=hues,
             colors=colors,
@@ -372,7 +297,7 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
         ax.set_ylabel(f"training images / s (mean ± 95 % CI over seeds{scale})")
         ax.set_title(facet_title, fontsize=9)
     fig.suptitle(title)
-    marks = set(_caveat_marks(wanted)) - {""}
+    marks = set(caveat_marks(wanted)) - {""}
     if marks:
         legend = {
             C.INTERFERENCE_MARK: f"{C.INTERFERENCE_MARK} timed under interference (its own or "
@@ -398,7 +323,7 @@ def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
         return empty_figure(title, "no target: set target_top1 in the config")
     target = float(targets.iloc[0])
     title = f"Time to {target:g} % validation top-1"
-    facets = _matrix_facets(runs)
+    facets = matrix_panels(runs)
     if not facets:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
     reached = pd.to_numeric(runs["time_to_target_s"], errors="coerce").notna()
@@ -408,7 +333,7 @@ def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
         )
     )
     facets = [(t, f.assign(target_status=runs.loc[f.index, "target_status"])) for t, f in facets]
-    fig, panels = _precision_bar_panels(
+    fig, panels = precision_bar_panels(
         runs,
         facets,
         "time_to_target_s",
