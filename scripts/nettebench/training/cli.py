@@ -83,8 +83,7 @@ def run_cell(
     started_at: float | None = None,
     store_dir: str | Path | None = None,
     builds_dir: str | Path | None = None,
-    after_epochs: Callable[[torch.device, dict[str, Any], list[dict[str, Any]]], None]
-    | None = None,
+    after_epochs: Callable[[torch.device, dict[str, Any], float], None] | None = None,
 ) -> dict[str, Any]:
     """Train ``cell`` on the dataset at ``data``; write and return its metrics record.
 
@@ -92,11 +91,11 @@ def run_cell(
     prefix under ``builds_dir`` (default: $NETTEBENCH_BUILDS_DIR or results/builds) goes first on
     the import path before anything imports the library.
 
-    ``after_epochs(device, record, rows)`` runs in this process right after the epochs
-    (whatever the outcome; ``rows`` are the epochs' rows), before the record is written and the
-    checkpoint removed: what is measured there
-    (the cell's compute ceiling, :mod:`nettebench.benchmarks.cell_job`) shares the cell's
-    machine, device, threads and moment, and a job killed meanwhile resumes from the
+    ``after_epochs(device, record, epochs_s)`` runs in this process right after the epochs
+    (whatever the outcome; ``epochs_s``: the wall time the epochs really took here, not the
+    extrapolated one), before the record is written and the checkpoint removed: what is
+    measured there (the cell's compute ceiling, :mod:`nettebench.benchmarks.cell_job`) shares
+    the cell's machine, device, threads and moment, and a job killed meanwhile resumes from the
     checkpoint. Its time is not part of the cell's ``wall_s``.
     """
     libraries.activate(cell, builds_dir)
@@ -112,8 +111,16 @@ def run_cell(
         gc.collect()  # the cell's model, optimiser and loaders go before anything else runs
         if device.type == "cuda":
             torch.cuda.empty_cache()
-        after_epochs(device, record, outcome["rows"])
+        after_epochs(device, record, _measured_s(outcome))
     return _finish(record, out_dir, started_at=started_at, ended_at=trained_at, **outcome)
+
+
+def _measured_s(outcome: dict[str, Any]) -> float:
+    """Seconds the epochs took in this process (their timing window; without one, the rows')."""
+    fit = outcome.get("fit")
+    if fit is not None and fit.conditions:
+        return float(fit.conditions["wall_s"])
+    return sum(float(row["wall_s"]) for row in outcome["rows"] if not row["extrapolated"])
 
 
 def _train(cell, data, out_dir, device, warmup_steps, started_at, store_dir) -> dict[str, Any]:
