@@ -54,18 +54,18 @@ CPU_CEILING_SHARE = 0.25
 CPU_CEILING_MIN_S = 2.0
 
 
-def ceiling_seconds(rows: list[dict[str, Any]]) -> float:
-    """The CPU time cap of a cell's ceiling from the wall times of its epochs."""
-    epochs_s = sum(float(row.get("wall_s") or 0.0) for row in rows)
+def ceiling_seconds(epochs_s: float) -> float:
+    """The CPU time cap of a cell's ceiling from the time its epochs took (measured, not
+    extrapolated: a cell timed over a few steps gets a short ceiling too)."""
     return min(ceiling.MAX_SECONDS, max(CPU_CEILING_MIN_S, CPU_CEILING_SHARE * epochs_s))
 
 
 def ceiling_after_epochs(args: argparse.Namespace):
     """The trainer's ``after_epochs`` hook: measure and write the cell's ceiling."""
 
-    def measure(device, record: dict[str, Any], rows: list[dict[str, Any]]) -> list[Path]:
+    def measure(device, record: dict[str, Any], epochs_s: float) -> list[Path]:
         cell = cell_from_args(args)
-        max_seconds = args.ceiling_max_seconds or ceiling_seconds(rows)
+        max_seconds = args.ceiling_max_seconds or ceiling_seconds(epochs_s)
         result = ceiling.measure_cell(
             cell,
             num_classes=len(load_data_root(args.data).classes),

@@ -106,11 +106,13 @@ def run_cell(
     signal (:class:`Interrupted`, its ``epochs_done`` set); with ``stamp`` (the cell's
     :func:`finished.fingerprint`) the results are recorded in ``finished.json`` first.
 
-    ``after_epochs(device, record, rows)`` runs in this process right after the epochs
-    (whatever the outcome), before the record is written and the checkpoint removed, and returns
-    the files it wrote beside the results: what is measured there (the cell's compute ceiling)
-    shares the cell's machine, device, threads and moment, and a job killed meanwhile resumes
-    from the checkpoint. Its time is not part of the cell's ``wall_s``.
+    ``after_epochs(device, record, epochs_s)`` runs in this process right after the epochs
+    (whatever the outcome; ``epochs_s``: the wall time the epochs really took here, not the
+    extrapolated one), before the record is written and the checkpoint removed, and returns the
+    files it wrote beside the results: what is measured there (the cell's compute ceiling,
+    :mod:`nettebench.benchmarks.cell_job`) shares the cell's machine, device, threads and moment,
+    and a job killed meanwhile resumes from the checkpoint. Its time is not part of the cell's
+    ``wall_s``.
     """
     libraries.activate(cell, builds_dir)
     # Boundary (see the package docstring): imported after activate(), because it imports
@@ -136,7 +138,7 @@ def run_cell(
         if device.type == "cuda":
             torch.cuda.empty_cache()
         record["environment"] = collecting.result()
-        extra_files = tuple(after_epochs(device, record, result["rows"]) or ())
+        extra_files = tuple(after_epochs(device, record, _measured_s(result)) or ())
     return outcome.finish(
         record,
         out_dir,
@@ -150,8 +152,16 @@ def run_cell(
     )
 
 
-# A hook run right after a cell's epochs: (device, record, rows) -> the files it wrote.
-AfterEpochs = Callable[[torch.device, dict[str, Any], list[dict[str, Any]]], list[Path] | None]
+# A hook run right after a cell's epochs: (device, record, epochs_s) -> the files it wrote.
+AfterEpochs = Callable[[torch.device, dict[str, Any], float], list[Path] | None]
+
+
+def _measured_s(result: dict[str, Any]) -> float:
+    """Seconds the epochs took in this process (their timing window; without one, the rows')."""
+    fit = result.get("fit")
+    if fit is not None and fit.conditions:
+        return float(fit.conditions["wall_s"])
+    return sum(float(row["wall_s"]) for row in result["rows"] if not row["extrapolated"])
 
 
 def _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop):
