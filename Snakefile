@@ -5,6 +5,10 @@ from snakemake.utils import min_version
 min_version("9.0")
 
 
+# Reads config.yaml's YAML first: Snakemake's own error for it names neither file nor line.
+include: "rules/config_file.smk"
+
+
 configfile: "config.yaml"
 
 

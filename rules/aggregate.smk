@@ -14,6 +14,7 @@ rule tables_aggregate:
             category="Tables",
         ),
         epochs="results/tables/epochs.csv",
+        headline=f"results/tables/{outputs.HEADLINE_FILE}",
         markdown=[f"results/tables/{name}.md" for name in TABLES],
         html=[
             report(
@@ -61,3 +62,20 @@ rule figures_plot:
     shell:
         "python -m nettebench.report.figures --runs {input.runs} --epochs {input.epochs}"
         " --out-dir {params.out_dir} > {log} 2>&1"
+
+
+rule front_page_write:
+    input:
+        headline=f"results/tables/{outputs.HEADLINE_FILE}",
+        figure="results/figures/throughput.png",
+        code=code("front_page"),
+    output:
+        page=outputs.FRONT_PAGE,
+    log:
+        "results/logs/front_page_write.log",
+    localrule: True
+    conda:
+        "../envs/report.yaml"
+    shell:
+        "python -m nettebench.report.front_page --headline {input.headline}"
+        " --figure {input.figure} --out {output.page} > {log} 2>&1"

@@ -31,15 +31,27 @@ shell.prefix(
 )
 
 from nettebench.study import outputs
-from nettebench.study import code_groups
+from nettebench.study import code_groups, config_file, job_signals
 from nettebench.study.workflow import Study, check_top_level
 
 check_top_level(config)
+# The schema's first error in one line (the key, what is allowed), then validate() fills defaults.
+config_file.check_schema(
+    config, Path(workflow.basedir) / "schemas" / "config.schema.yaml"
+)
 validate(config, schema="../schemas/config.schema.yaml")
 STUDY = Study.from_config(config)
 
 TABLES = outputs.TABLE_NAMES
 FIGURES = outputs.FIGURE_NAMES
+
+
+# Ctrl-C / SIGTERM to a local run: passed on to the jobs (a training cell stops before its next
+# step, keeping its checkpoint), then Snakemake's graceful exit, so it records every job as it
+# ends (nettebench.study.job_signals). Cluster runs keep Snakemake's own handling.
+onstart:
+    if not workflow.non_local_exec:
+        job_signals.forward_interrupts()
 
 
 wildcard_constraints:
@@ -67,7 +79,7 @@ def final_outputs():
     ]
     return (
         cells
-        + ["results/tables/runs.csv", "results/tables/runs.html"]
+        + ["results/tables/runs.csv", "results/tables/runs.html", outputs.FRONT_PAGE]
         + tables
         + figures
         + profile_outputs()
@@ -94,6 +106,11 @@ def checksum_args(plan):
     return " ".join(args)
 
 
+def bad_images_args(plan):
+    """The image check's option for a dataset: nothing for the default (reject)."""
+    return " --bad-images skip" if plan.bad_images == "skip" else ""
+
+
 def synthetic_args(wildcards):
     spec = STUDY.plan(wildcards.dataset).synthetic
     return " ".join(
@@ -112,6 +129,27 @@ def cell_args(kind):
 
 def cell_dir(wildcards, output):
     return os.path.dirname(output.metrics)
+
+
+def matrix_cell_outputs():
+    """cell_train's outputs: the cell's record and, when the study measures ceilings, the
+    ceiling.json its job measures right after the epochs (benchmarks/cell_job.py), so that
+    cell and ceiling share machine, device, threads and moment."""
+    found = {
+        "metrics": "results/runs/{dataset}/{cell}/metrics.json",
+        "epochs": "results/runs/{dataset}/{cell}/epochs.csv",
+    }
+    if STUDY.ceiling:
+        found["ceiling"] = f"results/runs/{{dataset}}/{{cell}}/{outputs.CEILING_FILE}"
+    return found
+
+
+def cell_job(wildcards, output):
+    """The command a training job runs: with a ceiling output, the trainer followed by the
+    ceiling in the same process; otherwise the trainer alone."""
+    if "ceiling" in output.keys():
+        return f"nettebench.benchmarks.cell_job --ceiling {output.ceiling}"
+    return "nettebench.training"
 
 
 def cell_store(kind):
@@ -152,12 +190,14 @@ def cell_resource(kind, name, job="train"):
 
     def value(wildcards, attempt=1):
         cell = STUDY.cell(kind, wildcards.dataset, wildcards.cell)
-        if job == "bench":
-            request = job_resources.bench_job(cell)
-        elif job == "profile":
+        if job == "profile":
             request = job_resources.profile_job(cell, dataset_images(wildcards.dataset))
         else:
-            request = job_resources.train_job(cell, dataset_images(wildcards.dataset))
+            # a matrix cell's job also measures its ceiling
+            ceiling = kind == "matrix" and STUDY.ceiling
+            request = job_resources.train_job(
+                cell, dataset_images(wildcards.dataset), ceiling=ceiling
+            )
         return getattr(request.for_attempt(attempt), name)
 
     return value

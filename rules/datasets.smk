@@ -37,16 +37,21 @@ rule dataset_extract:
         dataset=STUDY.dataset_pattern("download", "archive"),
     conda:
         "../envs/data.yaml"
+    # the processes that decode every image once (Snakemake exports them as OMP_NUM_THREADS)
+    threads: job_threads(data_resource("cpus"))
     resources:
         mem_mb=data_resource("mem_mb"),
         runtime=data_resource("runtime"),
+        cpus_per_task=cpus_per_task,
     params:
-        # A local archive is verified here; a downloaded one was verified when fetched.
+        # A local archive is verified here; a downloaded one was verified when fetched. Also
+        # what to do with images that do not decode (nothing added for the default, reject).
         checks=lambda wildcards: (
             checksum_args(STUDY.plan(wildcards.dataset))
             if STUDY.plan(wildcards.dataset).how == "archive"
             else ""
-        ),
+        )
+        + bad_images_args(STUDY.plan(wildcards.dataset)),
         kind=lambda wildcards: STUDY.plan(wildcards.dataset).record_kind,
         out_dir=lambda wildcards, output: os.path.dirname(output.info),
     shell:
@@ -88,12 +93,14 @@ rule dataset_register:
     localrule: True
     conda:
         "../envs/data.yaml"
+    threads: job_threads(data_resource("cpus"))
     params:
         source=lambda wildcards: STUDY.plan(wildcards.dataset).directory,
         out_dir=lambda wildcards, output: os.path.dirname(output.info),
+        checks=lambda wildcards: bad_images_args(STUDY.plan(wildcards.dataset)),
     shell:
         "python -m nettebench.datasets.local --source {params.source:q}"
-        " --out-dir {params.out_dir} --name {wildcards.dataset} > {log} 2>&1"
+        " --out-dir {params.out_dir} --name {wildcards.dataset} {params.checks} > {log} 2>&1"
 
 
 rule store_build:

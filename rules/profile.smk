@@ -25,6 +25,7 @@ rule cell_profile:
     threads: job_threads(cell_resource("matrix", "cpus", "profile"))
     resources:
         gpu=cell_resource("matrix", "gpu", "profile"),
+        timed=1,
         mem_mb=cell_resource("matrix", "mem_mb", "profile"),
         runtime=cell_resource("matrix", "runtime", "profile"),
         cpus_per_task=cpus_per_task,

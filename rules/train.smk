@@ -1,6 +1,8 @@
-# Training: one job per cell of the study's matrix, and the CPU baselines; and each matrix
-# cell's compute ceiling (its training step on batches already on the device). Threads are a runtime
-# knob (--set-threads, profiles/), not study config; the trainer records what it used.
+# Training: one job per cell of the study's matrix, and the CPU baselines. A matrix cell's job also
+# measures the cell's compute ceiling (its training step on batches already on the device) right
+# after the epochs, in the same process, so the two are measured in the same conditions. Threads
+# are a runtime knob (--set-threads, profiles/), not study config; the trainer records what it
+# used. Every timed job asks for `timed=1`: the local profiles allow one at a time.
 
 
 rule cell_train:
@@ -8,10 +10,9 @@ rule cell_train:
         data="results/data/{dataset}/dataset.json",
         store=cell_store("matrix"),
         builds=cell_builds("matrix"),
-        code=code("train"),
+        code=code("matrix_train"),
     output:
-        metrics="results/runs/{dataset}/{cell}/metrics.json",
-        epochs="results/runs/{dataset}/{cell}/epochs.csv",
+        **matrix_cell_outputs(),
     log:
         "results/logs/runs/{dataset}/{cell}.log",
     benchmark:
@@ -21,16 +22,20 @@ rule cell_train:
     threads: job_threads(cell_resource("matrix", "cpus"))
     resources:
         gpu=cell_resource("matrix", "gpu"),
+        timed=1,
         mem_mb=cell_resource("matrix", "mem_mb"),
         runtime=cell_resource("matrix", "runtime"),
         cpus_per_task=cpus_per_task,
     params:
+        job=cell_job,
         cell=cell_args("matrix"),
         kind="matrix",
         out_dir=cell_dir,
         store=store_option,
     shell:
-        "python -m nettebench.training --kind {params.kind} --data {input.data}"
+        # exec: the job's process is the trainer, so a signal to the job reaches it (bash would
+        # die of a SIGTERM at once and leave it running unseen)
+        "exec python -m {params.job} --kind {params.kind} --data {input.data}"
         " --out-dir {params.out_dir} --threads {threads} {params.store} {params.cell}"
         " > {log} 2>&1"
 
@@ -51,37 +56,13 @@ use rule cell_train as cpu_baseline_train with:
     threads: job_threads(cell_resource("cpu_baseline", "cpus"))
     resources:
         gpu=cell_resource("cpu_baseline", "gpu"),
+        timed=1,
         mem_mb=cell_resource("cpu_baseline", "mem_mb"),
         runtime=cell_resource("cpu_baseline", "runtime"),
         cpus_per_task=cpus_per_task,
     params:
+        job=cell_job,
         cell=cell_args("cpu_baseline"),
         kind="cpu_baseline",
         out_dir=cell_dir,
         store=store_option,
-
-
-rule cell_bench:
-    input:
-        data="results/data/{dataset}/dataset.json",
-        builds=cell_builds("matrix"),
-        code=code("bench"),
-    output:
-        ceiling=f"results/runs/{{dataset}}/{{cell}}/{outputs.CEILING_FILE}",
-    log:
-        "results/logs/runs/{dataset}/{cell}.bench.log",
-    benchmark:
-        "results/benchmarks/runs/{dataset}/{cell}.bench.tsv"
-    conda:
-        "../envs/train.yaml"
-    threads: job_threads(cell_resource("matrix", "cpus", "bench"))
-    resources:
-        gpu=cell_resource("matrix", "gpu", "bench"),
-        mem_mb=cell_resource("matrix", "mem_mb", "bench"),
-        runtime=cell_resource("matrix", "runtime", "bench"),
-        cpus_per_task=cpus_per_task,
-    params:
-        cell=cell_args("matrix"),
-    shell:
-        "python -m nettebench.benchmarks.ceiling --data {input.data} --out {output.ceiling}"
-        " --threads {threads} {params.cell} > {log} 2>&1"

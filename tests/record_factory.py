@@ -139,12 +139,15 @@ def make_cell(
     message: str | None = None,
     schema_version: int = records.SCHEMA_VERSION,
     write_epochs: bool = True,
+    conditions: dict[str, Any] | None = None,
 ) -> Path:
     """Write one fake cell under ``root`` and return its metrics.json path.
 
     Defaults give an ``ok`` resnet18 O0 cell on a CUDA GPU; ``kind="cpu_baseline"`` defaults to
     the CPU; a non-ok ``status`` writes None summaries and a header-only epochs.csv, as the
-    trainer does. ``max_steps`` makes the cell extrapolated.
+    trainer does. ``max_steps`` makes the cell extrapolated. ``conditions`` (see
+    :func:`window`) is the record's optional ``conditions``; without it the record has none, as
+    records written before timing conditions were measured.
     """
     cpu = kind == "cpu_baseline"
     device_type = device_type or ("cpu" if cpu else "cuda")
@@ -242,10 +245,44 @@ def make_cell(
         "environment": environment(**(env or {})),
         "summary": summary,
     }
+    if conditions is not None:
+        record["conditions"] = conditions
     path = records.write_metrics(cell_dir, record)
     if write_epochs:
         records.write_epochs(cell_dir, rows)
     return path
+
+
+def window(
+    share: float = 0.01,
+    *,
+    started_at: float = 1_700_000_000.0,
+    wall_s: float = 60.0,
+    reasons: tuple[str, ...] = (),
+    **extra: Any,
+) -> dict[str, Any]:
+    """A timing-conditions dictionary as nettebench.records.conditions writes it: other
+    processes took ``share`` of the job's CPUs; ``reasons`` make it a window under interference."""
+    found = {
+        "started_at": started_at,
+        "ended_at": started_at + wall_s,
+        "wall_s": wall_s,
+        "cpus": 16,
+        "own_cpu_s": 0.9 * wall_s,
+        "other_cpu_s": share * wall_s * 16,
+        "other_cpu_share": share,
+        "steal_share": 0.0,
+        "loadavg_start": 1.0,
+        "loadavg_end": 1.0,
+        "throttled_s": None,
+        "gpu_other_processes": 0,
+        "gpu_other_util": 0.0,
+        "gpu_visibility": "nvidia-smi",
+        "interference": bool(reasons),
+        "interference_reasons": list(reasons),
+    }
+    found.update(extra)
+    return found
 
 
 @functools.cache
@@ -269,6 +306,8 @@ def make_ceiling(
     status: str = "ok",
     img_s: float | None = None,
     message: str | None = None,
+    conditions: dict[str, Any] | None = None,
+    context: str = "cell job",
 ) -> Path:
     """Write a ``ceiling.json`` beside ``metrics_path`` as ``nettebench.benchmarks.ceiling`` would;
     its path.
@@ -307,6 +346,8 @@ def make_ceiling(
         "cell": cell,
         "cell_id": metrics["cell_id"],
         "environment": metrics["environment"],
+        "context": context,
+        "conditions": conditions,
     }
     record = {key: values.get(key) for key in ceiling_keys()}
     path = Path(metrics_path).parent / "ceiling.json"

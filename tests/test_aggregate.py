@@ -17,6 +17,7 @@ from nettebench.report import aggregate as agg
 from nettebench.report import collect, stats
 from nettebench.report import format as T
 from nettebench.study import outputs
+from nettebench.study.cell import PARAMETER_NAMES
 
 CELL_COUNT = 2 * (3 + 3 + 3 + 1) + 1  # (model, batch) x precisions x 2 seeds + CPU baseline
 
@@ -235,8 +236,9 @@ def test_unknown_cell_keys_pass_through_and_label_rows(tmp_path):
     ]
     written = agg.aggregate(paths, tmp_path / "out")
     runs = pd.read_csv(written["runs"])
-    assert list(runs.columns[: runs.columns.get_loc("kind")])[-5:] == [
-        "apex", "environment", "machine", "compiler", "cell_status"
+    # the cell's own parameters first (the last of them, then the unknown keys), then the record
+    assert list(runs.columns[: runs.columns.get_loc("kind")])[-3:] == [
+        PARAMETER_NAMES[-1], "compiler", "cell_status"
     ]  # fmt: skip
     assert sorted(runs["loader"]) == ["dali", "pil"]
     assert set(runs["status"]) == {"ok"}  # the record's status, not the parameter

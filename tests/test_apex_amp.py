@@ -1,5 +1,6 @@
-"""The apex backend explains why it cannot run here. Nothing here runs apex.amp: NVIDIA apex with
-amp is not installable on this project's machines, and a fake would test only the fake."""
+"""The apex backend explains why it cannot run here. Nothing here imports apex.amp (no fakes:
+they would test only the fake); the real apex 25.05, built by the workflow from the vendored
+source, is tests/test_workflow_apex.py's."""
 
 import sys
 
@@ -80,8 +81,11 @@ def test_other_precisions_are_refused_naming_the_opt_levels(name):
     assert repr(name) in str(failure.value)
 
 
-def test_apex_needs_cuda():
-    with pytest.raises(ValueError, match="CUDA only"):
+def test_on_a_cpu_without_apex_the_step_says_apex_is_missing(clean_apex_modules, monkeypatch):
+    """apex itself refuses a CPU model (tests/test_workflow_apex.py, with the real apex); where
+    there is no apex, that is what the cell learns first."""
+    monkeypatch.setitem(sys.modules, "apex", None)
+    with pytest.raises(ApexAmpUnavailable, match="no package named `apex` is installed"):
         ApexTrainingStep(
             nn.Linear(2, 2), "O0", torch.device("cpu"), lr=0.1, momentum=0.9, weight_decay=0.0
         )

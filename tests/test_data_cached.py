@@ -3,43 +3,14 @@ like the reference, and a reused batch buffer never overwritten while anything h
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
-from PIL import Image
 from torchvision import transforms
 
 from nettebench.data import store as st
-from nettebench.data import store_build as sb
 from nettebench.data.cached import CachedSplit, _cpu_loaders, _NormalisedBatches, _StoreBatches
 from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD
-
-SIDE = 64  # store side for 56 px crops: round(56 / 0.875)
-OUT = 56
-
-
-class _Store:
-    """What ``store.open_store`` returns, in memory: full-frame train slots (landscape and
-    portrait images of several aspects) and square val images, uint8 NHWC, with labels."""
-
-    def __init__(self, train: int = 24, val: int = 10, side: int = SIDE, seed: int = 0):
-        rng = np.random.default_rng(seed)
-        self.upright = []  # the train images as files would hold them (already resized)
-        frames, sizes = [], []
-        for index in range(train):
-            long = side + (index * 7) % (st.frame_width(side) - side + 1)
-            shape = (long, side, 3) if index % 3 == 0 else (side, long, 3)
-            image = rng.integers(0, 256, shape, dtype=np.uint8)
-            self.upright.append(image)
-            frame, size = sb.full_frame(Image.fromarray(image), side)
-            frames.append(frame)
-            sizes.append(size)
-        self.train = np.stack(frames)
-        self.train_sizes = np.array(sizes, dtype=np.int32)
-        self.val = rng.integers(0, 256, (val, side, side, 3), dtype=np.uint8)
-        self.train_labels = rng.integers(0, 3, train).astype(np.int64)
-        self.val_labels = rng.integers(0, 3, val).astype(np.int64)
-        self.classes = ["a", "b", "c"]
+from tests.memory_store import OUT, SIDE, MemoryStore
 
 
 def _reference_normalise(uint8_nhwc: torch.Tensor) -> torch.Tensor:
@@ -49,7 +20,7 @@ def _reference_normalise(uint8_nhwc: torch.Tensor) -> torch.Tensor:
 
 
 def test_train_crops_are_torchvisions_random_resized_crop_and_flip_of_the_whole_image():
-    store = _Store()
+    store = MemoryStore()
     assert {h > w for h, w in store.train_sizes} == {True, False}
     batches = _StoreBatches(store.train, store.train_labels, OUT, True, store.train_sizes)
     reference = transforms.Compose(
@@ -72,7 +43,7 @@ def test_train_crops_are_torchvisions_random_resized_crop_and_flip_of_the_whole_
 
 @pytest.mark.parametrize("stored_side", [SIDE, 80])
 def test_val_crop_is_the_reference_resize_and_centre_crop(stored_side):
-    store = _Store(side=stored_side)
+    store = MemoryStore(side=stored_side)
     batches = _StoreBatches(store.val, store.val_labels, OUT, train=False)
     reference = transforms.Compose(
         [transforms.Resize(round(OUT / 0.875), antialias=True), transforms.CenterCrop(OUT)]
@@ -139,7 +110,7 @@ def test_a_batch_autograd_saved_is_not_overwritten_before_backward():
 
 
 def test_worker_loaders_give_fixed_shapes_and_repeat_with_the_seed():
-    store = _Store(train=20, val=7)
+    store = MemoryStore(train=20, val=7)
     loaders = _cpu_loaders(store, image_size=OUT, batch_size=8, workers=2, channels_last=False)
     assert len(loaders.train) == 2 and len(loaders.val) == 1  # 20 // 8 and ceil(7 / 8)
 
@@ -157,13 +128,18 @@ def test_worker_loaders_give_fixed_shapes_and_repeat_with_the_seed():
 
 def test_device_path_crops_each_image_upright_and_inside_its_own_frame():
     """The batched (GPU) path on the CPU: a portrait image, dark on top and bright below,
-    cropped whole, comes out upright; boxes never reach the slot's padding (black here)."""
+    cropped whole, comes out upright; boxes never reach the slot's padding (black here).
+
+    A crop at an image's right edge reads half a pixel past it (roi_align's bilinear taps):
+    the store repeats the last column there (:func:`store_build.full_frame`), and so does this
+    slot, once; a box reaching past the image would read the black beyond."""
     side, frame = 16, st.frame_width(16)
     slots = torch.zeros(2, side, frame, 3, dtype=torch.uint8)
     upright = torch.full((20, side, 3), 250, dtype=torch.uint8)
     upright[:10] = 50
     slots[0, :, :20] = upright.transpose(0, 1)  # portrait: stored transposed
     slots[1, :, :18] = 200  # landscape 16 x 18
+    slots[0, :, 20], slots[1, :, 18] = slots[0, :, 19], slots[1, :, 17]  # each one's edge
     sizes = torch.tensor([[20, 16], [16, 18]], dtype=torch.int32)
     split = CachedSplit(
         images=slots, labels=torch.tensor([0, 1]), batch_size=2, image_size=8,

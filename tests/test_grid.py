@@ -107,11 +107,43 @@ def test_overrides_apply_unless_an_axis_names_the_parameter():
         ({"channels_last": "yes"}, "channels_last must be true, false or auto"),
         ({"compile": "yes"}, "compile must be true or false"),
         ({"compile": True, "amp_backend": "apex"}, "compile needs amp_backend native"),
+        ({"cudnn_benchmark": "on"}, "cudnn_benchmark must be true or false"),
+        (
+            {"loader": "cached", "store_placement": "gpu"},
+            "'gpu' is not allowed; allowed: auto, device, host",
+        ),
+        ({"store_placement": "host"}, "store_placement host needs loader cached"),
     ],
 )
 def test_trainer_options_are_validated(matrix, expected):
     with pytest.raises(ConfigError, match=expected):
         expand(matrix, section="matrix", datasets=DATASETS)
+
+
+@pytest.mark.parametrize(
+    ("matrix", "expected"),
+    [
+        ({"lr": -0.1}, r"matrix\.lr must be a number > 0, or null .*; got -0\.1"),
+        ({"lr": 0}, r"matrix\.lr must be a number > 0"),
+        ({"lr": [0.1, float("nan")]}, r"matrix\.lr must be a number > 0"),
+        ({"lr": True}, r"matrix\.lr must be a number > 0"),
+        ({"momentum": -0.9}, r"matrix\.momentum must be a number >= 0, got -0\.9"),
+        ({"weight_decay": float("inf")}, r"matrix\.weight_decay must be a number >= 0"),
+        ({"weight_decay": "1e-4"}, r"matrix\.weight_decay must be a number >= 0"),
+    ],
+)
+def test_numbers_that_cannot_train_are_refused(matrix, expected):
+    with pytest.raises(ConfigError, match=expected):
+        expand(matrix, section="matrix", datasets=DATASETS)
+
+
+def test_sensible_numbers_pass():
+    cells = expand(
+        {"lr": [None, 0.05], "momentum": 0, "weight_decay": 0.0},
+        section="matrix",
+        datasets=DATASETS,
+    )
+    assert sorted(str(c.lr) for c in cells) == ["0.05", "None"]
 
 
 def test_batch_size_auto_is_a_cell_of_its_own():

@@ -64,6 +64,8 @@ def test_every_output_file_is_written(profiled):
     assert record["status"] == "ok" and record["backend"] == "torch"
     assert record["tool"]["name"] == "torch.profiler"
     assert record["device"]["type"] == "cpu"
+    # what else the machine did during the warm-up and window (records.conditions)
+    assert record["conditions"]["own_cpu_s"] > 0 and "interference" in record["conditions"]
     trace = json.loads(gzip.decompress((out / "trace.json.gz").read_bytes()))
     assert any(e.get("cat") == "cpu_op" for e in trace["traceEvents"])  # opens as a Chrome trace
 

@@ -96,3 +96,24 @@ def test_checkpoint_of_another_cell_is_ignored(dataset, tmp_path):
     assert "resumed" not in result.stdout + result.stderr
     record = json.loads((tmp_path / outputs.METRICS_FILE).read_text())
     assert record["summary"]["resumed_from_epoch"] is None
+
+
+def test_no_checkpoint_is_written_after_the_last_epoch(dataset, tmp_path, monkeypatch):
+    """A checkpoint after every epoch but the last: the last one's state would be written,
+    fsynced and deleted moments later, when the results are written."""
+    from nettebench.training import checkpoint
+    from nettebench.training.cli import run_cell
+
+    saved = []
+    real_save = checkpoint.save
+
+    def save(out_dir, state):
+        saved.append(len(state["rows"]))
+        return real_save(out_dir, state)
+
+    monkeypatch.setattr(checkpoint, "save", save)
+    cell = CellSpec(**{**CELL.as_dict(), "max_steps": 2})
+    record = run_cell(cell, dataset, tmp_path, threads=1)
+    assert record["status"] == "ok" and record["summary"]["epochs_run"] == 3
+    assert saved == [1, 2]  # after epochs 1 and 2 of 3
+    assert not (tmp_path / CHECKPOINT_FILE).exists()

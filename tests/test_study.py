@@ -16,8 +16,9 @@ from nettebench.study.workflow import Study, plan_dataset
 ENTRY_POINTS = {
     "store": "data/store_build.py",
     "train": "training/cli.py",
-    "bench": "benchmarks/ceiling.py",
+    "matrix_train": "benchmarks/cell_job.py",
     "aggregate": "report/aggregate.py",
+    "front_page": "report/front_page.py",
     "figures": "report/figures.py",
     "profile": "profiling/cli.py",
     "profile_aggregate": "report/tables/kernels.py",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 
 import pandas as pd
 import pytest
@@ -62,7 +63,7 @@ def test_cli_writes_a_complete_record(tiny_tree, tmp_path):
     assert "epoch 2/2" in done.stderr  # one readable line per epoch in a log
     assert "\r" not in done.stderr  # no progress bar when stderr is not a terminal
     record = records.read_metrics(out / outputs.METRICS_FILE)
-    assert list(record) == list(records.METRICS_KEYS)
+    assert list(record) == [*records.METRICS_KEYS, *records.OPTIONAL_METRICS_KEYS]
     assert set(record["summary"]) == set(records.SUMMARY_KEYS)
     assert record["status"] == "ok"
     assert record["cell"] == cell.as_dict()
@@ -133,11 +134,55 @@ def test_summary_separates_first_epoch_overhead(tiny_tree, tmp_path):
     record = run_cell(small_cell(epochs=3), tiny_tree, tmp_path)
     summary = record["summary"]
     epochs = pd.read_csv(tmp_path / outputs.EPOCHS_FILE)
-    assert summary["steady_epoch_s"] == pytest.approx(epochs["wall_s"].iloc[1:].median())
+    later = epochs["wall_s"].iloc[1:]
+    assert summary["steady_epoch_s"] == pytest.approx(later.median())
     assert summary["first_epoch_overhead_s"] == pytest.approx(
-        epochs["wall_s"].iloc[0] - summary["steady_epoch_s"]
+        max(epochs["wall_s"].iloc[0] - summary["steady_epoch_s"], 0.0)
+    )
+    assert summary["first_epoch_overhead_noise_s"] == pytest.approx(
+        (later - later.median()).abs().max()
     )
     assert summary["peak_mem_mb"] > 0 and (epochs["peak_mem_mb"] > 0).all()
+
+
+@pytest.mark.parametrize(
+    ("walls", "overhead", "noise", "anomaly"),
+    [
+        ([12.0, 10.0, 10.4, 9.8], 2.0, 0.4, False),  # warm-up well above the noise
+        ([10.1, 10.0, 10.4, 9.8], 0.1, 0.4, False),  # within the noise, still >= 0
+        ([9.9, 10.0, 10.4, 9.8], 0.0, 0.4, False),  # noise made it negative: 0, not -0.1
+        # the issue's bf16 cell: a first epoch 122.8 s "faster" as the load changed
+        ([7.2, 130.0, 129.0, 137.0], 0.0, 7.0, True),
+        ([12.0, 10.0], 2.0, None, False),  # one later epoch: no noise estimate
+        ([12.0], None, None, False),
+    ],
+)
+def test_first_epoch_overhead_is_never_negative_and_states_its_noise(
+    walls, overhead, noise, anomaly
+):
+    from nettebench.training.outcome import first_epoch_overhead
+
+    found, found_noise, text = first_epoch_overhead(walls)
+    assert found == (None if overhead is None else pytest.approx(overhead))
+    assert found_noise == (None if noise is None else pytest.approx(noise))
+    assert (text is not None) is anomaly
+    if anomaly:
+        assert "conditions changed between epochs" in text
+
+
+def test_every_epoch_and_the_run_record_their_timing_conditions(tiny_tree, tmp_path):
+    record = run_cell(small_cell(epochs=2), tiny_tree, tmp_path)
+    epochs = pd.read_csv(tmp_path / outputs.EPOCHS_FILE)
+    assert list(epochs.columns[-3:]) == ["other_cpu_share", "steal_share", "interference"]
+    assert epochs["other_cpu_share"].between(0, 1).all()
+    found = record["conditions"]
+    assert found["cpus"] >= 1 and found["own_cpu_s"] > 0
+    assert found["wall_s"] <= record["summary"]["wall_s"]
+    assert found["epochs_under_interference"] == [
+        int(e) for e, flag in zip(epochs["epoch"], epochs["interference"], strict=True) if flag
+    ]
+    assert found["gpu_other_processes"] is None  # a CPU cell asks nvidia-smi nothing
+    assert record["environment"]["cpu_capability"]  # the CPU is described (records/cpu.py)
 
 
 def test_compile_is_timed_apart_and_leaves_learning_unchanged(tiny_tree, tmp_path, monkeypatch):
@@ -163,3 +208,44 @@ def test_compile_is_timed_apart_and_leaves_learning_unchanged(tiny_tree, tmp_pat
     epochs = [pd.read_csv(tmp_path / name / outputs.EPOCHS_FILE) for name in ("plain", "compiled")]
     for column in ("train_loss", "val_loss", "val_top1"):
         assert epochs[1][column].tolist() == pytest.approx(epochs[0][column].tolist(), rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("options", "benchmark"),
+    [({}, True), ({"cudnn_benchmark": False}, False), ({"deterministic": True}, False)],
+)
+def test_cudnn_autotuning_follows_the_cell(options, benchmark, monkeypatch):
+    """On a CUDA device (only flags are set: no GPU needed) cuDNN autotunes unless the cell
+    turns it off or asks for determinism."""
+    from nettebench.training.fit import configure_determinism
+
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", not benchmark)
+    monkeypatch.setattr(torch.backends.cudnn, "deterministic", False)
+    # the process-wide switches deterministic flips, restored afterwards
+    monkeypatch.setattr(torch, "use_deterministic_algorithms", lambda on: None)
+    monkeypatch.delenv("CUBLAS_WORKSPACE_CONFIG", raising=False)
+    configure_determinism(small_cell(**options), torch.device("cuda", 0))
+    assert torch.backends.cudnn.benchmark is benchmark
+
+
+def test_the_environment_is_collected_beside_the_training_not_before_it(
+    tiny_tree, tmp_path, monkeypatch
+):
+    """nvidia-smi, git and scontrol are off the timed path: a collection that lasts until the
+    first epoch is over (longer than any of them) does not hold the epochs back, and the
+    record still carries what it found."""
+    from nettebench.records import environment
+
+    def collect():
+        deadline = time.time() + 30
+        while not (tmp_path / outputs.EPOCHS_FILE).exists():
+            if time.time() > deadline:
+                raise TimeoutError("training waited for the environment")
+            time.sleep(0.01)
+        return {"collected": "after the first epoch"}
+
+    monkeypatch.setattr(environment, "collect", collect)
+    record = run_cell(small_cell(epochs=1), tiny_tree, tmp_path)
+    assert record["status"] == "ok"
+    written = json.loads((tmp_path / outputs.METRICS_FILE).read_text())
+    assert written["environment"] == {"collected": "after the first epoch"}

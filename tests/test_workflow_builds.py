@@ -57,9 +57,9 @@ def test_adding_the_axis_plans_only_the_build_and_its_cell(built):
     assert built["plan"] == {
         **BUILD_JOBS,
         "cell_train": 1,
-        "cell_bench": 1,
         "tables_aggregate": 1,
         "figures_plot": 1,
+        "front_page_write": 1,
     }
 
 
@@ -104,9 +104,9 @@ def test_a_new_ref_rebuilds_and_reruns_only_the_cell_using_it(built):
     assert planned_jobs(run_study(built["workdir"], config, "-n")) == {
         **BUILD_JOBS,
         "cell_train": 1,
-        "cell_bench": 1,
         "tables_aggregate": 1,
         "figures_plot": 1,
+        "front_page_write": 1,
     }
 
 
@@ -153,6 +153,7 @@ def test_official_repository_chain_is_planned_offline(tmp_path):
         "cell_train": 4,
         "tables_aggregate": 1,
         "figures_plot": 1,
+        "front_page_write": 1,
     }
     text = result.stdout + result.stderr
     assert "--repo https://github.com/pytorch/vision --ref v0.29.1" in text

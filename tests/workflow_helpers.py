@@ -40,13 +40,31 @@ def write_config(workdir: Path, config: dict, name: str = "study.yaml") -> Path:
     return path
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run snakemake in ``workdir``; on failure show its output (and the job logs) in the error."""
+def _snakemake_env() -> dict[str, str]:
     # The virtual environment's bin/ is taken off PATH: the rules must run the interpreter that
     # runs Snakemake, not whatever `python` a user's shell happens to find.
     venv_bin = os.path.dirname(sys.executable)
     path = os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if p != venv_bin)
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PATH": path}
+    return {**os.environ, "PYTHONUNBUFFERED": "1", "PATH": path}
+
+
+def start_snakemake(workdir: Path, *args: str, output: Path) -> subprocess.Popen:
+    """Start snakemake in ``workdir`` in a process group (and session) of its own, as a terminal
+    runs a command, writing its output to ``output``; the caller signals and waits."""
+    with open(output, "w") as sink:
+        return subprocess.Popen(
+            [sys.executable, "-m", "snakemake", *args],
+            cwd=workdir,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            env=_snakemake_env(),
+            start_new_session=True,
+        )
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+    """Run snakemake in ``workdir``; on failure show its output (and the job logs) in the error."""
+    env = _snakemake_env()
     result = subprocess.run(
         [sys.executable, "-m", "snakemake", *args],
         cwd=workdir,
@@ -95,3 +113,51 @@ def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
     counts.pop("all", None)
     counts.pop("total", None)
     return counts
+
+
+# Rules whose jobs time something: two of them at once would spoil each other's numbers.
+TIMED_RULES = ("cell_train", "cpu_baseline_train", "cell_profile")
+_JOB_START = re.compile(r"^(?:local)?rule (\w+):$")
+_JOB_ID = re.compile(r"^\s+jobid: (\d+)$")
+_JOB_END = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$")
+
+
+def snakemake_log(workdir: Path) -> str:
+    """The newest run's log (.snakemake/log/<start time>.snakemake.log)."""
+    logs = sorted((workdir / ".snakemake" / "log").glob("*.snakemake.log"))
+    return logs[-1].read_text()
+
+
+def concurrent_jobs(log: str, rules: tuple[str, ...] = TIMED_RULES) -> list[tuple[str, str]]:
+    """Pairs of jobs of ``rules`` that ran at the same time, read from a Snakemake log: a job
+    runs from its ``rule <name>:`` block (with its ``jobid``) to its ``Finished jobid`` line,
+    so two overlap when one starts before the other has finished. Names are ``rule#jobid``."""
+    running: dict[str, str] = {}  # jobid -> rule, of the timed jobs started and not finished
+    pending_rule = None
+    pairs = []
+    for line in log.splitlines():
+        start = _JOB_START.match(line)
+        if start:
+            pending_rule = start.group(1)
+            continue
+        job = _JOB_ID.match(line)
+        if job and pending_rule is not None:
+            if pending_rule in rules:
+                pairs += [
+                    (f"{rule}#{jid}", f"{pending_rule}#{job.group(1)}")
+                    for jid, rule in running.items()
+                ]
+                running[job.group(1)] = pending_rule
+            pending_rule = None
+            continue
+        end = _JOB_END.match(line)
+        if end:
+            running.pop(end.group(1), None)
+    return pairs
+
+
+def timed_job_count(log: str, rules: tuple[str, ...] = TIMED_RULES) -> int:
+    """How many jobs of ``rules`` the log says finished."""
+    return sum(
+        1 for line in log.splitlines() if (m := _JOB_END.match(line)) and m.group(2) in rules
+    )

@@ -37,12 +37,13 @@ import torch
 from nettebench.builds import activate as libraries
 from nettebench.builds.activate import LibraryError
 from nettebench.datasets.info import load_data_root
-from nettebench.records import environment
+from nettebench.records import conditions, environment
 from nettebench.records import files as records
 from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
-from nettebench.study.precision import unsupported_reason
-from nettebench.training.cli import oom_message, resolve_device
+from nettebench.training.apex import ApexUnsupported
+from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory, synchronize
+from nettebench.training.outcome import oom_message, unsupported_reason
 
 WARMUP_STEPS = 10
 STEPS = 30
@@ -78,7 +79,12 @@ CEILING_KEYS = (
     "cell",  # dict: every parameter of the cell (lr, seed, deterministic, amp_backend, ...)
     "cell_id",  # str: the cell's hash, to join a ceiling to that cell's metrics.json
     "environment",  # dict: see nettebench.records.environment.collect
+    "context",  # "cell job": right after its cell's epochs, in their process; or "standalone"
+    "conditions",  # dict | None: what else the machine did during the timed steps
+    # (nettebench.records.conditions), to compare with the cell's own
 )
+CONTEXT_CELL_JOB = "cell job"
+CONTEXT_STANDALONE = "standalone"
 
 
 def measure_ceiling(
@@ -123,8 +129,15 @@ def measure_cell(
     steps: int = STEPS,
     threads: int | None = None,
     builds_dir: str | Path | None = None,
+    context: str = CONTEXT_STANDALONE,
+    environment_record: dict[str, Any] | None = None,
+    max_seconds: float | None = None,
 ) -> dict[str, Any]:
     """The compute ceiling of a trainer's cell: its model, precision, batch and step settings.
+
+    ``context`` says where it is measured (:data:`CONTEXT_CELL_JOB` when the cell's own job
+    measures it after its epochs, reusing that job's ``environment_record``); ``max_seconds``
+    caps the timed steps on a CPU (default :data:`MAX_SECONDS`).
 
     The training step is built by the trainer's own code (cuDNN and determinism settings, the
     precision's step, channels_last, the apex backend, the choice of an ``auto`` batch size);
@@ -159,10 +172,11 @@ def measure_cell(
         channels_last=cell.uses_channels_last(),
         cell=cell.as_dict(),
         cell_id=cell.cell_id(),
-        environment=environment.collect(),
+        environment=environment_record or environment.collect(),
+        context=context,
     )
 
-    reason = unsupported_reason(cell.precision, device.type)
+    reason = unsupported_reason(cell, device)
     if reason:
         record.update(status=records.STATUS_UNSUPPORTED, message=reason)
         return record
@@ -172,12 +186,14 @@ def measure_cell(
         configure_determinism(runnable, device)
         record["batch_size"] = choose_batch_size(runnable, device, num_classes)
         reset_peak_memory(device)  # after the auto search's trials
-        step_s, record["warmup_steps"] = _time_steps(
-            runnable, device, num_classes, record["batch_size"], warmup_steps, steps
+        step_s, record["warmup_steps"], record["conditions"] = _time_steps(
+            runnable, device, num_classes, record["batch_size"], warmup_steps, steps, max_seconds
         )
         record["steps"] = len(step_s)
     except (torch.OutOfMemoryError, MemoryError) as error:
         record.update(status=records.STATUS_OOM, message=oom_message(cell, device, error))
+    except ApexUnsupported as error:
+        record.update(status=records.STATUS_UNSUPPORTED, message=str(error))
     else:
         median = statistics.median(step_s)
         p10, p90 = _percentiles(step_s)
@@ -196,13 +212,20 @@ def measure_cell(
 
 
 def _time_steps(
-    cell: CellSpec, device: torch.device, num_classes: int, batch: int, warmup: int, steps: int
-) -> tuple[list[float], int]:
+    cell: CellSpec,
+    device: torch.device,
+    num_classes: int,
+    batch: int,
+    warmup: int,
+    steps: int,
+    max_seconds: float | None = None,
+) -> tuple[list[float], int, dict[str, Any]]:
     """Build the trainer's step and one batch on the device; warm up; time each step.
 
-    Returns the step times and the warm-up steps run. On a CPU both phases stop early when
-    they exceed their share of MAX_SECONDS (keeping at least one warm-up and MIN_STEPS timed
-    steps), so a large batch costs seconds, not the better part of an hour.
+    Returns the step times, the warm-up steps run and the timing conditions of the timed steps.
+    On a CPU both phases stop early when they exceed their share of ``max_seconds`` (keeping at
+    least one warm-up and MIN_STEPS timed steps), so a large batch costs seconds, not the better
+    part of an hour.
     """
     # Boundary (see the package docstring): imported after activate(), because it imports
     # torchvision, and a cell's torchvision build must be first on the path before that.
@@ -215,25 +238,29 @@ def _time_steps(
     targets = torch.randint(num_classes, (batch,), device=device)
 
     on_gpu = device.type == "cuda"
+    max_seconds = MAX_SECONDS if max_seconds is None else max_seconds
     warm_start = time.perf_counter()
     warmed = 0
     while warmed < warmup:
         runner.step(images, targets)
         warmed += 1
-        if not on_gpu and time.perf_counter() - warm_start > MAX_SECONDS / 3:
+        if not on_gpu and time.perf_counter() - warm_start > max_seconds / 3:
             break
     synchronize(device)
+    probe = conditions.Probe(gpu=conditions.gpu_target(device))
+    window = probe.start(gpu=True)
     if on_gpu:
-        return _time_cuda(runner, images, targets, steps), warmed
+        seconds = _time_cuda(runner, images, targets, steps)
+        return seconds, warmed, probe.stop(window, gpu=True)
     seconds: list[float] = []
     while len(seconds) < steps:
         start = time.perf_counter()
         runner.step(images, targets)
         synchronize(device)
         seconds.append(time.perf_counter() - start)
-        if len(seconds) >= MIN_STEPS and sum(seconds) > MAX_SECONDS:
+        if len(seconds) >= MIN_STEPS and sum(seconds) > max_seconds:
             break
-    return seconds, warmed
+    return seconds, warmed, probe.stop(window, gpu=True)
 
 
 def _time_cuda(runner, images, targets, steps: int) -> list[float]:
@@ -264,7 +291,11 @@ def summary_line(record: dict[str, Any]) -> str:
     head = f"{record['model']} {record['precision']} batch {record['batch_size']} on {where}"
     if record["status"] != records.STATUS_OK:
         return f"{head}: {record['status']}: {record['message']}"
-    return f"{head}: {record['img_s']:,.0f} img/s (median step {record['step_ms_median']:.1f} ms)"
+    line = f"{head}: {record['img_s']:,.0f} img/s (median step {record['step_ms_median']:.1f} ms)"
+    found = record.get("conditions") or {}
+    if found.get("interference"):
+        line += f"; timed under interference: {'; '.join(found['interference_reasons'])}"
+    return line
 
 
 def build_parser() -> argparse.ArgumentParser:

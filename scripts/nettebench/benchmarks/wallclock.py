@@ -96,6 +96,7 @@ def run_variant(
         data,
         "--out-dir",
         str(cell_dir),
+        "--retrain",  # a measurement: never the finished.json of an earlier run
     ]
     command += ["--store", str(store_dir), *trainer_args]
     for key, value in variant.items():

@@ -4,13 +4,16 @@ The reference pipeline (:mod:`nettebench.data.pil`) augments one PIL image at a 
 workers. Here a whole uint8 batch ``(B, H, W, 3)`` (NHWC, as the decoded store holds it) is
 augmented where it already lives (CPU or CUDA):
 
-* :func:`sample_crop_boxes` draws ``RandomResizedCrop.get_params``'s distribution for every
-  image at once (same 10 attempts, same integer rounding, same centre-crop fallback), with no
-  host synchronisation, so it never stalls a CUDA stream.
-* :func:`random_resized_crop_flip` crops and resizes the batch with one
-  ``torchvision.ops.roi_align`` call, flips a random half and normalises.
-* :func:`center_crop_resize` is the validation transform (resize to ``out / 0.875``, centre
-  crop ``out``) expressed as one box per image.
+* :class:`TrainTransform` (one per split; :func:`random_resized_crop_flip` for one batch) crops
+  and resizes the batch with one ``torchvision.ops.roi_align`` call on boxes drawn by
+  :func:`nettebench.data.crop_boxes.sample_crop_boxes` (torchvision's sampler, batched), flips a
+  random half and normalises.
+* :class:`ValTransform` (:func:`center_crop_resize`) is the validation transform (resize to
+  ``out / 0.875``, centre crop ``out``) expressed as one box per image.
+
+A split's transform builds its constants on the device once and reuses its scratch buffers, so a
+batch costs no host synchronisation (no tensor made from Python data, no list index, no value
+read back) and few passes over memory: see :class:`TrainTransform`.
 
 Random numbers are drawn from ``generator`` in a fixed order (crop attempts' areas, their
 aspect ratios, the offsets, then one flip draw per image), always the same amount whatever
@@ -30,87 +33,162 @@ crop becomes ``[1/8, 3/4, 1/8]`` of its neighbours.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from collections.abc import Sequence
 
 import torch
 from torchvision.ops import roi_align
 
+from nettebench.data.crop_boxes import sample_crop_boxes
 from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD, VAL_RESIZE_RATIO
 
-# torchvision's RandomResizedCrop.get_params makes this many attempts before falling back.
-_ATTEMPTS = 10
 
+class TrainTransform:
+    """The training transform of one split, its constants built once on the device.
 
-def sample_crop_boxes(
-    batch: int,
-    height: int | torch.Tensor,
-    width: int | torch.Tensor,
-    *,
-    scale: Sequence[float] = (0.08, 1.0),
-    ratio: Sequence[float] = (3 / 4, 4 / 3),
-    generator: torch.Generator | None = None,
-    device: torch.device | str | None = None,
-) -> torch.Tensor:
-    """``batch`` crop boxes drawn as ``RandomResizedCrop.get_params`` draws one.
+    RandomResizedCrop(out_size) + RandomHorizontalFlip(flip_p) + Normalize(mean, std) on uint8
+    NHWC batches; see :func:`random_resized_crop_flip`. Built once per split, it keeps what
+    every batch would otherwise rebuild: the normalisation constants, the flip indices and the
+    rois' batch-index column live on the device (a ``torch.tensor(..., device="cuda")`` per
+    batch is a pageable host-to-device copy, which synchronises), and the float input and the
+    transposition buffers are reused from batch to batch. A batch it returns is a fresh tensor,
+    so a consumer may hold as many as it likes.
 
-    Per image: up to 10 attempts of (area fraction ~ U(scale), log aspect ~ U(log ratio)),
-    ``w = round(sqrt(area * aspect))``, ``h = round(sqrt(area / aspect))``; the first attempt
-    with ``0 < w <= width`` and ``0 < h <= height`` wins and its offsets are uniform over the
-    valid integer positions. If all ten fail, the centre crop with the aspect ratio clamped
-    into ``ratio``. All attempts are drawn for every image (a fixed amount of randomness).
-    ``height`` and ``width`` are one size for the batch or one per image (``(batch,)`` tensors).
-
-    Returns a float32 ``(batch, 4)`` tensor of ``(x1, y1, x2, y2)`` pixel-edge coordinates on
-    ``device`` (the generator's device by default), ready for ``roi_align(aligned=True)``.
+    Per batch it writes: the normalised float input (one pass from uint8, ``roi_align`` wants
+    float32 NCHW), the ``roi_align`` output, the transposition (full frames only: one ``where``)
+    and the output, flipped by a ``gather`` along the width straight into the output's memory
+    format. The normalisation rides on the first pass: ``roi_align`` averages samples whose
+    weights sum to 1 for a box inside the image, so normalising before resampling is
+    resampling before normalising.
     """
-    if device is None:
-        device = generator.device if generator is not None else torch.device("cpu")
-    device = torch.device(device)
-    if min(ratio) <= 0 or scale[0] > scale[1] or ratio[0] > ratio[1]:
-        raise ValueError(f"need 0 < ratio[0] <= ratio[1] and scale[0] <= scale[1]: {scale} {ratio}")
-    # float64 keeps round() on the same side of .5 as torchvision's Python-float maths; the
-    # tensors are tiny (batch x 10). MPS has no float64.
-    ftype = torch.float32 if device.type == "mps" else torch.float64
-    draw = {"generator": generator, "device": device, "dtype": torch.float32}
-    area_frac = torch.rand(batch, _ATTEMPTS, **draw).to(ftype) * (scale[1] - scale[0]) + scale[0]
-    log_lo, log_hi = math.log(ratio[0]), math.log(ratio[1])
-    log_aspect = torch.rand(batch, _ATTEMPTS, **draw).to(ftype) * (log_hi - log_lo) + log_lo
-    offsets_u = torch.rand(batch, 2, **draw).to(ftype)
-    height = torch.as_tensor(height, device=device).to(ftype).expand(batch)
-    width = torch.as_tensor(width, device=device).to(ftype).expand(batch)
 
-    target_area = area_frac * (height * width)[:, None]
-    aspect = torch.exp(log_aspect)
-    w = torch.round(torch.sqrt(target_area * aspect))  # round half to even, as Python's round
-    h = torch.round(torch.sqrt(target_area / aspect))
-    ok = (w > 0) & (w <= width[:, None]) & (h > 0) & (h <= height[:, None])
-    first = ok.to(torch.uint8).argmax(dim=1, keepdim=True)  # first True (0 when none)
-    w = w.gather(1, first).squeeze(1)
-    h = h.gather(1, first).squeeze(1)
-    accepted = ok.any(dim=1)
+    def __init__(
+        self,
+        out_size: int,
+        *,
+        device: torch.device | str,
+        flip_p: float = 0.5,
+        scale: Sequence[float] = (0.08, 1.0),
+        ratio: Sequence[float] = (3 / 4, 4 / 3),
+        mean: Sequence[float] = IMAGENET_MEAN,
+        std: Sequence[float] = IMAGENET_STD,
+        dtype: torch.dtype = torch.float32,
+        channels_last: bool = False,
+        sampling_ratio: int = -1,
+    ) -> None:
+        self.device = torch.device(device)
+        self.out_size, self.flip_p, self.sampling_ratio = out_size, flip_p, sampling_ratio
+        self.scale, self.ratio = tuple(scale), tuple(ratio)
+        self.dtype, self.channels_last = dtype, channels_last
+        self.affine = _Affine(mean, std, self.device)
+        forward = torch.arange(out_size, device=self.device)
+        self.flip_index = torch.stack([forward, forward.flip(0)])  # row 1: reversed
+        self.buffers = _Buffers()
 
-    fb_w, fb_h = _fallback_size(height, width, ratio)
-    w = torch.where(accepted, w, fb_w)
-    h = torch.where(accepted, h, fb_h)
-    # Uniform integer offsets in [0, size - crop]; the fallback is centred (floor division).
-    x = torch.minimum(torch.floor(offsets_u[:, 0] * (width - w + 1)), width - w)
-    y = torch.minimum(torch.floor(offsets_u[:, 1] * (height - h + 1)), height - h)
-    x = torch.where(accepted, x, torch.floor((width - fb_w) / 2))
-    y = torch.where(accepted, y, torch.floor((height - fb_h) / 2))
-    return torch.stack([x, y, x + w, y + h], dim=1).to(torch.float32)
+    def __call__(
+        self,
+        images: torch.Tensor,
+        *,
+        generator: torch.Generator | None = None,
+        sizes: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        _check_batch(images)
+        batch, height, width, _ = images.shape
+        if sizes is not None:
+            height, width = sizes[:, 0], sizes[:, 1]
+        boxes = sample_crop_boxes(
+            batch, height, width, scale=self.scale, ratio=self.ratio, generator=generator,
+            device=images.device,
+        )  # fmt: skip
+        flip = torch.rand(batch, generator=generator, device=images.device) < self.flip_p
+        transposed = None
+        if sizes is not None:
+            # A portrait image lies transposed in its slot: its box too, x and y swapped.
+            transposed = sizes[:, 0] > sizes[:, 1]
+            swapped = torch.stack([boxes[:, 1], boxes[:, 0], boxes[:, 3], boxes[:, 2]], dim=1)
+            boxes = torch.where(transposed[:, None], swapped, boxes)
+        out = _crop_resize(
+            images, boxes, self.out_size, self.sampling_ratio, affine=self.affine,
+            buffers=self.buffers, rois=self.buffers.rois(boxes),
+        )  # fmt: skip
+        if self.dtype != out.dtype:
+            out = out.to(self.dtype)
+        if transposed is not None:
+            upright = self.buffers.get("upright", out.shape, out.dtype, out.device)
+            out = torch.where(transposed[:, None, None, None], out.mT, out, out=upright)
+        index = self.flip_index.index_select(0, flip.long())  # (B, out): forward or reversed
+        result = _empty_batch(out.shape, out.dtype, out.device, self.channels_last)
+        index = index[:, None, None, :].expand(out.shape)
+        return torch.gather(out, 3, index, out=result)
 
 
-def _fallback_size(
-    height: torch.Tensor, width: torch.Tensor, ratio: Sequence[float]
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """torchvision's fallback per image: the whole image, its aspect clamped into ``ratio``."""
-    in_ratio = width / height
-    narrow, wide = in_ratio < min(ratio), in_ratio > max(ratio)
-    fb_w = torch.where(wide, torch.round(height * max(ratio)), width)
-    fb_h = torch.where(narrow, torch.round(width / min(ratio)), height)
-    return fb_w, fb_h
+class ValTransform:
+    """The validation transform of one split (inputs of one size), built once.
+
+    Resize(round(out_size / resize_ratio)) + CenterCrop(out_size) + Normalize: one box per
+    image, the same for all (see :func:`center_crop_resize`). When the input already has the
+    resized size (the store keeps val images at 256 for 224 crops) the crop is an exact pixel
+    crop, and the batch is normalised straight from the uint8 crop into the output's memory
+    format in one pass; otherwise one ``roi_align`` resizes it.
+    """
+
+    def __init__(
+        self,
+        out_size: int,
+        height: int,
+        width: int,
+        *,
+        device: torch.device | str,
+        resize_ratio: float = VAL_RESIZE_RATIO,
+        mean: Sequence[float] = IMAGENET_MEAN,
+        std: Sequence[float] = IMAGENET_STD,
+        dtype: torch.dtype = torch.float32,
+        channels_last: bool = False,
+        sampling_ratio: int = -1,
+    ) -> None:
+        self.device = torch.device(device)
+        self.out_size, self.height, self.width = out_size, height, width
+        self.dtype, self.channels_last, self.sampling_ratio = dtype, channels_last, sampling_ratio
+        self.affine = _Affine(mean, std, self.device)
+        resized = round(out_size / resize_ratio)
+        # Resize(R) maps the shorter side to R; torchvision truncates the longer side's length.
+        if height <= width:
+            r_h, r_w = resized, int(resized * width / height)
+        else:
+            r_h, r_w = int(resized * height / width), resized
+        self.exact = (r_h, r_w) == (height, width)
+        self.top = int(round((r_h - out_size) / 2.0))
+        self.left = int(round((r_w - out_size) / 2.0))
+        top, left = self.top * height / r_h, self.left * width / r_w
+        self.box = torch.tensor(
+            [[left, top, left + out_size * width / r_w, top + out_size * height / r_h]],
+            dtype=torch.float32,
+        ).to(self.device)
+        self.buffers = _Buffers()
+
+    def __call__(self, images: torch.Tensor) -> torch.Tensor:
+        _check_batch(images)
+        batch, height, width, _ = images.shape
+        if (height, width) != (self.height, self.width):
+            raise ValueError(
+                f"this transform was built for {self.height} x {self.width} inputs, "
+                f"got {height} x {width}"
+            )
+        side = self.out_size
+        shape = (batch, 3, side, side)
+        if self.exact:
+            crop = images[:, self.top : self.top + side, self.left : self.left + side]
+            out = _empty_batch(shape, torch.float32, images.device, self.channels_last)
+            self.affine.apply(crop, out=out)
+        else:
+            boxes = self.box.expand(batch, 4)
+            resized = _crop_resize(
+                images, boxes, side, self.sampling_ratio, affine=self.affine,
+                buffers=self.buffers, rois=self.buffers.rois(boxes),
+            )  # fmt: skip
+            out = _empty_batch(shape, torch.float32, images.device, self.channels_last)
+            out.copy_(resized)
+        return out if out.dtype == self.dtype else out.to(self.dtype)
 
 
 def random_resized_crop_flip(
@@ -138,24 +216,14 @@ def random_resized_crop_flip(
     its slot (the store's full frames); height > width means it is stored transposed, so its
     box is sampled in its own orientation, transposed onto the slot, and the crop transposed
     back.
+
+    One call builds a :class:`TrainTransform` for this batch; a loader builds one per split.
     """
-    _check_batch(images)
-    batch, height, width, _ = images.shape
-    if sizes is not None:
-        height, width = sizes[:, 0], sizes[:, 1]
-    boxes = sample_crop_boxes(
-        batch, height, width, scale=scale, ratio=ratio, generator=generator, device=images.device
-    )
-    flip = torch.rand(batch, generator=generator, device=images.device) < flip_p
-    transposed = None
-    if sizes is not None:
-        transposed = (sizes[:, 0] > sizes[:, 1]).to(images.device)
-        boxes = torch.where(transposed[:, None], boxes[:, [1, 0, 3, 2]], boxes)
-    out = _crop_resize(images, boxes, out_size, sampling_ratio)
-    if transposed is not None:
-        out = torch.where(transposed[:, None, None, None], out.transpose(-1, -2), out)
-    out = torch.where(flip[:, None, None, None], out.flip(-1), out)
-    return _normalise(out, mean, std, dtype, channels_last)
+    transform = TrainTransform(
+        out_size, device=images.device, flip_p=flip_p, scale=scale, ratio=ratio, mean=mean,
+        std=std, dtype=dtype, channels_last=channels_last, sampling_ratio=sampling_ratio,
+    )  # fmt: skip
+    return transform(images, generator=generator, sizes=sizes)
 
 
 def center_crop_resize(
@@ -175,24 +243,16 @@ def center_crop_resize(
     the centre ``out_size`` square at offset ``round((R - out_size) / 2)``. Mapped back onto the
     ``H x W`` input that is one box per image, resized in one ``roi_align``; when ``H == R``
     (a store pre-resized as the reference does) it is an exact pixel crop.
+
+    One call builds a :class:`ValTransform` for this batch; a loader builds one per split.
     """
     _check_batch(images)
-    batch, height, width, _ = images.shape
-    resized = round(out_size / resize_ratio)
-    # Resize(R) maps the shorter side to R; torchvision truncates the longer side's length.
-    if height <= width:
-        r_h, r_w = resized, int(resized * width / height)
-    else:
-        r_h, r_w = int(resized * height / width), resized
-    top = int(round((r_h - out_size) / 2.0)) * height / r_h
-    left = int(round((r_w - out_size) / 2.0)) * width / r_w
-    box = torch.tensor(
-        [left, top, left + out_size * width / r_w, top + out_size * height / r_h],
-        dtype=torch.float32,
-        device=images.device,
-    )
-    out = _crop_resize(images, box.expand(batch, 4), out_size, sampling_ratio)
-    return _normalise(out, mean, std, dtype, channels_last)
+    transform = ValTransform(
+        out_size, images.shape[1], images.shape[2], device=images.device,
+        resize_ratio=resize_ratio, mean=mean, std=std, dtype=dtype, channels_last=channels_last,
+        sampling_ratio=sampling_ratio,
+    )  # fmt: skip
+    return transform(images)
 
 
 def _check_batch(images: torch.Tensor) -> None:
@@ -203,14 +263,77 @@ def _check_batch(images: torch.Tensor) -> None:
         )
 
 
+class _Affine:
+    """``(x / 255 - mean) / std`` as ``x * scale + shift``, its constants on the device."""
+
+    def __init__(self, mean: Sequence[float], std: Sequence[float], device: torch.device):
+        std_t = torch.tensor(std, dtype=torch.float32)[None, :, None, None]
+        mean_t = torch.tensor(mean, dtype=torch.float32)[None, :, None, None]
+        self.scale = (1.0 / (255.0 * std_t)).to(device)
+        self.shift = (-mean_t / std_t).to(device)
+
+    def apply(self, images: torch.Tensor, *, out: torch.Tensor) -> torch.Tensor:
+        """Normalise a uint8 NHWC batch into ``out`` (float, NCHW shape, any memory format)."""
+        return torch.addcmul(self.shift, images.permute(0, 3, 1, 2), self.scale, out=out)
+
+
+class _Buffers:
+    """Scratch tensors reused from batch to batch while their shape stays the same.
+
+    Only intermediates live here, never a batch handed out. On a GPU the reuse is stream
+    ordered: the next batch's writes queue behind the kernels that read the last one.
+    """
+
+    def __init__(self) -> None:
+        self.tensors: dict[str, torch.Tensor] = {}
+        self.index: torch.Tensor | None = None
+
+    def get(self, name: str, shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+        tensor = self.tensors.get(name)
+        if tensor is None or tensor.shape != shape or tensor.dtype != dtype:
+            tensor = self.tensors[name] = torch.empty(shape, dtype=dtype, device=device)
+        return tensor
+
+    def rois(self, boxes: torch.Tensor) -> torch.Tensor:
+        """``roi_align``'s (B, 5) rois: image index, then the box."""
+        if self.index is None or len(self.index) != len(boxes):
+            self.index = torch.arange(len(boxes), device=boxes.device, dtype=boxes.dtype)[:, None]
+        return torch.cat([self.index, boxes], dim=1)
+
+
+def _empty_batch(shape, dtype: torch.dtype, device, channels_last: bool) -> torch.Tensor:
+    memory_format = torch.channels_last if channels_last else torch.contiguous_format
+    return torch.empty(shape, dtype=dtype, device=device, memory_format=memory_format)
+
+
 def _crop_resize(
-    images: torch.Tensor, boxes: torch.Tensor, out_size: int, sampling_ratio: int
+    images: torch.Tensor,
+    boxes: torch.Tensor,
+    out_size: int,
+    sampling_ratio: int,
+    *,
+    affine: _Affine | None = None,
+    buffers: _Buffers | None = None,
+    rois: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """One roi_align over the batch: box ``b`` of image ``b`` -> float32 (B, 3, out, out)."""
-    # uint8 NHWC -> float32 NCHW in one pass (roi_align wants a contiguous NCHW float input).
-    x = images.permute(0, 3, 1, 2).to(torch.float32, memory_format=torch.contiguous_format)
-    index = torch.arange(len(boxes), device=boxes.device, dtype=boxes.dtype)
-    rois = torch.cat([index[:, None], boxes], dim=1)
+    """One roi_align over the batch: box ``b`` of image ``b`` -> float32 (B, 3, out, out).
+
+    The uint8 NHWC batch becomes the float32 NCHW input roi_align wants in one pass (into a
+    reused buffer when ``buffers`` is given), normalised on the way when ``affine`` is given.
+    """
+    batch, height, width, _ = images.shape
+    shape = (batch, 3, height, width)
+    if buffers is None:
+        x = torch.empty(shape, dtype=torch.float32, device=images.device)
+    else:
+        x = buffers.get("input", shape, torch.float32, images.device)
+    if affine is None:
+        x.copy_(images.permute(0, 3, 1, 2))
+    else:
+        affine.apply(images, out=x)
+    if rois is None:
+        index = torch.arange(len(boxes), device=boxes.device, dtype=boxes.dtype)
+        rois = torch.cat([index[:, None], boxes], dim=1)
     return roi_align(
         x,
         rois,
@@ -219,21 +342,6 @@ def _crop_resize(
         sampling_ratio=sampling_ratio,
         aligned=True,
     )
-
-
-def _normalise(
-    out: torch.Tensor,
-    mean: Sequence[float],
-    std: Sequence[float],
-    dtype: torch.dtype,
-    channels_last: bool,
-) -> torch.Tensor:
-    """``(x / 255 - mean) / std`` as one multiply-add (on the output, smaller than the input)."""
-    std_t = torch.tensor(std, dtype=torch.float32, device=out.device)[:, None, None]
-    mean_t = torch.tensor(mean, dtype=torch.float32, device=out.device)[:, None, None]
-    out = torch.addcmul(-mean_t / std_t, out, 1.0 / (255.0 * std_t))
-    memory_format = torch.channels_last if channels_last else torch.contiguous_format
-    return out.to(dtype=dtype, memory_format=memory_format)
 
 
 def bench_augment(

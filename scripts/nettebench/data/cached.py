@@ -5,8 +5,10 @@ study's GPU. Here the dataset was decoded once into a uint8 store (:mod:`nettebe
 
 - Training on a GPU: each epoch only shuffles indices, gathers uint8 batches, and runs
   random-resized-crop, flip and normalisation batched on the GPU (:mod:`nettebench.data.augment`).
-  When the store fits in device memory it is copied there once; otherwise batches are gathered
-  on the host into pinned memory and copied asynchronously.
+  Where the store lives is decided once (the cell's ``store_placement``): resident, copied into
+  device memory once, when it fits there (or when asked); otherwise streamed, a background
+  thread gathering batches from the host memmap into pinned buffers ahead of the GPU
+  (:mod:`nettebench.data.streaming`).
 - Training on a CPU there is no idle accelerator to hand the work to, and one batched
   ``roi_align`` on the CPU is slower than cropping each uint8 image with torchvision's own
   sampler and resize in the DataLoader's ``workers`` (about 0.2 ms per 224 px crop on one
@@ -15,7 +17,8 @@ study's GPU. Here the dataset was decoded once into a uint8 store (:mod:`nettebe
   buffers (:class:`_NormalisedBatches`).
 
 Every training batch has the same shape (the odd last batch is dropped, as fixed shapes keep
-cuDNN from autotuning a second shape); validation keeps every image.
+cuDNN from autotuning a second shape); validation keeps every image (the trainer pads the short
+last batch to the same shape, :func:`nettebench.training.loop.evaluate`).
 """
 
 from __future__ import annotations
@@ -34,57 +37,101 @@ from torchvision.transforms import RandomResizedCrop
 
 from nettebench.data import augment
 from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD, Loaders, _seed_worker
+from nettebench.data.streaming import RING_SLOTS, stream_to_device
 from nettebench.study.cell import VAL_RESIZE_RATIO
 
 # Use at most this share of the free device memory for the store (the rest is for training).
 DEVICE_MEMORY_SHARE = 0.5
 
 
+RESIDENT = "resident"  # the store is in device memory, batches are gathered there
+STREAMED = "streamed"  # the store stays in host memory, batches are streamed to the device
+
+
 @dataclass
 class CachedSplit:
-    """One split (train or val) as an iterable of (images, targets) batches."""
+    """One split (train or val) as an iterable of (images, targets) batches on ``device``.
 
-    images: torch.Tensor  # uint8 (N, H, W, 3), on the device or in host memory
-    labels: torch.Tensor  # int64 (N,), same device as ``images``
+    ``placement`` says, once for the whole run, where the store is: ``resident`` (``images``,
+    ``labels`` and ``sizes`` on ``device``: each batch is gathered there) or ``streamed`` (they
+    stay in host memory and a background thread streams each batch's rows ahead,
+    :mod:`nettebench.data.streaming`). Either way the augmentation runs on ``device`` with
+    constants built once per split, and the same seed gives the same batches.
+
+    Randomness: ``generator`` (a host generator, re-seeded by the trainer every epoch) draws the
+    epoch's order on the host and the seed of a device generator for the epoch's crops and
+    flips, so nothing random is read back from the device.
+    """
+
+    images: torch.Tensor  # uint8 (N, H, W, 3), on the device (resident) or on the host
+    labels: torch.Tensor  # int64 (N,), beside ``images``
     batch_size: int
     image_size: int
     device: torch.device
     train: bool
-    generator: torch.Generator | None = None  # shuffle, crops and flips (train only)
+    placement: str = RESIDENT
+    generator: torch.Generator | None = None  # host: order and augmentation seed (train only)
     channels_last: bool = False
     sizes: torch.Tensor | None = None  # (N, 2) full-frame (height, width), train only
+    ring_slots: int = RING_SLOTS  # host buffers of a streamed split
+
+    def __post_init__(self) -> None:
+        if self.placement not in (RESIDENT, STREAMED):
+            raise ValueError(f"placement must be {RESIDENT} or {STREAMED}, not {self.placement!r}")
+        if self.train:
+            self.transform = augment.TrainTransform(
+                self.image_size, device=self.device, channels_last=self.channels_last
+            )
+            self.augment_generator = torch.Generator(device=self.device)
+        else:
+            height, width = self.images.shape[1:3]
+            self.transform = augment.ValTransform(
+                self.image_size, height, width, device=self.device,
+                channels_last=self.channels_last,
+            )  # fmt: skip
+        self.gathered = None  # a resident split's batch buffer, reused from batch to batch
 
     def __len__(self) -> int:
         n = self.images.shape[0]
         return n // self.batch_size if self.train else math.ceil(n / self.batch_size)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-
         n = self.images.shape[0]
         if self.train:
-            order = torch.randperm(n, generator=self.generator, device=self.generator.device)
-            order = order.to(self.images.device)
+            order = torch.randperm(n, generator=self.generator)[: len(self) * self.batch_size]
+            seed = int(torch.randint(2**62, (1,), generator=self.generator))
+            self.augment_generator.manual_seed(seed)
         else:
-            order = torch.arange(n, device=self.images.device)
-        for step in range(len(self)):
-            index = order[step * self.batch_size : (step + 1) * self.batch_size]
-            batch = self.images.index_select(0, index)
-            targets = self.labels.index_select(0, index)
-            sizes = None if self.sizes is None else self.sizes.index_select(0, index)
-            if batch.device != self.device:
-                batch = batch.pin_memory().to(self.device, non_blocking=True)
-                targets = targets.to(self.device, non_blocking=True)
-                sizes = None if sizes is None else sizes.to(self.device, non_blocking=True)
+            order = torch.arange(n)
+        batches = self._resident(order) if self.placement == RESIDENT else self._streamed(order)
+        for batch, targets, sizes in batches:
             if self.train:
-                images = augment.random_resized_crop_flip(
-                    batch, self.image_size, generator=self.generator,
-                    channels_last=self.channels_last, sizes=sizes,
-                )  # fmt: skip
+                images = self.transform(batch, generator=self.augment_generator, sizes=sizes)
             else:
-                images = augment.center_crop_resize(
-                    batch, self.image_size, channels_last=self.channels_last
-                )
+                images = self.transform(batch)
             yield images, targets
+
+    def _resident(self, order: torch.Tensor):
+        if self.device.type == "cuda":  # one asynchronous upload per epoch, from pinned memory
+            order = order.pin_memory().to(self.device, non_blocking=True)
+        for start in range(0, len(order), self.batch_size):
+            index = order[start : start + self.batch_size]
+            if self.gathered is None:
+                self.gathered = torch.empty(
+                    (self.batch_size, *self.images.shape[1:]), dtype=self.images.dtype,
+                    device=self.device,
+                )  # fmt: skip
+            batch = torch.index_select(self.images, 0, index, out=self.gathered[: len(index)])
+            sizes = None if self.sizes is None else self.sizes.index_select(0, index)
+            yield batch, self.labels.index_select(0, index), sizes
+
+    def _streamed(self, order: torch.Tensor):
+        arrays = [self.images, self.labels] + ([] if self.sizes is None else [self.sizes])
+        for rows in stream_to_device(
+            arrays, order, self.batch_size, self.device, slots=self.ring_slots
+        ):
+            # The rows are device buffers refilled two batches on: the targets are kept.
+            yield rows[0], rows[1].clone(), rows[2] if len(rows) > 2 else None
 
 
 class _StoreBatches(torch.utils.data.Dataset):
@@ -250,10 +297,10 @@ def _cpu_loaders(store, *, image_size: int, batch_size: int, workers: int, chann
         )
         return _NormalisedBatches(loader, channels_last)
 
-    return _store_loaders(store, split, generator)
+    return _store_loaders(store, split, generator, RESIDENT)
 
 
-def _store_loaders(store, split, generator: torch.Generator):
+def _store_loaders(store, split, generator: torch.Generator, placement: str):
     """The trainer's ``Loaders`` over a store, each split made by ``split(images, labels,
     train, sizes)`` (train: the full frames and their sizes; val: square images)."""
 
@@ -263,6 +310,7 @@ def _store_loaders(store, split, generator: torch.Generator):
         num_classes=len(store.classes),
         classes=list(store.classes),
         generator=generator,
+        placement=placement,
     )
 
 
@@ -274,6 +322,18 @@ def store_fits(store, device: torch.device) -> bool:
     return store.train.nbytes + store.val.nbytes <= DEVICE_MEMORY_SHARE * free
 
 
+def resolve_placement(requested: str, store, device: torch.device) -> str:
+    """The cell's ``store_placement`` as what the device path does: ``device`` is resident,
+    ``host`` streamed, ``auto`` resident when the store fits (:func:`store_fits`)."""
+    if requested == "device":
+        return RESIDENT
+    if requested == "host":
+        return STREAMED
+    if requested == "auto":
+        return RESIDENT if store_fits(store, device) else STREAMED
+    raise ValueError(f"store_placement must be auto, device or host, not {requested!r}")
+
+
 def build_cached_loaders(
     store,
     *,
@@ -282,9 +342,14 @@ def build_cached_loaders(
     device: torch.device,
     channels_last: bool,
     workers: int = 0,
+    placement: str = "auto",
 ):
-    """Train and val splits over an opened store, as the trainer's ``Loaders``."""
+    """Train and val splits over an opened store, as the trainer's ``Loaders``.
 
+    On a CPU: crops in DataLoader workers (the store is host memory already; ``placement`` has
+    nothing to choose). On a GPU: :func:`device_loaders`, resident or streamed as ``placement``
+    (the cell's ``store_placement``) resolves, decided here once.
+    """
     if device.type == "cpu":
         return _cpu_loaders(
             store,
@@ -293,9 +358,33 @@ def build_cached_loaders(
             workers=workers,
             channels_last=channels_last,
         )
+    return device_loaders(
+        store,
+        image_size=image_size,
+        batch_size=batch_size,
+        device=device,
+        channels_last=channels_last,
+        placement=resolve_placement(placement, store, device),
+    )
 
-    home = device if store_fits(store, device) else torch.device("cpu")
-    generator = torch.Generator(device=device)
+
+def device_loaders(
+    store,
+    *,
+    image_size: int,
+    batch_size: int,
+    device: torch.device,
+    channels_last: bool,
+    placement: str,
+    ring_slots: int = RING_SLOTS,
+):
+    """The GPU path's ``Loaders`` (:class:`CachedSplit`), ``placement`` resident or streamed.
+
+    Runs on any device: on a CPU it is the GPU path's twin in the tests (same gathers, same
+    ring, same batched augmentation), which the trainer itself never takes there.
+    """
+    home = device if placement == RESIDENT else torch.device("cpu")
+    generator = torch.Generator()
 
     def split(images, labels, train: bool, sizes=None) -> CachedSplit:
         return CachedSplit(
@@ -305,12 +394,14 @@ def build_cached_loaders(
             image_size=image_size,
             device=device,
             train=train,
+            placement=placement,
             generator=generator if train else None,
             channels_last=channels_last,
             sizes=None if sizes is None else _as_tensor(sizes).to(home),
+            ring_slots=ring_slots,
         )
 
-    return _store_loaders(store, split, generator)
+    return _store_loaders(store, split, generator, placement)
 
 
 def _as_tensor(array) -> torch.Tensor:

@@ -8,6 +8,7 @@ training, resize to ``image_size / 0.875`` + centre crop for validation, ImageNe
 from __future__ import annotations
 
 import random
+import signal
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +16,7 @@ import torch
 from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
 
+from nettebench.datasets.errors import DatasetError
 from nettebench.study.cell import VAL_RESIZE_RATIO
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -28,6 +30,9 @@ class Loaders:
     num_classes: int
     classes: list[str]
     generator: torch.Generator  # drives the training shuffle and the workers' seeds
+    # cached loader: where its store is, "resident" (the training device's memory; on a CPU,
+    # host memory) or "streamed" (host memory, streamed to the GPU); None for the pil loader
+    placement: str | None = None
 
 
 def build_pil_loaders(
@@ -38,8 +43,10 @@ def build_pil_loaders(
     batch_size: int,
     workers: int,
     pin_memory: bool,
+    skip: frozenset[str] = frozenset(),
 ) -> Loaders:
-    """Train and val DataLoaders over ImageFolder trees.
+    """Train and val DataLoaders over ImageFolder trees (but the image paths in ``skip``: the
+    ones dataset.json lists as left out because they do not decode).
 
     The training shuffle and the workers' seeds come from ``Loaders.generator``, which the
     trainer re-seeds every epoch. Workers are not persistent (the reference's behaviour): each
@@ -48,6 +55,12 @@ def build_pil_loaders(
     """
 
     normalize = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
+    files = {"loader": load_image}
+    if skip:
+        files["is_valid_file"] = lambda path: (
+            datasets.folder.has_file_allowed_extension(path, datasets.folder.IMG_EXTENSIONS)
+            and path not in skip
+        )
     train_set = datasets.ImageFolder(
         str(train_dir),
         transforms.Compose(
@@ -58,6 +71,7 @@ def build_pil_loaders(
                 normalize,
             ]
         ),
+        **files,
     )
     val_set = datasets.ImageFolder(
         str(val_dir),
@@ -69,6 +83,7 @@ def build_pil_loaders(
                 normalize,
             ]
         ),
+        **files,
     )
     if train_set.classes != val_set.classes:
         raise ValueError(
@@ -80,13 +95,29 @@ def build_pil_loaders(
     train = DataLoader(
         train_set, shuffle=True, generator=generator, worker_init_fn=_seed_worker, **common
     )
-    val = DataLoader(val_set, shuffle=False, **common)
+    val = DataLoader(val_set, shuffle=False, worker_init_fn=_seed_worker, **common)
     return Loaders(train, val, len(train_set.classes), list(train_set.classes), generator)
 
 
-def _seed_worker(worker_id: int) -> None:
-    """Seed python's and numpy's RNGs in each worker from torch's per-worker seed."""
+def load_image(path: str):
+    """ImageFolder's PIL loader, with an error that names the file it could not decode."""
+    try:
+        return datasets.folder.pil_loader(path)
+    except (OSError, ValueError) as exc:
+        raise DatasetError(
+            f"{path} does not decode ({type(exc).__name__}: {exc}); replace or remove it, or "
+            "prepare the dataset through the workflow, which checks every image first"
+        ) from None
 
+
+def _seed_worker(worker_id: int) -> None:
+    """Seed python's and numpy's RNGs in each worker from torch's per-worker seed, and set its
+    signals: SIGINT ignored (a terminal's Ctrl-C reaches the whole process group, and the trainer
+    stops at its next step and shuts its workers down itself, nettebench.training.interrupts);
+    SIGTERM back to its default, which a forked worker would otherwise take over from the
+    trainer's handler: it is how Python's multiprocessing ends a worker left running at exit."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     worker_seed = torch.initial_seed() % 2**32
     np.random.seed(worker_seed)
     random.seed(worker_seed)

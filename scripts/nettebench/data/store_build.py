@@ -119,7 +119,14 @@ def build_store(
     out_dir = Path(out_dir)
     data_root = load_data_root(data_root_path)
     source = source_of(data_root_path)  # before decoding: a change during the build is caught
-    samples = {split: list_images(data_root.root / split, data_root.classes) for split in SPLITS}
+    samples = {
+        split: [  # but the images dataset.json lists as skipped (they do not decode)
+            sample
+            for sample in list_images(data_root.root / split, data_root.classes)
+            if sample[0] not in data_root.skipped
+        ]
+        for split in SPLITS
+    }
     for split, found in samples.items():
         if not found:
             raise StoreError(f"{data_root.root / split} holds no images; nothing to store")

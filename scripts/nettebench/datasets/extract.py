@@ -8,17 +8,21 @@ An archive may come from anywhere a user's ``source:`` points, so it is treated 
    offending member. Python's own ``filter="data"`` is applied on top as a second line;
 3. extract into a fresh ``<out_dir>/.extract-XXXX`` (same filesystem, so installing is a rename)
    and find the folder holding ``train/`` and ``val/``;
-4. check the tree (same classes in both splits, no empty class), then move it to
-   ``<out_dir>/<top folder>/`` (``data`` when the archive has no top folder), replacing a tree
-   left by an earlier run only now that the new one is complete;
+4. check the tree (same classes in both splits, no empty class) and decode every image
+   (:mod:`.images`: a bad one rejects the archive, or with ``--bad-images skip`` is left out and
+   listed in dataset.json), then move it to ``<out_dir>/<top folder>/`` (``data`` when the
+   archive has no top folder), replacing a tree left by an earlier run only now that the new one
+   is complete, and remove trees an earlier source left (:func:`.info.remove_stale_trees`);
 5. write ``<out_dir>/dataset.json`` last: the workflow reads it as "ready".
 
-On any failure the temporary folder is removed and the error names the archive and the check.
+On any failure the temporary folder is removed and the error names the archive, the member (as
+the archive names it, never the temporary folder) and the check.
 
 Command line::
 
     python -m nettebench.datasets.extract --archive PATH --out-dir DIR --name NAME
         [--size N] [--md5 HEX] [--sha256 HEX] [--source TEXT] [--kind archive|catalog]
+        [--bad-images reject|skip] [--jobs N]
 """
 
 from __future__ import annotations
@@ -33,8 +37,9 @@ from typing import Any
 
 from nettebench.records.atomic import install_tree, make_work_dir, remove_tree
 
+from . import images
 from .errors import DatasetError, report
-from .info import INFO_FILE, describe_tree, has_splits, write_info
+from .info import INFO_FILE, describe_tree, has_splits, remove_stale_trees, write_info
 from .verify import check_expected, scan_archive
 
 WORK_PREFIX = ".extract-"
@@ -55,14 +60,22 @@ def extract(
     sha256: str | None = None,
     source: str | None = None,
     kind: str = "archive",
+    bad_images: str = "reject",
+    jobs: int | None = None,
 ) -> dict[str, Any]:
     """Verify and unpack ``archive`` into ``out_dir``; return the dataset.json written.
 
     ``kind`` is recorded in dataset.json: "catalog" for a catalog download, "archive" for a
-    user's own archive. ``source`` (a URL or path) is recorded as given.
+    user's own archive. ``source`` (a URL or path) is recorded as given. Images that do not
+    decode reject the archive (``bad_images="reject"``) or are left out and listed
+    (``"skip"``); ``jobs`` processes decode them.
     """
     if kind not in ("archive", "catalog"):
         raise ValueError(f"kind must be 'archive' or 'catalog', got {kind!r}")
+    if bad_images not in images.BAD_IMAGE_POLICIES:
+        raise ValueError(
+            f"bad_images must be one of {images.BAD_IMAGE_POLICIES}, got {bad_images!r}"
+        )
     archive = Path(archive)
     out_dir = Path(out_dir)
     # From here until the new dataset.json is written, the dataset is not "ready".
@@ -80,10 +93,26 @@ def extract(
     )
 
     work = make_work_dir(out_dir, WORK_PREFIX)
+
+    def member(path: Path) -> str:
+        """A path of the extracted tree as the user can find it: the archive's member name."""
+        rel = path.relative_to(work).as_posix()
+        return f"{archive}, member {rel}" + ("/" if path.is_dir() else "")
+
     try:
         _unpack(archive, work)
         tree = _find_dataset_root(archive, work)
-        stats = describe_tree(tree)
+        stats = describe_tree(tree, name_of=member)
+        bad = images.find_bad_images(tree, stats.classes, jobs=jobs)
+        skipped = []
+        if bad:
+            if bad_images == "reject":
+                raise DatasetError(images.rejection(bad, lambda b: member(b.path), name))
+            skipped = images.skipped_entries(bad, lambda b: member(b.path))
+            for image in bad:
+                image.path.unlink()
+                print(f"skipped {member(image.path)}: {image.error}", file=sys.stderr)
+            stats = describe_tree(tree, name_of=member)
         final = out_dir / (DEFAULT_TREE if tree == work else tree.name)
         try:
             install_tree(tree, final)
@@ -92,6 +121,8 @@ def extract(
     finally:
         remove_tree(work)
 
+    for stale in remove_stale_trees(out_dir, keep=final):
+        print(f"removed {stale}, the tree of the dataset's earlier source", file=sys.stderr)
     return write_info(
         out_dir,
         name=name,
@@ -100,6 +131,7 @@ def extract(
         source=source,
         sha256=scan.sha256,
         stats=stats,
+        skipped=skipped,
     )
 
 
@@ -127,7 +159,7 @@ def _unpack(archive: Path, dest: Path) -> None:
             f"({exc}); the archive is damaged or malicious"
         ) from exc
     except (tarfile.TarError, EOFError, OSError) as exc:
-        raise DatasetError(f"could not extract {archive} into {dest}: {exc}") from exc
+        raise DatasetError(f"could not extract {archive}: {exc}") from exc
 
 
 def unsafe_reason(member: tarfile.TarInfo) -> str | None:
@@ -209,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sha256", help="expected archive sha256 (hex)")
     parser.add_argument("--source", help="where the archive came from (URL or path), recorded")
     parser.add_argument("--kind", choices=("archive", "catalog"), default="archive")
+    images.add_options(parser)
     args = parser.parse_args(argv)
     try:
         info = extract(
@@ -220,13 +253,17 @@ def main(argv: list[str] | None = None) -> int:
             sha256=args.sha256,
             source=args.source,
             kind=args.kind,
+            bad_images=args.bad_images,
+            jobs=args.jobs,
         )
     except DatasetError as exc:
         return report(exc)
     print(
         f"extracted {args.archive} -> {Path(args.out_dir) / info['root']} "
         f"({info['num_classes']} classes, {info['train_images']} train / "
-        f"{info['val_images']} val images)"
+        f"{info['val_images']} val images"
+        + (f", {len(info['skipped_images'])} skipped" if info.get("skipped_images") else "")
+        + ")"
     )
     return 0
 

@@ -33,8 +33,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from nettebench.records.atomic import write_json_atomic
 
 from .errors import DatasetError, report
@@ -177,6 +175,10 @@ def _download_once(
         total = int(length) if length and length.isdigit() else None
         digests = Digests()
         disable = None if progress is None else not progress
+        # Boundary (datasets/__init__.py): this module loads only the standard library when
+        # imported, so tqdm comes in only when a download starts.
+        from tqdm import tqdm
+
         with (
             _open_part(part) as sink,
             tqdm(

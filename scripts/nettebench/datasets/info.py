@@ -15,21 +15,27 @@ alone. Its keys (``INFO_KEYS``)::
     val_images     int
     sha256         str | None   sha256 of the archive it was extracted from
     synthetic      dict | None  generator parameters, for kind == "synthetic"
+    skipped_images list  (optional: only when some were) images left out because they do not decode
+                         (``bad_images: skip``): {path: under root, error, source: archive
+                         member or file}; the counts above leave them out
 
 The trainer calls :func:`load_data_root`, which also accepts a plain ImageFolder tree, so it can
 run without the workflow on any folder with ``train/`` and ``val/``.
+
+A dataset folder (``results/data/<name>/``) holds one tree: :func:`remove_stale_trees` removes
+the trees an earlier source left there once the new one is in place.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nettebench.records.atomic import write_json_atomic
+from nettebench.records.atomic import remove_tree, write_json_atomic
 
 from .errors import DatasetError
 
@@ -47,6 +53,7 @@ INFO_KEYS = (
     "sha256",
     "synthetic",
 )
+OPTIONAL_KEYS = ("skipped_images",)  # written only when there is something to say
 # The extensions torchvision's ImageFolder accepts (torchvision.datasets.folder.IMG_EXTENSIONS),
 # so the counts here match what the trainer will load.
 IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
@@ -71,6 +78,8 @@ class DataRoot:
     val_dir: Path
     classes: tuple[str, ...]
     name: str
+    # images dataset.json says to leave out (they do not decode), as absolute path strings
+    skipped: frozenset[str] = frozenset()
 
 
 def has_splits(folder: str | os.PathLike[str]) -> bool:
@@ -85,29 +94,36 @@ def class_folders(split_dir: str | os.PathLike[str]) -> list[str]:
         return sorted(entry.name for entry in entries if entry.is_dir())
 
 
-def describe_tree(root: str | os.PathLike[str]) -> TreeStats:
+def describe_tree(
+    root: str | os.PathLike[str],
+    *,
+    name_of: Callable[[Path], str] = str,
+    exclude: Collection[str] = (),
+) -> TreeStats:
     """Check ``root`` is a usable ImageFolder pair and count its images.
 
     Raises DatasetError when ``train/`` or ``val/`` is missing, the two hold different class
     folders, or a class folder holds no image: each would otherwise surface later as a
-    confusing error (or silently shifted labels) inside the trainer.
+    confusing error (or silently shifted labels) inside the trainer. ``name_of`` names a folder
+    in those errors the way the user knows it (an archive's member, not a temporary path).
+    ``exclude``: image paths (as strings) left out of the counts (skipped images).
     """
     root = Path(root)
     missing = [split for split in SPLITS if not (root / split).is_dir()]
     if missing:
         raise DatasetError(
-            f"{root} has no {' or '.join(s + '/' for s in missing)} folder; a dataset folder "
-            "must hold train/<class>/*.JPEG and val/<class>/*.JPEG" + _hint_children(root)
+            f"{name_of(root)} has no {' or '.join(s + '/' for s in missing)} folder; a dataset "
+            "folder must hold train/<class>/*.JPEG and val/<class>/*.JPEG" + _hint_children(root)
         )
     train_classes = class_folders(root / "train")
     val_classes = class_folders(root / "val")
     if not train_classes:
-        raise DatasetError(f"{root / 'train'} has no class folders")
+        raise DatasetError(f"{name_of(root / 'train')} has no class folders")
     if train_classes != val_classes:
         only_train = sorted(set(train_classes) - set(val_classes))
         only_val = sorted(set(val_classes) - set(train_classes))
         raise DatasetError(
-            f"{root}: train/ and val/ hold different class folders "
+            f"{name_of(root)}: train/ and val/ hold different class folders "
             f"(only in train/: {only_train or 'none'}; only in val/: {only_val or 'none'}); "
             "labels would not line up, so make the two folders hold the same classes"
         )
@@ -115,10 +131,10 @@ def describe_tree(root: str | os.PathLike[str]) -> TreeStats:
     for split in SPLITS:
         total = 0
         for name in train_classes:
-            found = count_images(root / split / name)
+            found = count_images(root / split / name, exclude=exclude)
             if found == 0:
                 raise DatasetError(
-                    f"{root / split / name} holds no images (looked for "
+                    f"{name_of(root / split / name)} holds no images (looked for "
                     f"{', '.join(IMAGE_EXTENSIONS)}); remove the folder or add its images"
                 )
             total += found
@@ -126,13 +142,15 @@ def describe_tree(root: str | os.PathLike[str]) -> TreeStats:
     return TreeStats(tuple(train_classes), counts["train"], counts["val"])
 
 
-def count_images(folder: str | os.PathLike[str]) -> int:
-    """Image files under ``folder``, recursively, following links the way ImageFolder does."""
+def count_images(folder: str | os.PathLike[str], *, exclude: Collection[str] = ()) -> int:
+    """Image files under ``folder``, recursively, following links the way ImageFolder does
+    (but for the paths in ``exclude``)."""
     return sum(
         1
-        for _dir, _subdirs, files in os.walk(folder, followlinks=True)
+        for folder_path, _subdirs, files in os.walk(folder, followlinks=True)
         for name in files
         if name.lower().endswith(IMAGE_EXTENSIONS)
+        and os.path.join(folder_path, name) not in exclude
     )
 
 
@@ -146,11 +164,13 @@ def write_info(
     sha256: str | None = None,
     synthetic: Mapping[str, Any] | None = None,
     stats: TreeStats | None = None,
+    skipped: list[Mapping[str, str]] | None = None,
 ) -> dict[str, Any]:
     """Write ``<out_dir>/dataset.json`` atomically and return what was written.
 
     ``root`` is relative to ``out_dir`` or absolute. ``stats`` is computed from the tree when not
-    given (callers that already validated the tree pass it to avoid a second walk).
+    given (callers that already validated the tree pass it to avoid a second walk); ``skipped``
+    lists the images left out (the key is written only when there are some).
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -170,8 +190,32 @@ def write_info(
         "sha256": sha256,
         "synthetic": None if synthetic is None else dict(synthetic),
     }
+    if skipped:
+        info["skipped_images"] = [dict(entry) for entry in skipped]
     write_json_atomic(out_dir / INFO_FILE, info)
     return info
+
+
+def remove_stale_trees(
+    out_dir: str | os.PathLike[str], keep: str | os.PathLike[str] | None
+) -> list[Path]:
+    """Remove every folder of ``out_dir`` that holds ``train/`` and ``val/`` but ``keep``.
+
+    A dataset's folder holds the tree of its current source only: after ``source:`` changes (an
+    archive with another top folder, a local folder, generated data) the old tree would stay
+    beside the new one (1.5 GB for imagenette2). Other folders (the decoded ``store/``) stay.
+    """
+    out_dir = Path(out_dir)
+    kept = Path(keep).resolve() if keep is not None else None
+    removed = []
+    for entry in sorted(out_dir.iterdir()) if out_dir.is_dir() else ():
+        if entry.is_symlink() or not entry.is_dir() or not has_splits(entry):
+            continue
+        if kept is not None and (entry.resolve() == kept or entry.resolve() in kept.parents):
+            continue
+        remove_tree(entry)
+        removed.append(entry)
+    return removed
 
 
 def read_info(path: str | os.PathLike[str]) -> dict[str, Any]:
@@ -234,12 +278,16 @@ def _from_info(info_path: Path) -> DataRoot:
             f"{list(classes)}; the tree changed since it was prepared: delete dataset.json and "
             "prepare the dataset again"
         )
+    skipped = frozenset(
+        str(root / entry["path"]) for entry in info.get("skipped_images") or () if "path" in entry
+    )
     return DataRoot(
         root=root,
         train_dir=root / "train",
         val_dir=root / "val",
         classes=classes,
         name=str(info.get("name") or root.name),
+        skipped=skipped,
     )
 
 

@@ -3,11 +3,15 @@
 The user's folder (``source:`` in config.yaml pointing at a directory) must hold ``train/`` and
 ``val/`` with the same class folders; it is checked, then ``<out_dir>/dataset.json`` records its
 absolute path. Copying a multi-gigabyte tree would only cost time and disk, and the trainer reads
-the folder in place.
+the folder in place. Every image is decoded once first (:mod:`.images`): one that does not
+rejects the folder, naming the file, or with ``--bad-images skip`` is listed in dataset.json and
+left out by the loaders (the user's files are never touched). Trees an earlier source of the
+dataset left in ``out_dir`` are removed.
 
 Command line::
 
     python -m nettebench.datasets.local --source DIR --out-dir DIR --name NAME
+        [--bad-images reject|skip] [--jobs N]
 """
 
 from __future__ import annotations
@@ -18,14 +22,21 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import images
 from .errors import DatasetError, report
-from .info import INFO_FILE, describe_tree, write_info
+from .info import INFO_FILE, describe_tree, remove_stale_trees, write_info
 
 
 def register_directory(
-    source_dir: str | os.PathLike[str], out_dir: str | os.PathLike[str], *, name: str
+    source_dir: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    name: str,
+    bad_images: str = "reject",
+    jobs: int | None = None,
 ) -> dict[str, Any]:
-    """Check ``source_dir`` holds train/ and val/ and write ``<out_dir>/dataset.json`` for it."""
+    """Check ``source_dir`` holds train/ and val/ whose images decode and write
+    ``<out_dir>/dataset.json`` for it."""
     out_dir = Path(out_dir)
     (out_dir / INFO_FILE).unlink(missing_ok=True)
     source = Path(source_dir).expanduser()
@@ -37,6 +48,17 @@ def register_directory(
         )
     root = source.resolve()
     stats = describe_tree(root)
+    bad = images.find_bad_images(root, stats.classes, jobs=jobs)
+    skipped = []
+    if bad:
+        if bad_images != "skip":
+            raise DatasetError(images.rejection(bad, lambda b: str(b.path), name))
+        skipped = images.skipped_entries(bad, lambda b: str(b.path))
+        for image in bad:
+            print(f"skipped {image.path}: {image.error}", file=sys.stderr)
+        stats = describe_tree(root, exclude={str(image.path) for image in bad})
+    for stale in remove_stale_trees(out_dir, keep=root):
+        print(f"removed {stale}, the tree of the dataset's earlier source", file=sys.stderr)
     return write_info(
         out_dir,
         name=name,
@@ -44,6 +66,7 @@ def register_directory(
         root=str(root),
         source=str(root),
         stats=stats,
+        skipped=skipped,
     )
 
 
@@ -55,9 +78,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", required=True, help="folder holding train/ and val/")
     parser.add_argument("--out-dir", required=True, help="where dataset.json is written")
     parser.add_argument("--name", required=True, help="dataset name recorded in dataset.json")
+    images.add_options(parser)
     args = parser.parse_args(argv)
     try:
-        info = register_directory(args.source, args.out_dir, name=args.name)
+        info = register_directory(
+            args.source, args.out_dir, name=args.name, bad_images=args.bad_images, jobs=args.jobs
+        )
     except DatasetError as exc:
         return report(exc)
     print(

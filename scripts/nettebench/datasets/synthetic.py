@@ -45,7 +45,7 @@ from tqdm import tqdm
 from nettebench.records.atomic import install_tree, make_work_dir, remove_tree
 
 from .errors import DatasetError, report
-from .info import INFO_FILE, TreeStats, write_info
+from .info import INFO_FILE, TreeStats, remove_stale_trees, write_info
 
 GENERATOR_VERSION = 1  # bump when a change alters the pixels, so old trees are not mistaken
 IMAGENETTE_WNIDS = (
@@ -76,6 +76,9 @@ SPLIT_IDS = {"train": 0, "val": 1}
 JPEG_QUALITY = 90
 TREE = "data"
 WORK_PREFIX = ".synthetic-"
+# The module's own name also under `python -m`, where __name__ is "__main__" (dataset.json's
+# `generator`).
+MODULE = __spec__.name if __spec__ is not None else __name__
 
 
 def class_names(num_classes: int) -> list[str]:
@@ -249,6 +252,8 @@ def generate(
     finally:
         remove_tree(work)
 
+    for stale in remove_stale_trees(out_dir, keep=out_dir / TREE):
+        print(f"removed {stale}, the tree of the dataset's earlier source", file=sys.stderr)
     return write_info(
         out_dir,
         name=name,
@@ -257,7 +262,7 @@ def generate(
         source=None,
         sha256=None,
         synthetic={
-            "generator": __name__,
+            "generator": MODULE,
             "version": GENERATOR_VERSION,
             "size": size,
             "train_images": train_images,

@@ -51,12 +51,13 @@ from nettebench.profiling import (
 from nettebench.profiling.backends import BackendUnavailable
 from nettebench.profiling.external import ToolFailed, run_inner
 from nettebench.profiling.summaries import TABLE_COLUMNS, Tables, category_rows, write_csv
-from nettebench.records import environment
+from nettebench.records import conditions, environment
 from nettebench.records.atomic import write_bytes_atomic, write_json_atomic
 from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
 from nettebench.study.precision import unsupported_reason
 from nettebench.training.apex import ApexAmpUnavailable
-from nettebench.training.cli import oom_message, resolve_device
+from nettebench.training.cli import resolve_device
+from nettebench.training.outcome import oom_message
 
 CATEGORY_NOTES = {
     SOURCE_GPU: "categories: GPU time of kernels and memory operations",
@@ -147,8 +148,11 @@ def _main(argv: list[str]) -> int:
     reason = unsupported_reason(cell.precision, device.type)
     if reason:
         return _write(out_dir, record, window, status=STATUS_UNSUPPORTED, message=reason)
+    probe = conditions.Probe(gpu=conditions.gpu_target(device))  # warm-up and window
+    started = probe.start(gpu=True)
     try:
         result = _profile(args.backend, argv, cell, args.data, device, store_dir, window, out_dir)
+        record["conditions"] = probe.stop(started, gpu=True)
     except (torch.OutOfMemoryError, MemoryError) as error:
         message = oom_message(cell, device, error)
         return _write(out_dir, record, window, status=STATUS_OOM, message=message)
@@ -245,6 +249,7 @@ def _record(cell: CellSpec, backend: str, device) -> dict[str, Any]:
         "device": environment.device_info(device),
         "environment": environment.collect(),
         "window": None,
+        "conditions": None,  # what else the machine did meanwhile (records.conditions)
         "category_source": None,
         "totals": {},
         "notes": [],

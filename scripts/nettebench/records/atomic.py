@@ -9,35 +9,45 @@ place. Standard library only: the datasets code imports it while Snakemake parse
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import stat
 import tempfile
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 STALE_PREFIX = ".stale-"
 
 
-def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` all-or-nothing."""
+@contextlib.contextmanager
+def open_atomic(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """A binary file to write ``path`` through, all-or-nothing: it replaces ``path`` (flushed
+    to disk) only when the block ends without an error, so a writer can stream into it
+    (``torch.save``) instead of building the whole file in memory first."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     # open() (not mkstemp, which makes the file private) so the usual umask decides who reads it.
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:8]}.tmp")
     try:
         with open(tmp, "xb") as handle:
-            handle.write(data)
+            yield handle
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return path
+
+
+def write_bytes_atomic(path: str | os.PathLike[str], data: bytes) -> Path:
+    """Write ``data`` to ``path`` all-or-nothing."""
+    with open_atomic(path) as handle:
+        handle.write(data)
+    return Path(path)
 
 
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> Path:

@@ -22,6 +22,7 @@ import torch
 
 from nettebench.builds.activate import active_environment, find_build
 from nettebench.builds.catalog import LIBRARIES
+from nettebench.records import cpu
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -38,6 +39,7 @@ def collect() -> dict[str, Any]:
         "python": platform.python_version(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
+        **cpu.describe(),  # capability, speed flags, affinity, native bf16 (records/cpu.py)
         "gpu_name": torch.cuda.get_device_name(0) if cuda else None,
         "gpu_count": torch.cuda.device_count() if cuda else 0,
         "driver": _nvidia_driver() if cuda else None,

@@ -42,6 +42,13 @@ METRICS_KEYS = (
     "environment",  # dict: see nettebench.records.environment.collect
     "summary",  # dict: SUMMARY_KEYS (values None when the cell did not run)
 )
+# Top-level keys a record may have (older records lack them and still read).
+OPTIONAL_METRICS_KEYS = (
+    # dict | None: what else the machine did while the epochs ran (records.conditions
+    # CONDITION_KEYS, plus "epochs_under_interference": the 1-based epochs whose own window
+    # was under interference); None for a cell that trained no epoch
+    "conditions",
+)
 
 # Keys of metrics.json["summary"].
 SUMMARY_KEYS = (
@@ -61,10 +68,20 @@ SUMMARY_KEYS = (
     "final_train_loss",  # float
     "batch_size_used",  # int: the batch size trained with (chosen when the cell says auto)
     "steady_epoch_s",  # float: median wall time of the epochs after the first
-    "first_epoch_overhead_s",  # float: first epoch's wall time minus steady_epoch_s (warm-up)
+    # float >= 0: first epoch's wall time minus steady_epoch_s (warm-up); never negative: a
+    # first epoch faster than the steady ones is no overhead (and, beyond the noise below, a
+    # sign that conditions changed between epochs: see "anomalies")
+    "first_epoch_overhead_s",
+    # float | None: its noise: the largest deviation of a later epoch from steady_epoch_s (how
+    # far an epoch moves with no warm-up at all); None with fewer than two later epochs
+    "first_epoch_overhead_noise_s",
+    "anomalies",  # list of text: figures of this cell that cannot be true as measured
     "peak_mem_mb",  # float: peak device memory (CUDA allocator) or peak RSS on a CPU
     "resumed_from_epoch",  # int | None: epochs an earlier, killed process had finished
     "compile_s",  # float | None: torch.compile warm-up before epoch 1 (cells with compile: true)
+    # str | None: loader cached: where its store was, "resident" (in the training device's
+    # memory) or "streamed" (host memory, streamed to the GPU); None for the pil loader
+    "store_mode",
 )
 
 # Columns of epochs.csv, in order.
@@ -85,6 +102,11 @@ EPOCH_COLUMNS = (
     "train_images",  # images trained on in the timed steps of this epoch
     "peak_mem_mb",  # peak device memory in the epoch (CPU: process peak RSS so far)
     "extrapolated",  # bool
+    # what else the machine did during the epoch (records.conditions): other processes' share
+    # of the job's CPUs, the hypervisor's steal share, and the verdict (bool)
+    "other_cpu_share",
+    "steal_share",
+    "interference",
 )
 
 

@@ -37,8 +37,10 @@ import pandas as pd
 from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report.collect import RecordError, epochs_frame, read_cells, runs_frame
+from nettebench.report.front_page import headline_html
 from nettebench.report.grids import NO_CELLS_NOTE
 from nettebench.report.tables.accuracy import accuracy_markdown
+from nettebench.report.tables.conditions import timing_conditions_markdown
 from nettebench.report.tables.cpu_vs_gpu import cpu_vs_gpu_markdown
 from nettebench.report.tables.machines import machines_markdown
 from nettebench.report.tables.throughput import throughput_markdown
@@ -58,6 +60,7 @@ OUTPUTS = {
     "epochs": "epochs.csv",
     **{name: f"{name}.md" for name in MARKDOWN_TABLES},
     **{f"{name}_html": f"{name}.html" for name in MARKDOWN_TABLES},
+    "headline": outputs.HEADLINE_FILE,
 }
 
 
@@ -99,9 +102,11 @@ def aggregate(
         "time_by_library_version": library_versions_markdown(runs),
         "time_by_machine": machines_markdown(runs),
         "time_to_accuracy": time_to_accuracy_markdown(runs),
+        "timing_conditions": timing_conditions_markdown(runs),
     }
     texts["runs_html"] = T.csv_to_html(texts["runs"], "Runs", _RUNS_NOTE, empty=NO_CELLS_NOTE)
     texts.update({f"{name}_html": T.markdown_to_html(texts[name]) for name in MARKDOWN_TABLES})
+    texts["headline"] = headline_html(runs, texts["time_by_model_precision"])
     out = Path(out_dir)
     written = {}
     for name, text in texts.items():

@@ -40,7 +40,6 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import matplotlib as mpl
 import numpy as np
@@ -48,10 +47,13 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
+from nettebench.report import caveats as C
+from nettebench.report import facets as F
 from nettebench.report import format as T
 from nettebench.report.collect import EPOCH_ID_COLUMNS
-from nettebench.report.grids import GROUP_KEYS, row_keys
+from nettebench.report.grids import row_keys
 from nettebench.report.plotting import (
+    MARK_COLOR,
     bar_width,
     empty_figure,
     grouped_bars,
@@ -61,7 +63,7 @@ from nettebench.report.plotting import (
     save,
     style,
 )
-from nettebench.report.setups import SETUP_COLUMNS, title_suffix
+from nettebench.report.setups import SETUP_COLUMNS
 from nettebench.study import outputs
 
 FIGURE_NAMES = outputs.FIGURE_NAMES
@@ -95,6 +97,10 @@ _RUN_COLUMNS = (
     "target_top1",
     "time_to_target_s",
     *SETUP_COLUMNS,
+    # caveats (report.caveats): marks over a bar whose number cannot be taken at face value
+    "interference",
+    "ceiling_interference",
+    "above_ceiling",
 )
 
 
@@ -102,78 +108,13 @@ _EPOCH_COLUMNS = (*EPOCH_ID_COLUMNS, "epoch", "val_top1", "val_top5")
 NOT_REACHED = "not reached"  # what the time-to-accuracy figure writes where no seed got there
 
 
-def _facet_title(
-    dataset: Any, epochs: Any, frame: pd.DataFrame, among: pd.DataFrame | None = None
-) -> str:
-    names = sorted({str(n) for n in frame["device_name"].dropna()})
-    device = "; ".join(names) or "; ".join(sorted({str(t) for t in frame["device_type"].dropna()}))
-    if among is not None:
-        device += title_suffix(frame, among)
-    parts = [str(dataset)]
-    if epochs is not None:
-        parts.append(f"{T.fmt_value(epochs)} epochs")
-    return ", ".join(parts) + (f"\n{device}" if device else "")
-
-
-def _matrix_facets(runs: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
-    """Matrix cells split by (dataset, epochs, device type, setup), each with its row labels."""
-    matrix = runs[runs["kind"] == "matrix"]
-    facets = []
-    for (dataset, epochs, _, _), frame in matrix.groupby(GROUP_KEYS, sort=False, dropna=False):
-        frame = frame.assign(label=T.row_labels(frame, row_keys(runs)))
-        facets.append((_facet_title(dataset, epochs, frame, matrix), frame))
-    return facets
-
-
-def _bar_frame(
-    frame: pd.DataFrame,
-    value: str,
-    hue: str = "precision",
-    outline: str | None = None,
-    status: str = "status",
-) -> pd.DataFrame:
-    columns = {
-        "label": frame["label"],
-        "hue": frame[hue].astype(str),
-        "status": frame[status],
-        "value": pd.to_numeric(frame[value], errors="coerce"),
-    }
-    if outline is not None and outline in frame:  # an older runs.csv has no ceiling columns
-        columns["outline"] = pd.to_numeric(frame[outline], errors="coerce")
-    return pd.DataFrame(columns)
-
-
-def _precision_bar_panels(
-    runs: pd.DataFrame, facets, value: str, status: str = "status", outcomes=None
-):
-    """One panel per (title, frame) facet: bars of ``value`` by row label, one per precision
-    (colours fixed across the figure). Returns the figure and its (axes, frame) pairs for the
-    caller's own labels and marks."""
-    colors = precision_colors(runs["precision"].dropna().astype(str))
-    widest = max(bar_width(f["label"].nunique(), f["precision"].nunique()) for _, f in facets)
-    fig, axes = new_figure(len(facets), panel_width=widest)
-    panels = []
-    for ax, (facet_title, frame) in zip(axes, facets, strict=True):
-        grouped_bars(
-            ax,
-            _bar_frame(frame, value, status=status),
-            categories=list(frame["label"].unique()),
-            hues=T.sort_precisions(frame["precision"]),
-            colors=colors,
-            outcomes=outcomes,
-        )
-        ax.set_title(facet_title, fontsize=9)
-        panels.append((ax, frame))
-    return fig, panels
-
-
 def plot_time(runs: pd.DataFrame) -> Figure:
     """Seconds for all epochs of each matrix cell, by model, one bar per precision."""
     title = "Time for all epochs by model and precision"
-    facets = _matrix_facets(runs)
+    facets = F.matrix_facets(runs)
     if not facets:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
-    fig, panels = _precision_bar_panels(runs, facets, "time_for_epochs_s")
+    fig, panels = F.precision_bar_panels(runs, facets, "time_for_epochs_s")
     for ax, frame in panels:
         ax.set_ylabel("seconds (mean ± 95 % CI over seeds)")
         if frame["extrapolated"].any():
@@ -193,7 +134,7 @@ def plot_time(runs: pd.DataFrame) -> Figure:
 def plot_speedup(runs: pd.DataFrame) -> Figure:
     """O0 time / time, per seed, by model and precision; 1.0 = as fast as O0."""
     title = f"Speed-up over {BASELINE_PRECISION} (time for all epochs)"
-    matrix_facets = _matrix_facets(runs)
+    matrix_facets = F.matrix_facets(runs)
     if not matrix_facets:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
     facets = []
@@ -209,7 +150,7 @@ def plot_speedup(runs: pd.DataFrame) -> Figure:
         facets.append((facet_title, others))
     if not facets:
         return empty_figure(title, f"no {BASELINE_PRECISION} cells to compare against")
-    fig, panels = _precision_bar_panels(runs, facets, "speedup")
+    fig, panels = F.precision_bar_panels(runs, facets, "speedup")
     for ax, _frame in panels:
         ax.axhline(1.0, color="0.15", linewidth=1.0, linestyle="--", zorder=3)
         ax.annotate(
@@ -316,16 +257,16 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
         is_cpu = frame["kind"] == "cpu_baseline"
         setups = frame.loc[~is_cpu, ["device_type", "setup"]].drop_duplicates()
         for device_type, setup in list(setups.itertuples(index=False)) or [(None, None)]:
-            on_device = (~is_cpu) & _equal(frame["device_type"], device_type)
-            on_device &= _equal(frame["setup"], setup)
+            on_device = (~is_cpu) & F.equal(frame["device_type"], device_type)
+            on_device &= F.equal(frame["setup"], setup)
             if on_device.any():
                 machine = frame.loc[on_device, "machine"].iloc[0]
-                part = frame[(is_cpu & _equal(frame["machine"], machine)) | on_device]
+                part = frame[(is_cpu & F.equal(frame["machine"], machine)) | on_device]
             else:
                 part = frame[is_cpu]
             part = part.sort_values(["model", "batch_size"], kind="stable")
             part = part.assign(label=T.row_labels(part, label_keys))
-            facets.append((_facet_title(dataset, None, part[~is_cpu[part.index]], matrix), part))
+            facets.append((F.facet_title(dataset, None, part[~is_cpu[part.index]], matrix), part))
     widest = max(bar_width(f["label"].nunique(), f["hue"].nunique()) for _, f in facets)
     fig, axes = new_figure(len(facets), panel_width=widest)
     for ax, (facet_title, frame) in zip(axes, facets, strict=True):
@@ -333,7 +274,7 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
         hues = matrix_hues + sorted(set(frame["hue"]) - set(matrix_hues))
         grouped_bars(
             ax,
-            _bar_frame(frame, "train_img_s", hue="hue", outline="ceiling_img_s"),
+            F.bar_frame(frame, "train_img_s", hue="hue", outline="ceiling_img_s"),
             categories=list(frame["label"].unique()),
             hues=hues,
             colors=colors,
@@ -351,12 +292,17 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
         ax.set_ylabel(f"training images / s (mean ± 95 % CI over seeds{scale})")
         ax.set_title(facet_title, fontsize=9)
     fig.suptitle(title)
+    marks = set(F.caveat_marks(wanted)) - {""}
+    if marks:
+        legend = {
+            C.INTERFERENCE_MARK: f"{C.INTERFERENCE_MARK} timed under interference (its own or "
+            "its ceiling's): see the Timing conditions table",
+            C.IMPOSSIBLE_MARK: f"{C.IMPOSSIBLE_MARK} faster than its own ceiling beyond noise: "
+            "the two were not measured alike",
+        }
+        text = "\n".join(legend[m] for m in sorted(marks))
+        fig.supxlabel(text, fontsize=6.5, color=MARK_COLOR, ha="center")
     return fig
-
-
-def _equal(column: pd.Series, value: Any) -> pd.Series:
-    """Rows whose value is ``value``, a missing value matching missing ones."""
-    return column.isna() if T.is_missing(value) else column == value
 
 
 def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
@@ -367,22 +313,23 @@ def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
         return empty_figure(title, "no target: set target_top1 in the config")
     target = float(targets.iloc[0])
     title = f"Time to {target:g} % validation top-1"
-    facets = _matrix_facets(runs)
+    facets = F.matrix_facets(runs)
     if not facets:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
     reached = pd.to_numeric(runs["time_to_target_s"], errors="coerce").notna()
+    reason = np.where(runs["extrapolated"], "partial", "not_reached")
     runs = runs.assign(
         target_status=np.where(
-            runs["status"] != "ok", runs["status"], np.where(reached, "ok", "not_reached")
+            runs["status"] != "ok", runs["status"], np.where(reached, "ok", reason)
         )
     )
     facets = [(t, f.assign(target_status=runs.loc[f.index, "target_status"])) for t, f in facets]
-    fig, panels = _precision_bar_panels(
+    fig, panels = F.precision_bar_panels(
         runs,
         facets,
         "time_to_target_s",
         status="target_status",
-        outcomes={"not_reached": NOT_REACHED},
+        outcomes={"not_reached": NOT_REACHED, "partial": "partial epochs"},
     )
     for ax, _frame in panels:
         ax.set_ylabel("seconds to target (mean ± 95 % CI)")

@@ -341,6 +341,14 @@ def markdown_to_html(text: str, title: str | None = None) -> str:
     a table and the next heading are its footnotes and are set smaller. Everything is
     HTML-escaped. ``title`` defaults to the first heading.
     """
+    first_heading, body = markdown_body(text)
+    page_title = title or (first_heading or "nettebench").replace("`", "")
+    return html_page(page_title, body)
+
+
+def markdown_body(text: str) -> tuple[str | None, str]:
+    """(first heading, HTML body) of :func:`markdown_to_html`, without the page around it: a
+    fragment another page embeds (the report's front page)."""
     lines = text.splitlines()
     parts: list[str] = []
     first_heading = None
@@ -384,8 +392,7 @@ def markdown_to_html(text: str, title: str | None = None) -> str:
                 i += 1
             css = ' class="note"' if after_table else ""
             parts.append(f"<p{css}>{inline_html(' '.join(paragraph))}</p>")
-    page_title = title or (first_heading or "nettebench").replace("`", "")
-    return html_page(page_title, "\n".join(parts))
+    return first_heading, "\n".join(parts)
 
 
 def csv_to_html(csv_text: str, title: str, note: str = "", *, empty: str = "No rows.") -> str:

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from nettebench.records import files as records
+from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.collect import cell_keys
@@ -63,8 +64,9 @@ NO_CEILINGS_NOTE = (
 
 CEILING_NOTE = (
     "The compute ceiling is the training img/s of the same model, precision and batch size on a "
-    "batch already on the device, with no input pipeline (`ceiling.json`, written by "
-    "`python -m nettebench.benchmarks.ceiling`). Blank: no ceiling measured for that cell."
+    "batch already on the device, with no input pipeline (`ceiling.json`, measured in the cell's "
+    "own job right after its epochs: `python -m nettebench.benchmarks.cell_job`). Blank: no "
+    "ceiling measured for that cell."
 )
 
 
@@ -97,6 +99,10 @@ class Grid:
     approx: bool
     partial: bool
     not_ok: bool
+    # the caveats (report.caveats) marked in this table: their footnotes
+    interference: str | None = None  # the subject ("cell", "ceiling", "share") when marked
+    impossible: bool = False
+    emulated: str | None = None  # the note naming the CPU, when a column is emulated
 
     def notes(self) -> list[str]:
         notes = []
@@ -106,7 +112,13 @@ class Grid:
             notes.append(PARTIAL_NOTE)
         if self.not_ok:
             notes.append(LEGEND)
+        notes += self.caveat_notes()
         return notes
+
+    def caveat_notes(self) -> list[str]:
+        notes = [C.interference_note(self.interference)] if self.interference else []
+        notes += [C.IMPOSSIBLE_NOTE] if self.impossible else []
+        return notes + ([self.emulated] if self.emulated else [])
 
 
 def model_precision_grids(
@@ -117,12 +129,16 @@ def model_precision_grids(
     mark_extrapolated: bool,
     status: str = "status",
     require: str | None = None,
+    caveats: str = "cell",
 ) -> list[Grid]:
     """Matrix cells as model x precision tables, one per (dataset, epochs, device type, setup).
 
     A table cell is the mean of ``value`` ± its 95 % confidence interval over the seeds whose
     ``status`` column is ok (the ceiling's tables pass ``ceiling_status``). With ``require``, a
-    table is left out unless some of its cells have a value in that column.
+    table is left out unless some of its cells have a value in that column. ``caveats`` names
+    whose timing conditions the value depends on (``cell``, ``ceiling`` or ``share``:
+    :func:`nettebench.report.caveats.cell_caveat`), and a column of a precision the CPU emulated
+    says so in its header.
     """
     matrix = runs[runs["kind"] == "matrix"]
     grids = []
@@ -132,6 +148,7 @@ def model_precision_grids(
         labels = T.row_labels(table, row_keys(runs))
         precisions = T.sort_precisions(table["precision"])
         rows, counts, approx, partial = [], [], False, False
+        marked, impossible = False, False
         for label in labels.unique():
             row = [label]
             for precision in precisions:
@@ -150,7 +167,17 @@ def model_precision_grids(
                     counts.append(summary.n)
                 approx |= text.startswith(T.APPROX_MARK)
                 partial |= text.endswith(T.PARTIAL_MARK)
+                if len(ok) and summary.mean is not None:
+                    withheld, mark = C.cell_caveat(ok.to_dict("records"), caveats)
+                    row[-1] = C.IMPOSSIBLE_MARK if withheld else text + mark
+                    marked, impossible = marked or bool(mark), impossible or withheld
             rows.append(row)
+        finished = table[table[status] == records.STATUS_OK]
+        headers = [
+            C.emulated_header(p, finished[finished["precision"] == p].to_dict("records"))
+            for p in precisions
+        ]
+        emulated = headers != precisions
         title = (
             f"{dataset}, {T.fmt_value(epochs)} epochs, {device_title(table)}"
             f"{title_suffix(table, matrix)}"
@@ -158,12 +185,15 @@ def model_precision_grids(
         grids.append(
             Grid(
                 title=title,
-                header=["model", *precisions],
+                header=["model", *headers],
                 rows=rows,
                 seed_counts=counts,
                 approx=approx,
                 partial=partial,
                 not_ok=bool(table[status].isin(list(T.OUTCOME_TEXT)).any()),
+                interference=caveats if marked else None,
+                impossible=impossible,
+                emulated=C.emulated_note(finished.to_dict("records")) if emulated else None,
             )
         )
     return grids

@@ -39,6 +39,7 @@ NUMERIC_COLUMNS = (
     "val_top1",
     "val_top5",
 )
+MARK_COLOR = "firebrick"  # caveat marks over bars (interference, impossible)
 CEILING_EDGE = "0.1"
 CEILING_LABEL = "compute ceiling"  # legend entry of the dashed outline over a throughput bar
 CPU_HATCH = "//"
@@ -169,6 +170,20 @@ def grouped_bars(
                     zorder=3,  # over the filled bar, so it shows where the bar is taller
                 )
             values = seeds.loc[seeds["status"] == "ok", "value"].dropna()
+            marks = "".join(sorted(set(seeds["mark"].dropna()))) if "mark" in seeds else ""
+            if marks and len(values):  # a caveat (report.caveats) over the bar or its ceiling
+                top = max(values.mean(), outline.mean() if len(outline) else 0.0)
+                ax.annotate(
+                    marks,
+                    (offsets[i], top),
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize=9,
+                    fontweight="bold",
+                    color=MARK_COLOR,
+                )
             if len(values):
                 summary = stats.summarize(values)
                 ax.bar(

@@ -71,6 +71,13 @@ class CellSpec:
     compile: bool = False  # torch.compile the model; its compile time is reported apart
     torchvision: str = "installed"  # installed, or a source build named under `builds.torchvision`
     apex: str = "installed"  # installed, or a source build named under `builds.apex`
+    # cuDNN autotuning (torch.backends.cudnn.benchmark, as the reference sets it); always off
+    # under deterministic
+    cudnn_benchmark: bool = True
+    # cached loader on a GPU: auto (in device memory when the store fits in half the free
+    # memory, else streamed from host memory), device (always resident) or host (always
+    # streamed); nothing to choose on a CPU, where the store is host memory already
+    store_placement: str = "auto"
     # installed, or a package environment named under `environments:` (pinned packages from the
     # registry, installed into a prefix of their own that the cell puts first on its path)
     environment: str = "installed"

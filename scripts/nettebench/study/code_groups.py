@@ -15,9 +15,12 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 # What every group that reads or writes records runs: the parse-time core and the record files.
 _CORE = ("study/", "records/")
-# A training cell: the trainer, its input pipelines and models, the builds it activates and the
-# dataset description it reads.
-_TRAINER = ("training/", "data/", "models/", "builds/", "datasets/", *_CORE)
+# What reads a prepared dataset: its description (dataset.json), not how it was fetched or made.
+_DATASET = ("datasets/__init__.py", "datasets/catalog.py", "datasets/errors.py", "datasets/info.py")
+# A training cell: the trainer, its input pipelines and models, the build it activates (not the
+# build steps) and the dataset it reads.
+_BUILD_USE = ("builds/__init__.py", "builds/activate.py", "builds/catalog.py")
+_TRAINER = ("training/", "data/", "models/", *_BUILD_USE, *_DATASET, *_CORE)
 
 # What every table and figure is built from: the records read into frames, shaped and formatted.
 _REPORT = (
@@ -27,19 +30,34 @@ _REPORT = (
     "report/format.py",
     "report/setups.py",
     "report/stats.py",
+    "report/caveats.py",
     *_CORE,
 )
 
 CODE_GROUPS: dict[str, tuple[str, ...]] = {
     # Only the store's own modules of data/: editing a loader must not decode the dataset again.
-    "store": ("data/__init__.py", "data/store.py", "data/store_build.py", "datasets/", *_CORE),
+    "store": ("data/__init__.py", "data/store.py", "data/store_build.py", *_DATASET, *_CORE),
     "train": _TRAINER,
-    "bench": ("benchmarks/ceiling.py", *_TRAINER),
+    # A matrix cell's job trains it and measures its ceiling right after (benchmarks/cell_job)
+    "matrix_train": (
+        "benchmarks/__init__.py",
+        "benchmarks/cell_job.py",
+        "benchmarks/ceiling.py",
+        *_TRAINER,
+    ),
     "profile": ("profiling/", *_TRAINER),
     # The tables (report/tables/) and the figures (report/figures.py, plotting.py) apart, so
     # editing plotting code reruns only the figures.
-    "aggregate": (*_REPORT, "report/aggregate.py", "report/compare.py", "report/tables/"),
-    "figures": (*_REPORT, "report/figures.py", "report/plotting.py"),
+    "aggregate": (
+        *_REPORT,
+        "report/aggregate.py",
+        "report/compare.py",
+        "report/front_page.py",
+        "report/tables/",
+    ),
+    # The report's front page: the headline table and the throughput figure on one page.
+    "front_page": (*_REPORT, "report/front_page.py"),
+    "figures": (*_REPORT, "report/figures.py", "report/facets.py", "report/plotting.py"),
     "profile_aggregate": (*_REPORT, "report/tables/kernels.py", "profiling/"),
     "profile_figures": (*_REPORT, "report/kernel_figure.py", "report/plotting.py", "profiling/"),
     # A library build depends on its own steps alone, so no other edit rebuilds a library.

@@ -17,6 +17,7 @@ key, the bad value and the allowed values.
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -34,9 +35,11 @@ DEVICES = ("auto", "cpu", "cuda")
 LR_SCHEDULES = ("step", "cosine")
 AMP_BACKENDS = ("native", "apex")
 LOADERS = ("pil", "cached")
+STORE_PLACEMENTS = ("auto", "device", "host")
 _POSITIVE_INTS = ("epochs", "image_size")
-_BOOLEANS = ("deterministic", "pretrained", "compile")
+_BOOLEANS = ("deterministic", "pretrained", "compile", "cudnn_benchmark")
 _NON_NEGATIVE_INTS = ("workers", "seed")
+_NON_NEGATIVE_NUMBERS = ("momentum", "weight_decay")
 
 
 class ConfigError(ValueError):
@@ -112,6 +115,11 @@ def build_cell(
             )
     if cell.compile and cell.amp_backend == "apex":
         raise ConfigError(f"{section}: compile needs amp_backend native (apex patches the model)")
+    if cell.store_placement != "auto" and cell.loader != "cached":
+        raise ConfigError(
+            f"{section}: store_placement {cell.store_placement} needs loader cached "
+            f"(the {cell.loader} loader has no decoded store to place)"
+        )
     if cell.max_steps is not None and cell.max_steps < 1:
         raise ConfigError(f"{section}.max_steps must be >= 1 or null, got {cell.max_steps!r}")
     cell.path()  # raises on values that cannot be a path component
@@ -137,6 +145,8 @@ def _check_value(key: str, value: Any, *, section: str, datasets: Sequence[str])
         _one_of(where, value, AMP_BACKENDS)
     elif key == "loader":
         _one_of(where, value, LOADERS)
+    elif key == "store_placement":
+        _one_of(where, value, STORE_PLACEMENTS)
     elif key == "batch_size":
         if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigError(f"{where} must be an integer >= 1 or auto, got {value!r}")
@@ -146,10 +156,26 @@ def _check_value(key: str, value: Any, *, section: str, datasets: Sequence[str])
     elif key in _BOOLEANS:
         if not isinstance(value, bool):
             raise ConfigError(f"{where} must be true or false, got {value!r}")
+    elif key == "lr":
+        if value is not None and not _finite_number(value, above=0):
+            raise ConfigError(
+                f"{where} must be a number > 0, or null for the reference 0.1 x batch_size / "
+                f"256; got {value!r}"
+            )
+    elif key in _NON_NEGATIVE_NUMBERS:
+        if not _finite_number(value, at_least=0):
+            raise ConfigError(f"{where} must be a number >= 0, got {value!r}")
     elif key in _POSITIVE_INTS or key in _NON_NEGATIVE_INTS:
         lowest = 1 if key in _POSITIVE_INTS else 0
         if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
             raise ConfigError(f"{where} must be an integer >= {lowest}, got {value!r}")
+
+
+def _finite_number(value: Any, *, above: float | None = None, at_least: float | None = None):
+    """A real number (not a boolean, not nan or infinite) in the range asked for."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return False
+    return (above is None or value > above) and (at_least is None or value >= at_least)
 
 
 def _check_build(

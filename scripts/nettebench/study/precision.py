@@ -113,3 +113,17 @@ def unsupported_reason(name: str, device_type: str) -> str | None:
         f"precision {name} ({mode.description}) cannot run on {device_type}: "
         f"{mode.unsupported_hint}"
     )
+
+
+def emulated_reason(name: str, device_type: str, bf16_native: bool | None) -> str | None:
+    """Why a cell's precision ran emulated, or None: bf16 on a CPU without native bf16
+    arithmetic (``environment.bf16_native``, records/cpu.py) is converted to fp32 and back in
+    software, so it measures the emulation, not bf16. Unknown (old records): None."""
+    mode = get(name)
+    uses_bf16 = "bfloat16" in (mode.autocast_dtype, mode.model_dtype)
+    if device_type != "cpu" or not uses_bf16 or bf16_native is not False:
+        return None
+    return (
+        f"precision {name} ({mode.description}) on a CPU without native bf16 arithmetic "
+        "(no avx512_bf16 or amx_bf16 that oneDNN may use): emulated in software"
+    )

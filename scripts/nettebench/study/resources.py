@@ -201,19 +201,24 @@ def _minutes(seconds: float) -> int:
     return max(MIN_RUNTIME_MIN, math.ceil(SAFETY * seconds / 60))
 
 
-def train_job(cell: CellSpec, images: tuple[int, int]) -> JobResources:
-    """The request of a cell's training job (cell_train, cpu_baseline_train)."""
+def train_job(cell: CellSpec, images: tuple[int, int], *, ceiling: bool = False) -> JobResources:
+    """The request of a cell's training job (cell_train, cpu_baseline_train); ``ceiling``: the
+    job also measures the cell's compute ceiling after its epochs (a matrix cell's job)."""
     cores = cpus(cell)
+    seconds = train_seconds(cell, images, cores)
+    if ceiling:
+        seconds += bench_seconds(cell, cores) - STARTUP_S
     return JobResources(
         cpus=cores,
         mem_mb=train_memory_mb(cell, images),
-        runtime=_minutes(train_seconds(cell, images, cores)),
+        runtime=_minutes(seconds),
         gpu=int(uses_gpu(cell)),
     )
 
 
 def bench_job(cell: CellSpec) -> JobResources:
-    """The request of a cell's compute-ceiling job (cell_bench): no loader, a fixed step count."""
+    """The request of a compute-ceiling run of its own (``python -m nettebench.benchmarks.
+    ceiling``; the workflow measures ceilings inside cell_train): no loader, fixed steps."""
     cores = cpus(cell)
     return JobResources(
         cpus=cores,

@@ -64,6 +64,7 @@ class DatasetPlan:
     sha256: str | None = None
     synthetic: Mapping[str, Any] | None = None
     from_catalog: bool = False  # fetched from the catalog's own URL
+    bad_images: str = "reject"  # images that do not decode: reject the dataset, or skip them
 
     @property
     def record_kind(self) -> str:
@@ -296,6 +297,7 @@ def plan_dataset(name: str, spec: Mapping[str, Any] | None) -> DatasetPlan:
         known = {"size": entry.size, "md5": entry.md5, "sha256": entry.sha256}
     if spec.get("synthetic") is not None:
         return DatasetPlan(name, "synthetic", synthetic=dict(spec["synthetic"]))
+    known["bad_images"] = spec.get("bad_images") or "reject"
     source = spec.get("source")
     if source is None:
         if entry is None:
@@ -310,7 +312,9 @@ def plan_dataset(name: str, spec: Mapping[str, Any] | None) -> DatasetPlan:
         return DatasetPlan(name, "download", url=source, **known)
     path = Path(source).expanduser()
     if path.is_dir():
-        return DatasetPlan(name, "directory", directory=str(path.resolve()))
+        return DatasetPlan(
+            name, "directory", directory=str(path.resolve()), bad_images=known["bad_images"]
+        )
     if path.is_file():
         return DatasetPlan(name, "archive", archive=str(path.resolve()), **known)
     raise ConfigError(

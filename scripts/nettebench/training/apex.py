@@ -7,9 +7,11 @@ can be compared. It has TrainingStep's interface and follows apex's documented A
 ``main_amp.py`` and the ``apex.amp`` docs): ``amp.initialize`` on an fp32 CUDA model and its SGD
 optimiser, ``amp.scale_loss`` around backward, ``amp.state_dict`` in checkpoints.
 
-It is exercised only where NVIDIA apex with ``apex.amp`` is installed (an apex release before
-25.07, built for the local torch and CUDA). Elsewhere :func:`require_apex_amp` explains why it
-cannot run, and that is all this project's tests check.
+It needs NVIDIA apex with ``apex.amp`` (a release before 25.07; a Python-only build of 25.05
+is enough, ``tests/test_workflow_apex.py`` builds the vendored one through the workflow).
+Without it :func:`require_apex_amp` explains why the cell cannot run; on a CPU apex itself
+refuses the model (``amp.initialize`` wants CUDA tensors), which becomes
+:class:`ApexUnsupported`: the cell is recorded ``unsupported`` with apex's own words.
 """
 
 from __future__ import annotations
@@ -29,6 +31,11 @@ from nettebench.training.step import main_logits, set_tf32
 
 class ApexAmpUnavailable(RuntimeError):
     """NVIDIA apex's ``apex.amp`` cannot be imported here."""
+
+
+class ApexUnsupported(RuntimeError):
+    """apex.amp is installed but refuses this device (it is CUDA-only): a recorded outcome,
+    ``unsupported``, with apex's own reason, like a precision the device cannot run."""
 
 
 def require_apex_amp() -> ModuleType:
@@ -99,8 +106,6 @@ class ApexTrainingStep:
                 f"{', '.join(precision.APEX_OPT_LEVELS)}; got {name!r}"
             )
         self.device = torch.device(device)
-        if self.device.type != "cuda":
-            raise ValueError(f"amp_backend apex trains on CUDA only, not on {self.device}")
         self.amp = require_apex_amp()
         self.mode = precision.get(name)
         self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
@@ -109,7 +114,16 @@ class ApexTrainingStep:
         optimizer = torch.optim.SGD(
             model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay
         )
-        self.model, self.optimizer = self.amp.initialize(model, optimizer, opt_level=name)
+        try:
+            self.model, self.optimizer = self.amp.initialize(model, optimizer, opt_level=name)
+        except RuntimeError as error:
+            if self.device.type == "cuda":
+                raise
+            # apex.amp is CUDA-only and says so itself: that is the cell's outcome.
+            raise ApexUnsupported(
+                f"amp_backend apex cannot train on {self.device.type}: apex.amp refused the "
+                f"model: {' '.join(str(error).split())}"
+            ) from error
         # apex creates O2's fp32 master weights lazily; its patched zero_grad does it now, so
         # master_params and load_state_dict see them from the start.
         self.optimizer.zero_grad()

@@ -1,7 +1,8 @@
 """Per-epoch checkpoints, so a killed cell resumes from its last finished epoch.
 
 A SLURM preemption or a laptop going to sleep must not cost the whole cell. After every epoch
-the trainer writes ``checkpoint.pt`` next to the cell's results, atomically (a temporary file
+but the last (which the results follow at once) the trainer writes ``checkpoint.pt`` next to
+the cell's results, atomically (a temporary file
 renamed over the old one), so a kill at any moment leaves either the previous checkpoint or the
 new one. A rerun of the same cell (same identity hash) continues from it; a checkpoint of a
 different cell is ignored. Randomness is re-seeded per epoch from (seed, epoch), so a resumed
@@ -11,23 +12,27 @@ deleted once the cell's metrics are written: results, not checkpoints, are what 
 
 from __future__ import annotations
 
-import io
 import os
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from nettebench.records.atomic import write_bytes_atomic
+from nettebench.records.atomic import open_atomic
 
 CHECKPOINT_FILE = "checkpoint.pt"
 
 
 def save(out_dir: str | os.PathLike, state: dict[str, Any]) -> Path:
-    """Write ``state`` (must hold ``cell_id``) as the cell's checkpoint, atomically."""
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    return write_bytes_atomic(Path(out_dir) / CHECKPOINT_FILE, buffer.getvalue())
+    """Write ``state`` (must hold ``cell_id``) as the cell's checkpoint, atomically.
+
+    Streamed into the temporary file as it is serialised: no copy of the whole checkpoint in
+    memory (about 94 MB for resnet18 under O1) on top of the tensors' own copies to the host.
+    """
+    path = Path(out_dir) / CHECKPOINT_FILE
+    with open_atomic(path) as handle:
+        torch.save(state, handle)
+    return path
 
 
 def load(out_dir: str | os.PathLike, cell_id: str) -> dict[str, Any] | None:

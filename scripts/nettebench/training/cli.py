@@ -11,6 +11,15 @@ that has no Snakemake. Every parameter of :class:`nettebench.study.cell.CellSpec
 the same default. Outcomes that are results rather than crashes (out of memory, a precision the
 device cannot run) are written to metrics.json with exit status 0, so one bad cell never stops a
 study.
+
+What the run came to is written by :mod:`.outcome`. A command that extends the trainer (the
+workflow's matrix cell job, :mod:`nettebench.benchmarks.cell_job`, which measures the cell's
+compute ceiling right after its epochs) passes its own parser and an ``after_epochs`` hook.
+
+SIGINT or SIGTERM stops the cell before its next step with exit status 128 + the signal, the
+checkpoint of its last finished epoch kept for the rerun (:mod:`.interrupts`). A finished cell
+leaves ``finished.json``, from which a rerun restores its results instead of training again
+(:mod:`.finished`; ``--retrain`` trains anyway).
 """
 
 from __future__ import annotations
@@ -21,10 +30,11 @@ _IMPORTED_AT = time.time()  # before the heavy imports, in case the process star
 # ruff: noqa: E402 (the imports below come after that clock on purpose)
 
 import argparse
-import math
+import gc
 import os
-import statistics
 import sys
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +45,12 @@ from nettebench.builds.activate import LibraryError
 from nettebench.datasets import DatasetError
 from nettebench.datasets.info import load_data_root
 from nettebench.models.errors import PretrainedWeightsUnavailable
-from nettebench.records import environment
+from nettebench.records import conditions, environment
 from nettebench.records import files as records
-from nettebench.study import precision
 from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
-from nettebench.training import checkpoint
-from nettebench.training.apex import ApexAmpUnavailable
+from nettebench.training import checkpoint, finished, outcome
+from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
+from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_name
 
 WARMUP_STEPS = 5  # first-epoch steps excluded from img/s (autotuning, allocator, workers)
 KINDS = ("matrix", "cpu_baseline")
@@ -60,14 +70,17 @@ def process_start_time() -> float:
         return _IMPORTED_AT
 
 
-def resolve_device(requested: str):
-    """``auto`` means CUDA when a GPU is visible, else the CPU."""
+def resolve_device(requested: str) -> torch.device:
+    """The run's one device object: ``auto`` means CUDA when a GPU is visible, else the CPU.
 
+    Canonical: exactly the device its tensors report (``cuda`` is ``cuda:0``, ``cpu:0`` is
+    ``cpu``), so code comparing a tensor's device with it never mistakes one for another.
+    """
     if requested == "auto":
         requested = "cuda" if torch.cuda.is_available() else "cpu"
-    if requested == "cuda" and not torch.cuda.is_available():
+    if torch.device(requested).type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("error: device cuda was asked for but torch sees no CUDA GPU")
-    return torch.device(requested)
+    return torch.empty(0, device=requested).device
 
 
 def run_cell(
@@ -81,32 +94,70 @@ def run_cell(
     started_at: float | None = None,
     store_dir: str | Path | None = None,
     builds_dir: str | Path | None = None,
+    stop: StopOnSignal | None = None,
+    stamp: dict[str, Any] | None = None,
+    after_epochs: AfterEpochs | None = None,
 ) -> dict[str, Any]:
     """Train ``cell`` on the dataset at ``data``; write and return its metrics record.
 
     A cell that names a library build (``torchvision``, ``apex``) runs against it: the build's
     prefix under ``builds_dir`` (default: $NETTEBENCH_BUILDS_DIR or results/builds) goes first on
-    the import path before anything imports the library.
+    the import path before anything imports the library. ``stop`` ends the epochs early on a
+    signal (:class:`Interrupted`, its ``epochs_done`` set); with ``stamp`` (the cell's
+    :func:`finished.fingerprint`) the results are recorded in ``finished.json`` first.
+
+    ``after_epochs(device, record, rows)`` runs in this process right after the epochs
+    (whatever the outcome), before the record is written and the checkpoint removed, and returns
+    the files it wrote beside the results: what is measured there (the cell's compute ceiling)
+    shares the cell's machine, device, threads and moment, and a job killed meanwhile resumes
+    from the checkpoint. Its time is not part of the cell's ``wall_s``.
     """
     libraries.activate(cell, builds_dir)
-
-    # Boundary (see the package docstring): imported after activate(), because it imports
-    # torchvision, and a cell's torchvision build must be first on the path before that.
-    from nettebench.training.fit import fit
-
     started_at = process_start_time() if started_at is None else started_at
     out_dir = Path(out_dir)
     if threads:
         torch.set_num_threads(threads)
     device = resolve_device(cell.device)
-    record = _record_skeleton(cell, kind, device)
+    record = outcome.skeleton(cell, kind, device)
+    # nvidia-smi, git and scontrol take a while: they run beside the training, not before it
+    # (wall_s runs from process start), and the record waits for them only when it is written.
+    collecting = _in_background(environment.collect)
+    result = _train(cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop)
+    trained_at = time.time()
+    extra_files: tuple[Path, ...] = ()
+    if after_epochs is not None:
+        gc.collect()  # the cell's model, optimiser and loaders go before anything else runs
+        if device.type == "cuda":
+            torch.cuda.empty_cache()
+        record["environment"] = collecting.result()
+        extra_files = tuple(after_epochs(device, record, result["rows"]) or ())
+    return outcome.finish(
+        record,
+        out_dir,
+        started_at,
+        collecting,
+        ended_at=trained_at,
+        stop=stop,
+        stamp=stamp,
+        extra_files=extra_files,
+        **result,
+    )
 
-    reason = precision.unsupported_reason(cell.precision, device.type)
+
+# A hook run right after a cell's epochs: (device, record, rows) -> the files it wrote.
+AfterEpochs = Callable[[torch.device, dict[str, Any], list[dict[str, Any]]], list[Path] | None]
+
+
+def _train(cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop):
+    """Train the cell; its rows, status, message and fit result as :func:`outcome.finish`
+    takes them."""
+    # Boundary (see the package docstring): imported after activate(), because it imports
+    # torchvision, and a cell's torchvision build must be first on the path before that.
+    from nettebench.training.fit import fit
+
+    reason = outcome.unsupported_reason(cell, device)
     if reason:
-        return _finish(
-            record, out_dir, [], started_at, status=records.STATUS_UNSUPPORTED, message=reason
-        )
-
+        return {"rows": [], "status": records.STATUS_UNSUPPORTED, "message": reason}
     rows: list[dict[str, Any]] = []
     try:
         result = fit(
@@ -119,98 +170,32 @@ def run_cell(
             started_at=started_at,
             data_path=data,
             store_dir=store_dir,
+            stop=stop,
+            probe=conditions.Probe(gpu=conditions.gpu_target(device)),
         )
     except (torch.OutOfMemoryError, MemoryError) as error:
-        return _finish(
-            record,
-            out_dir,
-            rows,
-            started_at,
-            status=records.STATUS_OOM,
-            message=oom_message(cell, device, error),
-        )
-    return _finish(
-        record, out_dir, rows, started_at, status=records.STATUS_OK, message=None, fit=result
-    )
+        message = outcome.oom_message(cell, device, error)
+        return {"rows": rows, "status": records.STATUS_OOM, "message": message}
+    except ApexUnsupported as error:
+        return {"rows": rows, "status": records.STATUS_UNSUPPORTED, "message": str(error)}
+    except Interrupted as interrupted:
+        interrupted.epochs_done = len(rows)
+        raise
+    except Exception as error:
+        if stop is None or stop.requested is None:
+            raise
+        # On the way out after a signal (say, loader workers a SIGTERM to the group ended first,
+        # reported by torch wherever the trainer was): the stop, not an error of the cell.
+        raise Interrupted(stop.requested, forced=True, cause=error) from error
+    return {"rows": rows, "status": records.STATUS_OK, "message": None, "fit": result}
 
 
-def _record_skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
-    return {
-        "schema_version": records.SCHEMA_VERSION,
-        "status": None,
-        "message": None,
-        "kind": kind,
-        "cell": cell.as_dict(),
-        "cell_id": cell.cell_id(),
-        "device": environment.device_info(device),
-        "environment": environment.collect(),
-        "summary": dict.fromkeys(records.SUMMARY_KEYS),
-    }
-
-
-def _finish(record, out_dir: Path, rows, started_at: float, *, status, message, fit=None):
-    """Write the cell's outcome; the checkpoint goes once the results are safely written."""
-    record["status"] = status
-    record["message"] = message
-    earlier_wall_s = 0.0
-    if rows:
-        record["summary"] = _summary(rows)
-    if fit is not None:
-        record["summary"]["batch_size_used"] = fit.batch_size
-        record["summary"]["resumed_from_epoch"] = fit.resumed_from_epoch
-        record["summary"]["compile_s"] = fit.compile_s
-        earlier_wall_s = fit.earlier_wall_s
-    record["summary"]["wall_s"] = earlier_wall_s + time.time() - started_at
-    records.write_epochs(out_dir, rows)
-    records.write_metrics(out_dir, record)
-    checkpoint.remove(out_dir)
-    if message:
-        print(f"{status}: {message}", file=sys.stderr, flush=True)
-    return record
-
-
-def _summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    train_s = sum(r["train_s"] for r in rows)
-    img_s = [r["train_img_s"] for r in rows if not math.isnan(r["train_img_s"])]
-    last = rows[-1]
-    later = [r["wall_s"] for r in rows[1:]]
-    steady = statistics.median(later) if later else None
-    return {
-        "epochs_run": len(rows),
-        "steps_per_epoch": last["_steps_per_epoch"],
-        "steps_timed": last["_steps_run"],
-        "extrapolated": any(r["extrapolated"] for r in rows),
-        "wall_s": None,
-        "time_for_epochs_s": sum(r["wall_s"] for r in rows),
-        "epoch_s_median": statistics.median(r["wall_s"] for r in rows),
-        "train_img_s": statistics.median(img_s) if img_s else None,
-        "data_wait_share": sum(r["data_wait_s"] for r in rows) / train_s if train_s else None,
-        "final_top1": last["val_top1"],
-        "final_top5": last["val_top5"],
-        "best_top1": max(r["val_top1"] for r in rows),
-        "final_train_loss": last["train_loss"],
-        "batch_size_used": None,
-        "steady_epoch_s": steady,
-        "first_epoch_overhead_s": rows[0]["wall_s"] - steady if steady is not None else None,
-        "peak_mem_mb": max(r["peak_mem_mb"] for r in rows),
-        "resumed_from_epoch": None,
-        "compile_s": None,
-    }
-
-
-def oom_message(cell: CellSpec, device, error: BaseException) -> str:
-    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-    if cell.batch_size == "auto":
-        hint = "even batch size 1 does not fit: try a smaller image_size or model"
-    else:
-        hint = (
-            f"lower batch_size for this cell (e.g. {max(cell.batch_size // 2, 1)}, or auto) "
-            "in the matrix; large models need their batch size tuned per card"
-        )
-    return (
-        f"out of memory at batch size {cell.batch_size} on {device.type}: {first_line}. "
-        f"Hint: {hint}."
-    )
+def _in_background(function) -> Future:
+    """``function()`` running in a thread of its own; its Future."""
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="nettebench-environment")
+    future = pool.submit(function)
+    pool.shutdown(wait=False)  # the thread ends with the function
+    return future
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -234,28 +219,103 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="decoded store for loader cached (built there if missing; default: <out-dir>/store)",
     )
+    parser.add_argument(
+        "--retrain",
+        action="store_true",
+        help="train even when finished.json holds this cell's result, unchanged "
+        f"(also ${finished.RETRAIN_ENV}=1)",
+    )
     libraries.add_builds_dir_option(parser)
     add_cell_options(parser)
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    """Run one cell; a problem the user must fix (missing weights, apex, data) is one line."""
-    try:
-        return _main(argv)
-    except (ApexAmpUnavailable, PretrainedWeightsUnavailable, DatasetError, LibraryError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+def main(
+    argv: list[str] | None = None,
+    *,
+    parser: argparse.ArgumentParser | None = None,
+    after_epochs: Callable[[argparse.Namespace], AfterEpochs | None] | None = None,
+) -> int:
+    """Run one cell; a problem the user must fix (missing weights, apex, data) is one line, and
+    so is an interruption.
+
+    A command that extends the trainer (:mod:`nettebench.benchmarks.cell_job`) passes its own
+    ``parser`` (:func:`build_parser` plus its options) and ``after_epochs``, which makes
+    :func:`run_cell`'s hook from the parsed options."""
+    with StopOnSignal() as stop:
+        try:
+            return _main(argv, stop, parser or build_parser(), after_epochs)
+        except (
+            ApexAmpUnavailable,
+            PretrainedWeightsUnavailable,
+            DatasetError,
+            LibraryError,
+        ) as error:
+            print(f"error: {error_line(error)}", file=sys.stderr)
+            return 1
+        except Interrupted as interrupted:  # before the cell was known: nothing to keep
+            name = signal_name(interrupted.signum)
+            print(f"interrupted by {name} before the cell started", file=sys.stderr)
+            return interrupted.exit_code
 
 
-def _main(argv: list[str] | None) -> int:
+def error_line(error: BaseException) -> str:
+    """The error's message; for one re-raised from a DataLoader worker (whose text starts with
+    "Caught <Error> in DataLoader worker process N."), the original message, so that the first
+    line still names the file."""
+    text = str(error)
+    if text.startswith("Caught ") and "Original Traceback" in text:
+        last = text.strip().splitlines()[-1]
+        return last.split(": ", 1)[1] if ": " in last else last
+    return text
+
+
+def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> int:
     started_at = process_start_time()
-    args = build_parser().parse_args(argv)
+    args = parser.parse_args(argv)
     _print_slurm_job()
     if args.dataset is None:
         args.dataset = load_data_root(args.data).name
     cell = cell_from_args(args)
-    record = run_cell(
+    # Before the cell's build is activated, so a rerun computes the same fingerprint.
+    stamp = finished.fingerprint(
+        cell,
+        kind=args.kind,
+        data=args.data,
+        warmup_steps=args.warmup_steps,
+        store_dir=args.store or Path(args.out_dir) / "store",
+        builds_dir=args.builds_dir,
+    )
+    try:
+        if not finished.retrain_requested(args.retrain) and finished.restore(args.out_dir, stamp):
+            print(
+                f"restored: {cell.path()} had finished (its results are in "
+                f"{Path(args.out_dir) / finished.FINISHED_FILE}, and nothing it depends on "
+                "changed), so it is not trained again; --retrain trains it anyway",
+                file=sys.stderr,
+            )
+            return 0
+        hook = after_epochs(args) if after_epochs else None
+        record = _run(cell, args, started_at, stop, stamp, hook)
+    except Interrupted as interrupted:
+        path = Path(args.out_dir) / checkpoint.CHECKPOINT_FILE
+        print(interrupted.message(cell, path), file=sys.stderr, flush=True)
+        code = interrupted.exit_code
+    else:
+        summary = record["summary"]
+        if stop.requested is not None:
+            late = signal_name(stop.requested)
+            print(f"{late} came after the last epoch: finished", file=sys.stderr)
+        print(f"{record['status']}: {cell.path()}  wall {summary['wall_s']:.1f} s", file=sys.stderr)
+        return 0
+    # The loaders' iterators the interruption left (its traceback held them) shut their workers
+    # down now, before Python's exit ends them.
+    gc.collect()
+    return code
+
+
+def _run(cell: CellSpec, args, started_at: float, stop: StopOnSignal, stamp, hook):
+    return run_cell(
         cell,
         args.data,
         args.out_dir,
@@ -265,10 +325,10 @@ def _main(argv: list[str] | None) -> int:
         started_at=started_at,
         store_dir=args.store,
         builds_dir=args.builds_dir,
+        stop=stop,
+        stamp=stamp,
+        after_epochs=hook,
     )
-    summary = record["summary"]
-    print(f"{record['status']}: {cell.path()}  wall {summary['wall_s']:.1f} s", file=sys.stderr)
-    return 0
 
 
 def _print_slurm_job() -> None:

@@ -3,7 +3,9 @@
 :mod:`nettebench.training.cli` decides what a run's outcome is (ok, oom, unsupported) and writes the
 record; this module does the training itself. Every epoch is seeded from (seed, epoch), so a run
 resumed from its checkpoint draws the same batches and augmentations as one that never stopped,
-and a checkpoint is written after every epoch.
+and a checkpoint is written after every epoch but the last (the results follow it at once). Under a
+:class:`~.interrupts.StopOnSignal`, a SIGINT or SIGTERM stops the epochs before the next batch,
+the last checkpoint kept.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ from nettebench.data import store, store_build
 from nettebench.data.cached import build_cached_loaders
 from nettebench.data.pil import build_pil_loaders
 from nettebench.models.build import build_model
+from nettebench.records import conditions
 from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec
 from nettebench.training import checkpoint
 from nettebench.training.apex import ApexTrainingStep, require_apex_amp
+from nettebench.training.interrupts import StopOnSignal, stop_between_batches
 from nettebench.training.loop import (
     evaluate,
     peak_memory_mb,
@@ -50,6 +54,8 @@ class FitResult:
     resumed_from_epoch: int | None  # epochs already done by earlier processes, None if fresh
     earlier_wall_s: float  # wall time earlier processes spent on the finished epochs
     compile_s: float | None = None  # the torch.compile warm-up (compile: true), else None
+    placement: str | None = None  # loader cached: "resident" or "streamed"; None for pil
+    conditions: dict[str, Any] | None = None  # what else the machine did during the epochs
 
 
 def lr_at(cell: CellSpec, epoch: int, batch_size: int) -> float:
@@ -72,12 +78,13 @@ def seed_epoch(seed: int, epoch: int, generator: torch.Generator | None = None) 
 
 
 def configure_determinism(cell: CellSpec, device: torch.device) -> None:
-    """Deterministic kernels when asked; otherwise let cuDNN autotune, as the reference does."""
+    """Deterministic kernels when asked; otherwise cuDNN autotunes as the cell says
+    (``cudnn_benchmark``, on by default as in the reference)."""
     if cell.deterministic:
         os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
         torch.use_deterministic_algorithms(True)
     if device.type == "cuda":
-        torch.backends.cudnn.benchmark = not cell.deterministic
+        torch.backends.cudnn.benchmark = cell.cudnn_benchmark and not cell.deterministic
         torch.backends.cudnn.deterministic = cell.deterministic
 
 
@@ -123,14 +130,21 @@ def choose_batch_size(cell: CellSpec, device: torch.device, num_classes: int) ->
                 torch.cuda.empty_cache()
 
 
+def val_padding(cell: CellSpec, device: torch.device, batch_size: int) -> int | None:
+    """The validation batch shape to pad to (see :func:`nettebench.training.loop.evaluate`):
+    the training batch size where a second shape costs time (cuDNN autotuning on a GPU, a
+    recompile under ``compile: true``), else None (a CPU would only compute the padding)."""
+    return batch_size if device.type == "cuda" or cell.compile else None
+
+
 def compile_warmup(runner, batch_size: int, image_size: int) -> float:
     """Compile a ``compile: true`` cell's model before the first epoch; return the seconds.
 
     One training step and one evaluation forward at the cell's batch shape, on zeros, so that
     torch.compile builds both graphs here and not inside the timed epochs. The weights,
     optimiser and loss-scaler state are put back afterwards, so the cell learns exactly as if
-    the warm-up had not happened. (An odd-sized last validation batch compiles once more,
-    inside the first epoch, where it counts as first-epoch overhead.)
+    the warm-up had not happened. (Validation is padded to the same batch shape,
+    :func:`val_padding`, so no odd-sized last batch compiles a second graph in the epochs.)
     """
 
     saved = copy.deepcopy(runner.state_dict())
@@ -163,6 +177,7 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
             device=device,
             channels_last=cell.uses_channels_last(),
             workers=cell.workers,
+            placement=cell.store_placement,
         )
 
     return build_pil_loaders(
@@ -172,6 +187,7 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
         batch_size=batch_size,
         workers=cell.workers,
         pin_memory=device.type == "cuda",
+        skip=data_root.skipped,
     )
 
 
@@ -186,17 +202,26 @@ def fit(
     started_at: float,
     data_path: str | Path | None = None,
     store_dir: Path | None = None,
+    stop: StopOnSignal | None = None,
+    probe: conditions.Probe | None = None,
 ) -> FitResult:
     """Train ``cell``, appending one row per epoch to ``rows`` (kept on an OOM).
 
     ``store_dir`` is where a ``cached`` cell's decoded store lives (built there if missing or
-    stale); the workflow builds one per dataset and resolution and passes it.
+    stale); the workflow builds one per dataset and resolution and passes it. With ``stop``,
+    the epochs end with :class:`~.interrupts.Interrupted` before the next batch once a signal
+    came; ``rows`` then holds the epochs the checkpoint on disk holds. ``probe`` measures the
+    timing conditions of every epoch (its row's conditions columns) and of all the epochs this
+    process runs (``FitResult.conditions``).
     """
 
     configure_determinism(cell, device)
     num_classes = len(data_root.classes)
     saved = checkpoint.load(out_dir, cell.cell_id())
     batch_size = saved["batch_size"] if saved else choose_batch_size(cell, device, num_classes)
+    # The runner first: a backend that refuses the device (apex on a CPU) says so before a
+    # store is built for nothing.
+    runner = make_runner(cell, device, num_classes, batch_size)
     loaders = build_loaders(
         cell,
         data_root,
@@ -205,8 +230,9 @@ def fit(
         device,
         Path(store_dir) if store_dir else out_dir / "store",
     )
-    runner = make_runner(cell, device, num_classes, batch_size)
-    result = FitResult(batch_size, None, 0.0)
+    result = FitResult(batch_size, None, 0.0, placement=loaders.placement)
+    if loaders.placement is not None:
+        print(f"cached store: {loaders.placement} ({device})", flush=True)
     if saved:
         runner.load_state_dict(saved["trainer"])
         rows.extend(saved["rows"])
@@ -218,8 +244,14 @@ def fit(
         print(f"compiled the model in {result.compile_s:.1f} s (apart from the epochs)", flush=True)
 
     steps_per_epoch = len(loaders.train)
+    train_batches = stop_between_batches(loaders.train, stop)
+    val_batches = stop_between_batches(loaders.val, stop)
+    if stop:
+        stop.defer()  # from here on a signal ends the epochs before the next batch
     first_epoch = len(rows)  # the first epoch this process runs (after a resume: not epoch 0)
+    run_window = probe.start(gpu=True) if probe else None
     for epoch in range(first_epoch, cell.epochs):
+        epoch_window = probe.start() if probe else None
         seed_epoch(cell.seed, epoch, loaders.generator)
         lr = lr_at(cell, epoch, batch_size)
         runner.set_lr(lr)
@@ -233,27 +265,38 @@ def fit(
         ) as progress:
             train = train_epoch(
                 runner,
-                loaders.train,
+                train_batches,
                 steps_per_epoch=steps_per_epoch,
                 max_steps=cell.max_steps,
                 # warm-up is excluded from img/s in the first epoch this process runs
                 warmup_steps=warmup_steps if epoch == first_epoch else 0,
                 progress=progress,
             )
-        val = evaluate(runner, loaders.val, total_steps=len(loaders.val), max_steps=cell.max_steps)
+        val = evaluate(
+            runner,
+            val_batches,
+            total_steps=len(loaders.val),
+            max_steps=cell.max_steps,
+            pad_to=val_padding(cell, device, batch_size),
+        )
         rows.append(epoch_row(epoch + 1, lr, train, val, peak_memory_mb(device), steps_per_epoch))
+        if probe:
+            rows[-1].update(conditions.epoch_columns(probe.stop(epoch_window)))
         records.write_epochs(out_dir, rows)
         log_epoch(cell, rows[-1])
-        checkpoint.save(
-            out_dir,
-            {
-                "cell_id": cell.cell_id(),
-                "batch_size": batch_size,
-                "rows": rows,
-                "trainer": runner.state_dict(),
-                "wall_s": result.earlier_wall_s + time.time() - started_at,
-            },
-        )
+        if epoch + 1 < cell.epochs:  # after the last one the results are written instead
+            checkpoint.save(
+                out_dir,
+                {
+                    "cell_id": cell.cell_id(),
+                    "batch_size": batch_size,
+                    "rows": rows,
+                    "trainer": runner.state_dict(),
+                    "wall_s": result.earlier_wall_s + time.time() - started_at,
+                },
+            )
+    if probe and first_epoch < cell.epochs:
+        result.conditions = probe.stop(run_window, gpu=True)
     return result
 
 

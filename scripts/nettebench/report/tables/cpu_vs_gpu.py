@@ -7,6 +7,7 @@ from typing import Any
 import pandas as pd
 
 from nettebench.records import files as records
+from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.grids import APPROX_NOTE, LEGEND, NO_CELLS_NOTE
@@ -87,13 +88,16 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         "O0 s/epoch",
         "O0 speed-up",
     ]
-    rows, unmatched, approx, not_ok = [], 0, False, False
+    rows, unmatched, approx, not_ok, disturbed = [], 0, False, False, False
     for _, cpu in baselines.iterrows():
         cpu_ok = cpu["status"] == records.STATUS_OK
         cpu_s = cpu["epoch_s_median"] if cpu_ok else None
         cpu_text = T.outcome_cell(
             [cpu["status"]], cpu_s, T.fmt_seconds, approx=T.as_bool(cpu["extrapolated"])
         )
+        if cpu_ok and T.as_bool(cpu.get("interference")):  # report.caveats
+            cpu_text += C.INTERFERENCE_MARK
+            disturbed = True
         not_ok |= not cpu_ok
         row = [
             cpu["dataset"],
@@ -150,6 +154,8 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         notes.append(APPROX_NOTE)
     if not_ok:
         notes.append(LEGEND)
+    if disturbed:
+        notes.append(C.interference_note("cell"))
     table = T.pipe_table(header, rows, "llrrlrllrrrr")
     return T.document(
         "CPU versus GPU", note, [T.section("CPU baselines", table, notes=notes, level=2)]

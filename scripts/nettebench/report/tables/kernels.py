@@ -38,6 +38,7 @@ from nettebench.profiling import (
 )
 from nettebench.profiling.categories import CATEGORIES
 from nettebench.records import files as records
+from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.study.cell import PARAMETER_NAMES
 
@@ -125,6 +126,7 @@ def cells_frame(profiles: Sequence[dict[str, Any]]) -> pd.DataFrame:
                 "message": record.get("message"),
                 "steps": (record["window"] or {}).get("steps_profiled"),
                 "source": record.get("category_source"),
+                "interference": (record.get("conditions") or {}).get("interference"),
                 "path": profile["path"],
             }
         )
@@ -138,9 +140,12 @@ def cells_frame(profiles: Sequence[dict[str, Any]]) -> pd.DataFrame:
         ),
     ).reset_index(drop=True)
     keys = [k for k in PARAMETER_NAMES if k not in _NOT_LABEL_KEYS]
+    marks = [C.INTERFERENCE_MARK if flag is True else "" for flag in frame["interference"]]
     frame["label"] = [
-        f"{label} {precision}"
-        for label, precision in zip(T.row_labels(frame, keys), frame["precision"], strict=True)
+        f"{label} {precision}{mark}"
+        for label, precision, mark in zip(
+            T.row_labels(frame, keys), frame["precision"], marks, strict=True
+        )
     ]
     return _distinct_labels(frame)
 
@@ -206,6 +211,13 @@ def _pct(value: Any) -> str:
     return "" if T.is_missing(value) else f"{float(value):.1f} %"
 
 
+PROFILE_INTERFERENCE_NOTE = (
+    f"{C.INTERFERENCE_MARK} profiled under interference: other processes took more than a tenth "
+    "of the job's CPUs (or used its GPU) meanwhile, so its ms/step may be slower than the machine "
+    "is on its own (`conditions` in its profile.json)."
+)
+
+
 def shares_section(cells: pd.DataFrame, categories: pd.DataFrame) -> list[str]:
     """Per dataset and source: cells as rows, categories as columns (ms/step and share)."""
     sections = []
@@ -225,7 +237,12 @@ def shares_section(cells: pd.DataFrame, categories: pd.DataFrame) -> list[str]:
             T.section(
                 f"{dataset}: where a training step's time goes ({_SOURCE_TEXT[source]})",
                 T.pipe_table(header, rows, "lr" + "r" * len(CATEGORIES)),
-                notes=["Each category: ms per profiled step (share of the total)."],
+                notes=["Each category: ms per profiled step (share of the total)."]
+                + (
+                    [PROFILE_INTERFERENCE_NOTE]
+                    if any(C.INTERFERENCE_MARK in label for label in group["label"])
+                    else []
+                ),
                 level=2,
             )
         )

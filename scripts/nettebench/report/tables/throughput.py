@@ -30,6 +30,7 @@ def throughput_markdown(runs: pd.DataFrame) -> str:
             T.fmt_percent,
             mark_extrapolated=False,
             require="ceiling_status",
+            caveats="share",
         ),
         "ceiling": model_precision_grids(
             runs,
@@ -38,6 +39,7 @@ def throughput_markdown(runs: pd.DataFrame) -> str:
             mark_extrapolated=False,
             status="ceiling_status",
             require="ceiling_status",
+            caveats="ceiling",
         ),
     }
     counts = [c for g in rate for c in g.seed_counts]

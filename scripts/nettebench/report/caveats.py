@@ -1,0 +1,228 @@
+"""What a reader must know before trusting a number: interference, impossible figures, emulation.
+
+Three caveats, decided from the records alone, written as columns of ``runs.csv`` and turned
+into marks in the tables (by :mod:`nettebench.report.grids`) and the report:
+
+- **Interference** (``‡``): the cell's epochs (or its ceiling's timed steps) ran while other
+  processes took the job's CPUs, the hypervisor stole time, or another process used its GPU
+  (``conditions`` in metrics.json and ceiling.json, :mod:`nettebench.records.conditions`).
+- **Impossible** (``✗``): a cell faster than its own compute ceiling beyond the ceiling's noise,
+  i.e. above ``batch / p10 step time`` (the rate of the ceiling's fastest tenth of steps); and
+  the trainer's own anomalies (a first epoch faster than the steady ones beyond their noise).
+  Such a share is not printed: it only says that the two were not measured alike.
+- **Emulated** precision: bf16 on a CPU without native bf16 arithmetic
+  (:func:`nettebench.study.precision.emulated_reason`), marked in the column header.
+
+pandas-free helpers on plain dictionaries, so the tests can feed them records directly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nettebench.study.precision import PRECISIONS, emulated_reason
+
+INTERFERENCE_MARK = "‡"  # suffix: timed under interference
+IMPOSSIBLE_MARK = "✗"  # in place of a figure that cannot be true as measured
+EMULATED_LABEL = "(emulated)"  # after a precision's name in a column header
+
+# The columns runs.csv gets, after the ceiling's (report.collect.CEILING_COLUMNS).
+CAVEAT_COLUMNS = (
+    "interference",  # bool | None: the cell's epochs ran under interference (None: not measured)
+    "interference_reasons",  # text: why, "; "-joined
+    "other_cpu_share",  # other processes' share of the job's CPUs during the epochs
+    "steal_share",  # the hypervisor's share of their time
+    "gpu_other_util",  # highest SM % another process used on the job's GPU (None: not visible)
+    "timed_from",  # Unix times of the epochs' window (this process's), to find overlapping jobs
+    "timed_to",
+    "ceiling_context",  # "cell job" (same process, right after the epochs) or "standalone"
+    "ceiling_interference",  # bool | None: the ceiling's timed steps ran under interference
+    "ceiling_interference_reasons",
+    "ceiling_other_cpu_share",
+    "ceiling_timed_from",
+    "ceiling_timed_to",
+    "ceiling_fast_img_s",  # batch / p10 step time: the ceiling's fast end (its noise)
+    "above_ceiling",  # bool | None: train_img_s > ceiling_fast_img_s
+    "implausible",  # text | None: every figure of this cell that cannot be true, and why
+    "precision_emulated",  # text | None: why the precision ran emulated
+)
+
+
+def _number(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _reasons(found: Mapping[str, Any] | None) -> str | None:
+    reasons = list((found or {}).get("interference_reasons") or [])
+    return "; ".join(reasons) or None
+
+
+def ceiling_fast_end(ceiling: Mapping[str, Any] | None) -> float | None:
+    """img/s of the ceiling's fastest tenth of steps (batch / p10 step time), the most a cell
+    can reach within the ceiling's own noise; None without an ok ceiling."""
+    if not ceiling or ceiling.get("status") != "ok":
+        return None
+    p10 = _number(ceiling.get("step_ms_p10"))
+    batch = _number(ceiling.get("batch_size"))
+    if not p10 or not batch:
+        return _number(ceiling.get("img_s"))
+    return batch / (p10 / 1000)
+
+
+def caveat_columns(record: Mapping[str, Any], ceiling: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The :data:`CAVEAT_COLUMNS` of one cell (its metrics.json record and its ceiling.json)."""
+    found = record.get("conditions")  # absent in records made before conditions were measured
+    summary = record.get("summary") or {}
+    ceiling_found = (ceiling or {}).get("conditions")
+    device = (record.get("device") or {}).get("type")
+    env = record.get("environment") or {}
+    row: dict[str, Any] = {
+        "interference": None if found is None else bool(found.get("interference")),
+        "interference_reasons": _reasons(found),
+        "other_cpu_share": (found or {}).get("other_cpu_share"),
+        "steal_share": (found or {}).get("steal_share"),
+        "gpu_other_util": (found or {}).get("gpu_other_util"),
+        "timed_from": (found or {}).get("started_at"),
+        "timed_to": (found or {}).get("ended_at"),
+        "ceiling_context": (ceiling or {}).get("context"),
+        "ceiling_interference": None
+        if ceiling_found is None
+        else bool(ceiling_found.get("interference")),
+        "ceiling_interference_reasons": _reasons(ceiling_found),
+        "ceiling_other_cpu_share": (ceiling_found or {}).get("other_cpu_share"),
+        "ceiling_timed_from": (ceiling_found or {}).get("started_at"),
+        "ceiling_timed_to": (ceiling_found or {}).get("ended_at"),
+        "ceiling_fast_img_s": None,
+        "above_ceiling": None,
+        "implausible": None,
+        "precision_emulated": None,
+    }
+    reasons = [str(text) for text in summary.get("anomalies") or []]
+    fast = ceiling_fast_end(ceiling)
+    train = _number(summary.get("train_img_s"))
+    if record.get("status") == "ok" and fast is not None and train is not None:
+        row["ceiling_fast_img_s"] = fast
+        row["above_ceiling"] = train > fast
+        if train > fast:
+            reasons.append(
+                f"trained at {train:,.0f} img/s, above its own compute ceiling "
+                f"({_number(ceiling.get('img_s')):,.0f} img/s, {fast:,.0f} at the fast end of its "
+                "noise): the two were not measured in comparable conditions"
+            )
+    row["implausible"] = "; ".join(reasons) or None
+    precision = (record.get("cell") or {}).get("precision")
+    if precision in PRECISIONS and device:
+        row["precision_emulated"] = emulated_reason(precision, device, env.get("bf16_native"))
+    return row
+
+
+# ----------------------------------------------------------------------- marks in the tables
+
+
+def _flag(value: Any) -> bool:
+    if isinstance(value, str):
+        return value.strip().lower() in ("true", "1")
+    try:
+        return bool(value) and not (isinstance(value, float) and math.isnan(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def _text(value: Any) -> str | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    text = str(value).strip()
+    return text or None
+
+
+# Which flags a table's value depends on: its own cell's, its ceiling's, or both (a share).
+SUBJECTS = {
+    "cell": ("interference",),
+    "ceiling": ("ceiling_interference",),
+    "share": ("interference", "ceiling_interference"),
+}
+
+
+def cell_caveat(seeds: Sequence[Mapping[str, Any]], subject: str) -> tuple[bool, str]:
+    """For one table cell (its finished seeds as rows of runs.csv): whether the figure must
+    be withheld as impossible (a share above its ceiling), and the mark to append (``‡`` when
+    any seed's timing, or its ceiling's, ran under interference)."""
+    impossible = subject == "share" and any(_flag(s.get("above_ceiling")) for s in seeds)
+    disturbed = any(_flag(s.get(column)) for s in seeds for column in SUBJECTS[subject])
+    return impossible, INTERFERENCE_MARK if disturbed else ""
+
+
+def emulated_header(precision: str, seeds: Sequence[Mapping[str, Any]]) -> str:
+    """A column's header: ``bf16 (emulated)`` when any finished cell below ran it emulated."""
+    if any(_text(s.get("precision_emulated")) for s in seeds):
+        return f"{precision} {EMULATED_LABEL}"
+    return precision
+
+
+def interference_note(subject: str) -> str:
+    what = {
+        "cell": "the cell's epochs",
+        "ceiling": "the ceiling's timed steps",
+        "share": "the cell's epochs or its ceiling's timed steps",
+    }[subject]
+    effect = (
+        "either side may be slowed and the share be too low or too high"
+        if subject == "share"
+        else "the number may be slower than the machine is on its own"
+    )
+    return (
+        f"{INTERFERENCE_MARK} timed under interference: other processes took more than a tenth "
+        f"of the job's CPUs, the hypervisor stole time, or another process used its GPU while "
+        f"{what} ran, so {effect} (`interference_reasons` in runs.csv, and the timing "
+        "conditions table)."
+    )
+
+
+IMPOSSIBLE_NOTE = (
+    f"{IMPOSSIBLE_MARK} not shown: the cell trained faster than its own compute ceiling, beyond "
+    "the ceiling's noise (above the rate of its fastest tenth of steps), which cannot be true of "
+    "two measurements made alike; the reason is in `implausible` in runs.csv."
+)
+
+
+def emulated_note(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The footnote under a table with an emulated column, naming the CPU and its capability."""
+    cpus = sorted(
+        {
+            f"{_text(r.get('env_cpu_model')) or 'unknown CPU'} "
+            f"(torch CPU capability {_text(r.get('env_cpu_capability')) or 'unknown'}"
+            + (
+                f", {_text(r.get('env_cpu_isa_limits'))}"
+                if _text(r.get("env_cpu_isa_limits"))
+                else ""
+            )
+            + ")"
+            for r in rows
+            if _text(r.get("precision_emulated"))
+        }
+    )
+    return (
+        f"{EMULATED_LABEL}: this CPU has no native bf16 arithmetic ({'; '.join(cpus)}): torch "
+        "converts bf16 to fp32 and back in software, so the column measures that emulation, not "
+        "what bf16 does on hardware that has it (avx512_bf16, AMX, or a GPU)."
+    )
+
+
+def reasons_of(value: Any) -> list[str]:
+    """A reasons column back as a list (written "; "-joined, or as a JSON list by older code)."""
+    text = _text(value)
+    if not text:
+        return []
+    if text.startswith("["):
+        try:
+            return [str(item) for item in json.loads(text)]
+        except ValueError:
+            pass
+    return [part.strip() for part in text.split("; ") if part.strip()]

@@ -1,0 +1,134 @@
+"""The report's front page: the answer first.
+
+Two steps, because the figure is drawn after the tables:
+
+- the aggregation writes ``results/tables/headline.html`` (:func:`headline_html`): one line that
+  counts the caveats a reader must know before quoting a number (cells timed under
+  interference, figures withheld as impossible, precisions the CPU emulated), then the study's
+  headline table, seconds by model x precision, with its marks and footnotes;
+- rule ``front_page_write`` (``python -m nettebench.report.front_page``, :func:`compose`) adds
+  the throughput-against-ceiling figure, embedded as a data URI so the report stays one file,
+  into ``results/front_page.html``, which ``report/workflow.rst`` includes above its prose.
+
+The page also carries a few lines of CSS for Snakemake's report: its landing panel centres its
+content vertically, which cuts off the top of a description taller than the window (the very
+table that should come first), and sets it in a narrow column.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from nettebench.records.atomic import write_text_atomic
+from nettebench.report import caveats as C
+from nettebench.report import format as T
+
+
+def _demote(body: str) -> str:
+    """Headings one level down (the report page has its own title)."""
+    for level in range(5, 0, -1):
+        body = body.replace(f"<h{level}>", f"<h{level + 1}>").replace(
+            f"</h{level}>", f"</h{level + 1}>"
+        )
+    return body
+
+
+def caveat_line(runs: pd.DataFrame) -> str:
+    """``Caveats: 2 of 5 cells were timed under interference (‡) ...`` (plain text)."""
+    if runs.empty:
+        return ""
+    parts = []
+    measured = runs[~runs["interference"].map(T.is_missing)]
+    if len(measured):
+        disturbed = measured["interference"].map(C._flag) | measured["ceiling_interference"].map(
+            C._flag
+        )
+        parts.append(
+            f"{int(disturbed.sum())} of {len(measured)} cells were timed under interference, "
+            f"theirs or their ceiling's ({C.INTERFERENCE_MARK}; table Timing conditions)"
+        )
+    else:
+        parts.append("no timing conditions were recorded (older records)")
+    impossible = int(runs["implausible"].map(lambda v: not T.is_missing(v)).sum())
+    if impossible:
+        parts.append(
+            f"{impossible} cell(s) have a figure that cannot be true as measured "
+            f"({C.IMPOSSIBLE_MARK}; `implausible` in runs.csv)"
+        )
+    emulated = sorted(
+        {
+            str(p)
+            for p, e in zip(runs["precision"], runs["precision_emulated"], strict=True)
+            if not T.is_missing(e)
+        }
+    )
+    if emulated:
+        parts.append(
+            f"{', '.join(emulated)} ran emulated on this CPU (no native bf16): its times "
+            "measure the emulation"
+        )
+    return "Caveats: " + "; ".join(parts) + "."
+
+
+def headline_html(runs: pd.DataFrame, headline_markdown: str) -> str:
+    """The caveats line, then the headline table's HTML (headings one level down)."""
+    _, body = T.markdown_body(headline_markdown)
+    line = caveat_line(runs)
+    caveats = f'<p class="caveats"><strong>{html.escape(line)}</strong></p>\n' if line else ""
+    return f"{caveats}{_demote(body)}\n"
+
+
+# Snakemake's landing panel is `flex items-center h-screen overflow-auto`: a description taller
+# than the window is centred and its top cannot be scrolled to; and it is a 32rem column.
+REPORT_CSS = """
+div.h-screen.items-center { align-items: flex-start; }
+div.prose.max-w-lg { max-width: 60rem; }
+.nettebench-front-page img { max-width: 100%; height: auto; }
+.nettebench-front-page p.caveats { color: #9a1b1b; }
+.nettebench-front-page td.r, .nettebench-front-page th.r { text-align: right; }
+.nettebench-front-page code::before, .nettebench-front-page code::after { content: none; }
+"""
+
+
+def compose(headline: str, figure_png: bytes, *, caption: str) -> str:
+    """The front page: the headline fragment, then the figure (a PNG data URI) and caption."""
+    uri = "data:image/png;base64," + base64.b64encode(figure_png).decode("ascii")
+    figure = (
+        f'<figure><img src="{uri}" alt="{html.escape(caption)}">'
+        f"<figcaption>{html.escape(caption)}</figcaption></figure>\n"
+    )
+    return (
+        f'<style>{REPORT_CSS}</style>\n<div class="nettebench-front-page">\n'
+        f"{headline}{figure}</div>\n"
+    )
+
+
+FIGURE_CAPTION = (
+    "Training throughput of every cell (bars) against its compute ceiling (dashed), measured in "
+    "the cell's own job; marks: ‡ timed under interference, ✗ faster than its own ceiling."
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nettebench.report.front_page")
+    parser.add_argument("--headline", required=True, type=Path, help="tables/headline.html")
+    parser.add_argument("--figure", required=True, type=Path, help="figures/throughput.png")
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args(argv)
+    page = compose(
+        args.headline.read_text(encoding="utf-8"),
+        args.figure.read_bytes(),
+        caption=FIGURE_CAPTION,
+    )
+    write_text_atomic(args.out, page)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

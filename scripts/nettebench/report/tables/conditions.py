@@ -1,0 +1,135 @@
+"""The conditions every timed window ran in: what else the machine did, and which windows
+overlapped.
+
+One row per timed window of the study: each cell's epochs and, beside a matrix cell, its
+compute ceiling's timed steps. Columns: the CPUs the job had, the share of them other processes
+took, the hypervisor's steal share, other processes on the GPU, and the verdict with its
+reasons; then any other timed window on the same host that overlapped it in time (two timed
+jobs at once spoil each other's numbers, so the workflow runs them one at a time locally: this
+column shows whether that held).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pandas as pd
+
+from nettebench.report import caveats as C
+from nettebench.report import format as T
+from nettebench.report.grids import NO_CELLS_NOTE, row_keys
+
+_NOTE = (
+    "Every timed window: the epochs of each cell (`conditions` in its metrics.json) and, beside "
+    "a matrix cell, its compute ceiling's timed steps (`conditions` in ceiling.json, measured in "
+    "the cell's own job right after its epochs). *Others' CPU* is the time other processes took "
+    "on the CPUs the job was allowed, as a share of them (`/proc/stat` minus the job's own "
+    "process tree); *steal* is the hypervisor's share. A window is marked "
+    f"{C.INTERFERENCE_MARK} when others took more than a tenth of the CPUs, steal exceeded 5 %, "
+    "the job's cgroup was throttled, or another process used its GPU. *Overlapped* names any "
+    "other timed window on the same host that ran at the same time."
+)
+_NOT_MEASURED = "not measured (a record from before timing conditions were recorded)"
+
+
+def _windows(runs: pd.DataFrame) -> list[dict[str, Any]]:
+    """One dict per timed window of ``runs`` (cells' epochs and ceilings' steps)."""
+    labels = T.row_labels(runs, row_keys(runs)) if len(runs) else pd.Series(dtype=object)
+    found = []
+    for index, row in runs.iterrows():
+        name = f"{labels[index]} {row['precision']}"
+        if row["kind"] != "matrix":
+            name += f" ({str(row['kind']).replace('_', ' ')})"
+        host = row.get("env_host")
+        found.append(
+            {
+                "name": name,
+                "part": "epochs",
+                "host": host,
+                "cpus": row.get("env_cpu_affinity_count"),
+                "share": row.get("other_cpu_share"),
+                "steal": row.get("steal_share"),
+                "gpu": row.get("gpu_other_util"),
+                "measured": not T.is_missing(row.get("interference")),
+                "flag": C._flag(row.get("interference")),
+                "reasons": C.reasons_of(row.get("interference_reasons")),
+                "from": row.get("timed_from"),
+                "to": row.get("timed_to"),
+            }
+        )
+        if not T.is_missing(row.get("ceiling_status")):
+            found.append(
+                {
+                    "name": name,
+                    "part": f"ceiling ({row.get('ceiling_context') or 'standalone'})",
+                    "host": host,
+                    "cpus": row.get("env_cpu_affinity_count"),
+                    "share": row.get("ceiling_other_cpu_share"),
+                    "steal": None,
+                    "gpu": None,
+                    "measured": not T.is_missing(row.get("ceiling_interference")),
+                    "flag": C._flag(row.get("ceiling_interference")),
+                    "reasons": C.reasons_of(row.get("ceiling_interference_reasons")),
+                    "from": row.get("ceiling_timed_from"),
+                    "to": row.get("ceiling_timed_to"),
+                }
+            )
+    return found
+
+
+def overlaps(windows: list[dict[str, Any]]) -> dict[int, list[int]]:
+    """For each window (by position), the other windows on the same host that overlapped it in
+    time. Windows of one cell (its epochs and its ceiling) never count: they are sequential by
+    construction."""
+    found: dict[int, list[int]] = {}
+    for i, a in enumerate(windows):
+        for j, b in enumerate(windows):
+            if i == j or a["name"] == b["name"] or a["host"] != b["host"]:
+                continue
+            times = [a["from"], a["to"], b["from"], b["to"]]
+            if any(T.is_missing(t) for t in times):
+                continue
+            if float(a["from"]) < float(b["to"]) and float(b["from"]) < float(a["to"]):
+                found.setdefault(i, []).append(j)
+    return found
+
+
+def timing_conditions_markdown(runs: pd.DataFrame) -> str:
+    """The timing-conditions table of every timed window, with a count of disturbed ones."""
+    if runs.empty:
+        return T.document("Timing conditions", _NOTE, [], empty=NO_CELLS_NOTE)
+    windows = _windows(runs)
+    overlapping = overlaps(windows)
+    rows = []
+    for i, w in enumerate(windows):
+        if not w["measured"]:
+            verdict = _NOT_MEASURED
+        elif w["flag"]:
+            verdict = f"{C.INTERFERENCE_MARK} " + "; ".join(w["reasons"])
+        else:
+            verdict = "quiet"
+        rows.append(
+            [
+                w["name"],
+                w["part"],
+                T.fmt_value(w["cpus"]) if not T.is_missing(w["cpus"]) else "",
+                T.fmt_percent(w["share"]),
+                T.fmt_percent(w["steal"]),
+                "" if T.is_missing(w["gpu"]) else f"{float(w['gpu']):.0f}",
+                verdict,
+                ", ".join(
+                    f"{windows[j]['name']} {windows[j]['part']}" for j in overlapping.get(i, [])
+                ),
+            ]
+        )
+    measured = [w for w in windows if w["measured"]]
+    disturbed = [w for w in measured if w["flag"]]
+    summary = (
+        f"{len(disturbed)} of {len(measured)} measured timed windows ran under interference; "
+        f"{len(overlapping)} overlapped another timed window on the same host."
+    )
+    header = ["cell", "timed", "CPUs", "others' CPU %", "steal %", "GPU others SM %", "verdict"]
+    table = T.pipe_table([*header, "overlapped"], rows, "llrrrrll")
+    return T.document(
+        "Timing conditions", _NOTE, [T.section("Timed windows", table, notes=[summary], level=2)]
+    )

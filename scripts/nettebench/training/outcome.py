@@ -1,0 +1,193 @@
+"""What a cell's run came to, written down: the record, its summary, and the outcome files.
+
+The trainer (:mod:`nettebench.training.cli`) runs the epochs; this module turns what they left
+into ``metrics.json`` (status, message, summary over the epochs, timing conditions, environment)
+and writes it with ``epochs.csv``: ``finished.json`` first (:mod:`.finished`), then the results,
+then the checkpoint goes. Outcomes that are results rather than crashes (out of memory, a
+precision or apex that the device cannot run) get their message here, so the ceiling bench and
+the profiler word them the same way.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import statistics
+import sys
+import time
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from nettebench.records import environment
+from nettebench.records import files as records
+from nettebench.study import precision
+from nettebench.study.cell import CellSpec
+from nettebench.training import checkpoint, finished
+from nettebench.training.interrupts import StopOnSignal
+
+
+def unsupported_reason(cell: CellSpec, device: torch.device) -> str | None:
+    """Why ``device`` cannot run the cell's precision, or None. A native cell asks the precision
+    table; an apex cell is apex's to refuse (:class:`~nettebench.training.apex.ApexUnsupported`
+    when its runner is built), in its own words."""
+    if cell.amp_backend == "apex":
+        return None
+    return precision.unsupported_reason(cell.precision, device.type)
+
+
+def oom_message(cell: CellSpec, device, error: BaseException) -> str:
+    first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    if cell.batch_size == "auto":
+        hint = "even batch size 1 does not fit: try a smaller image_size or model"
+    else:
+        hint = (
+            f"lower batch_size for this cell (e.g. {max(cell.batch_size // 2, 1)}, or auto) "
+            "in the matrix; large models need their batch size tuned per card"
+        )
+    return (
+        f"out of memory at batch size {cell.batch_size} on {device.type}: {first_line}. "
+        f"Hint: {hint}."
+    )
+
+
+def skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
+    """The record before the run: what the cell is and where it runs; the rest comes after."""
+    return {
+        "schema_version": records.SCHEMA_VERSION,
+        "status": None,
+        "message": None,
+        "kind": kind,
+        "cell": cell.as_dict(),
+        "cell_id": cell.cell_id(),
+        "device": environment.device_info(device),
+        "environment": None,  # collected beside the training (see cli.run_cell)
+        "summary": dict.fromkeys(records.SUMMARY_KEYS),
+    }
+
+
+def finish(
+    record: dict[str, Any],
+    out_dir: Path,
+    started_at: float,
+    collecting: Future,
+    *,
+    rows: list[dict[str, Any]],
+    status: str,
+    message: str | None,
+    fit=None,
+    ended_at: float | None = None,
+    stop: StopOnSignal | None = None,
+    stamp: dict[str, Any] | None = None,
+    extra_files: tuple[Path, ...] = (),
+) -> dict[str, Any]:
+    """Write the cell's outcome; no signal cuts it short (a cell whose last epoch ended is
+    finished). ``finished.json`` first (with ``stamp``, holding the results and ``extra_files``
+    written beside them, such as the ceiling), the results, then the checkpoint goes.
+    ``ended_at`` (default: now) ends the cell's ``wall_s``."""
+    with stop.critical() if stop else contextlib.nullcontext():
+        record["status"] = status
+        record["message"] = message
+        earlier_wall_s = 0.0
+        if rows:
+            record["summary"] = summary(rows)
+        if fit is not None:
+            record["summary"]["batch_size_used"] = fit.batch_size
+            record["summary"]["resumed_from_epoch"] = fit.resumed_from_epoch
+            record["summary"]["compile_s"] = fit.compile_s
+            record["summary"]["store_mode"] = fit.placement
+            earlier_wall_s = fit.earlier_wall_s
+        record["conditions"] = run_conditions(fit.conditions if fit else None, rows)
+        record["environment"] = collecting.result()
+        ended_at = time.time() if ended_at is None else ended_at
+        record["summary"]["wall_s"] = earlier_wall_s + ended_at - started_at
+        if stamp is not None:
+            texts = finished.result_texts(record, rows)
+            texts.update(finished.file_texts(out_dir, extra_files))
+            finished.write(out_dir, stamp, texts)
+        records.write_epochs(out_dir, rows)
+        records.write_metrics(out_dir, record)
+        checkpoint.remove(out_dir)
+    if message:
+        print(f"{status}: {message}", file=sys.stderr, flush=True)
+    return record
+
+
+def run_conditions(
+    window: dict[str, Any] | None, rows: list[dict[str, Any]]
+) -> dict[str, Any] | None:
+    """metrics.json's ``conditions``: the window of this process's epochs, and every epoch
+    (resumed ones too) whose own window was under interference, which marks the cell too."""
+    disturbed = [r["epoch"] for r in rows if r.get("interference") is True]
+    if window is None and not rows:
+        return None
+    found = dict(window or {})
+    found["epochs_under_interference"] = disturbed
+    if disturbed:
+        found["interference"] = True
+        found["interference_reasons"] = [
+            *found.get("interference_reasons", []),
+            f"epoch(s) {', '.join(map(str, disturbed))} of {len(rows)} timed under interference",
+        ]
+    return found
+
+
+def first_epoch_overhead(walls: list[float]) -> tuple[float | None, float | None, str | None]:
+    """(overhead, noise, anomaly) of a cell's epoch wall times.
+
+    The overhead is the first epoch's time beyond the median of the later ones, never below 0.
+    Its noise is the largest deviation of a later epoch from that median. A first epoch faster
+    than the later ones by more than the noise cannot be warm-up: conditions changed between
+    epochs, which the anomaly text says (None when nothing is wrong)."""
+    later = walls[1:]
+    if not later:
+        return None, None, None
+    steady = statistics.median(later)
+    noise = max(abs(w - steady) for w in later) if len(later) > 1 else None
+    excess = walls[0] - steady
+    anomaly = None
+    if noise is not None and excess < -noise:
+        anomaly = (
+            f"first epoch {-excess:.1f} s faster than the later epochs' median {steady:.1f} s "
+            f"(noise {noise:.1f} s): conditions changed between epochs"
+        )
+    return max(excess, 0.0), noise, anomaly
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    train_s = sum(r["train_s"] for r in rows)
+    img_s = [r["train_img_s"] for r in rows if not math.isnan(r["train_img_s"])]
+    last = rows[-1]
+    later = [r["wall_s"] for r in rows[1:]]
+    steady = statistics.median(later) if later else None
+    overhead, noise, anomaly = first_epoch_overhead([r["wall_s"] for r in rows])
+    if any(r["extrapolated"] for r in rows):
+        # epochs scaled from a few steps: the first from its post-warm-up steps, the later ones
+        # from all of theirs (loader start included), so the two do not compare
+        anomaly = None
+    return {
+        "epochs_run": len(rows),
+        "steps_per_epoch": last["_steps_per_epoch"],
+        "steps_timed": last["_steps_run"],
+        "extrapolated": any(r["extrapolated"] for r in rows),
+        "wall_s": None,
+        "time_for_epochs_s": sum(r["wall_s"] for r in rows),
+        "epoch_s_median": statistics.median(r["wall_s"] for r in rows),
+        "train_img_s": statistics.median(img_s) if img_s else None,
+        "data_wait_share": sum(r["data_wait_s"] for r in rows) / train_s if train_s else None,
+        "final_top1": last["val_top1"],
+        "final_top5": last["val_top5"],
+        "best_top1": max(r["val_top1"] for r in rows),
+        "final_train_loss": last["train_loss"],
+        "batch_size_used": None,
+        "steady_epoch_s": steady,
+        "first_epoch_overhead_s": overhead,
+        "first_epoch_overhead_noise_s": noise,
+        "anomalies": [anomaly] if anomaly else [],
+        "peak_mem_mb": max(r["peak_mem_mb"] for r in rows),
+        "resumed_from_epoch": None,
+        "compile_s": None,
+        "store_mode": None,
+    }

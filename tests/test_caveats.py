@@ -1,0 +1,168 @@
+"""Caveats in runs.csv, the tables, the throughput figure and the report's front page: numbers
+timed under interference are marked, impossible figures withheld, emulated precisions named."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+import record_factory as F
+
+from nettebench.report import caveats as C
+from nettebench.report.aggregate import aggregate
+from nettebench.report.figures import _caveat_marks
+
+BUSY = ("other processes used 48% of the job's 16 CPUs (460.8 CPU-s in 60.0 s)",)
+
+
+def _tables(tmp_path, paths):
+    written = aggregate(paths, tmp_path / "tables")
+    runs = pd.read_csv(written["runs"])
+    return runs, {name: path.read_text() for name, path in written.items() if name != "runs"}
+
+
+def _row(runs, precision):
+    return runs[(runs["precision"] == precision) & (runs["kind"] == "matrix")].iloc[0]
+
+
+def test_a_cell_faster_than_its_own_ceiling_is_withheld_with_its_reason(tmp_path):
+    fast = F.make_cell(tmp_path, precision="O0", train_img_s=5000.0, conditions=F.window())
+    F.make_ceiling(fast, img_s=2400.0, conditions=F.window(0.5, reasons=BUSY))  # 210 %
+    fine = F.make_cell(tmp_path, precision="O1", train_img_s=1000.0, conditions=F.window())
+    F.make_ceiling(fine, img_s=2000.0, conditions=F.window())
+    runs, text = _tables(tmp_path, [fast, fine])
+    bad = _row(runs, "O0")
+    assert bad["above_ceiling"] == True  # noqa: E712 (a CSV bool)
+    assert "above its own compute ceiling" in bad["implausible"]
+    assert bad["ceiling_fast_img_s"] == pytest.approx(256 / (0.97 * 256 / 2400))
+    assert bad["ceiling_share"] == pytest.approx(5000 / 2400)  # the raw ratio stays in runs.csv
+    assert _row(runs, "O1")["above_ceiling"] == False  # noqa: E712
+    share = text["throughput"].split("## Share of the compute ceiling")[1].split("## Compute")[0]
+    assert "208.3" not in share and C.IMPOSSIBLE_MARK in share
+    assert "| 50.0 |" in share  # the comparable cell keeps its number
+    assert C.IMPOSSIBLE_NOTE in share
+    # the ceiling itself was disturbed: marked in the ceiling table, named in the conditions
+    ceiling = text["throughput"].split("## Compute ceiling (img/s)")[1]
+    assert f"2,400{C.INTERFERENCE_MARK}" in ceiling
+    assert BUSY[0] in text["timing_conditions"]
+
+
+def test_a_cell_within_its_ceilings_noise_is_not_impossible(tmp_path):
+    # 2 % above the median ceiling, below its fast end (p10 step = 0.97 x median)
+    path = F.make_cell(tmp_path, train_img_s=2040.0, conditions=F.window())
+    F.make_ceiling(path, img_s=2000.0, conditions=F.window())
+    runs, text = _tables(tmp_path, [path])
+    assert runs["above_ceiling"].iloc[0] == False  # noqa: E712
+    assert "102.0" in text["throughput"]
+
+
+def test_interference_is_marked_in_every_table_that_shows_the_number(tmp_path):
+    busy = F.make_cell(tmp_path, precision="O1", conditions=F.window(0.48, reasons=BUSY))
+    quiet = F.make_cell(tmp_path, precision="O0", conditions=F.window())
+    runs, text = _tables(tmp_path, [busy, quiet])
+    row = _row(runs, "O1")
+    assert row["interference"] == True and row["interference_reasons"] == BUSY[0]  # noqa: E712
+    assert row["other_cpu_share"] == pytest.approx(0.48)
+    seconds = F.time_for("resnet18", "O1", 0, F.STUDY_EPOCHS)
+    assert f"{seconds:.1f}{C.INTERFERENCE_MARK}" in text["time_by_model_precision"]
+    o0 = F.time_for("resnet18", "O0", 0, F.STUDY_EPOCHS)
+    assert f"| {o0:.1f} |" in text["time_by_model_precision"]  # the quiet cell: no mark
+    assert "timed under interference" in text["time_by_model_precision"]
+    assert C.INTERFERENCE_MARK in text["throughput"]
+    assert C.INTERFERENCE_MARK not in text["cpu_vs_gpu"]  # no CPU baseline was disturbed
+    conditions = text["timing_conditions"]
+    assert "1 of 2 measured timed windows ran under interference" in conditions
+    assert "| quiet |" in conditions
+    front = text["headline"]
+    assert front.startswith('<p class="caveats">')
+    assert "1 of 2 cells were timed under interference" in front
+    assert "<h2>Time by model and precision</h2>" in front and "<table>" in front
+
+
+def test_a_cpu_baseline_timed_under_interference_is_marked(tmp_path):
+    matrix = F.make_cell(tmp_path, conditions=F.window())
+    busy = F.make_cell(
+        tmp_path, kind="cpu_baseline", conditions=F.window(0.5, reasons=BUSY), **F.CPU_BASELINE
+    )
+    _, text = _tables(tmp_path, [matrix, busy])
+    row = next(line for line in text["cpu_vs_gpu"].splitlines() if line.startswith("| imagenette"))
+    assert row.split("|")[6].strip().endswith(C.INTERFERENCE_MARK)
+    assert "timed under interference" in text["cpu_vs_gpu"]
+
+
+def test_overlapping_timed_windows_on_one_host_are_named(tmp_path):
+    a = F.make_cell(tmp_path, precision="O0", conditions=F.window(started_at=1000.0))
+    b = F.make_cell(tmp_path, precision="O1", conditions=F.window(started_at=1030.0))
+    c = F.make_cell(tmp_path, precision="O3", conditions=F.window(started_at=2000.0))
+    d = F.make_cell(
+        tmp_path, precision="O2", conditions=F.window(started_at=1010.0), env={"host": "other"}
+    )
+    _, text = _tables(tmp_path, [a, b, c, d])
+    lines = {
+        line.split("|")[1].strip(): line.split("|")[-2].strip()
+        for line in text["timing_conditions"].splitlines()
+        if line.startswith("| resnet18")
+    }
+    assert lines["resnet18 O0"] == "resnet18 O1 epochs"
+    assert lines["resnet18 O1"] == "resnet18 O0 epochs"
+    assert lines["resnet18 O3"] == "" and lines["resnet18 O2"] == ""  # later; another host
+    assert "2 overlapped another timed window" in text["timing_conditions"]
+
+
+def test_emulated_bf16_is_named_in_the_header_with_the_cpus_capability(tmp_path):
+    env = {
+        "cpu_capability": "AVX2",
+        "bf16_native": False,
+        "cpu_isa_limits": "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2",
+    }
+    cells = [
+        F.make_cell(tmp_path, precision=p, device_type="cpu", env=env, conditions=F.window())
+        for p in ("O0", "bf16")
+    ]
+    runs, text = _tables(tmp_path, cells)
+    assert "emulated in software" in _row(runs, "bf16")["precision_emulated"]
+    assert pd.isna(_row(runs, "O0")["precision_emulated"])
+    table = text["time_by_model_precision"]
+    assert "| model | O0 | bf16 (emulated) |" in table
+    assert "torch CPU capability AVX2, ATEN_CPU_CAPABILITY=avx2" in table
+    assert "bf16 ran emulated on this CPU" in text["headline"]
+
+
+def test_native_bf16_and_older_records_carry_no_marks(tmp_path):
+    native = F.make_cell(
+        tmp_path, precision="bf16", device_type="cpu", env={"bf16_native": True}
+    )  # and no conditions at all: a record from before they were measured
+    runs, text = _tables(tmp_path, [native])
+    assert pd.isna(runs["interference"].iloc[0]) and pd.isna(runs["precision_emulated"].iloc[0])
+    assert "(emulated)" not in text["time_by_model_precision"]
+    assert C.INTERFERENCE_MARK not in text["time_by_model_precision"]
+    assert "not measured" in text["timing_conditions"]
+    assert "no timing conditions were recorded" in text["headline"]
+
+
+def test_the_throughput_figure_marks_the_bars_it_cannot_vouch_for():
+    frame = pd.DataFrame(
+        {
+            "above_ceiling": [True, False, False, None],
+            "interference": [False, True, False, None],
+            "ceiling_interference": [False, False, True, None],
+        }
+    )
+    assert list(_caveat_marks(frame)) == [C.IMPOSSIBLE_MARK, "‡", "‡", ""]
+
+
+def test_the_front_page_embeds_the_figure_and_keeps_its_top_in_view(tmp_path):
+    from nettebench.report.front_page import compose, main
+
+    headline = tmp_path / "headline.html"
+    headline.write_text('<p class="caveats">Caveats: none.</p>\n<h2>Time</h2><table></table>\n')
+    figure = tmp_path / "throughput.png"
+    figure.write_bytes(b"\x89PNG\r\n\x1a\nfake")
+    out = tmp_path / "front_page.html"
+    assert main(["--headline", str(headline), "--figure", str(figure), "--out", str(out)]) == 0
+    page = out.read_text()
+    # headline first, then the figure as a data URI (the report stays one file)
+    assert page.index("Caveats: none.") < page.index("<h2>Time</h2>") < page.index("<figure>")
+    assert 'src="data:image/png;base64,iVBORw0KGgpmYWtl"' in page
+    # Snakemake's landing panel centres a tall description and cuts its top off: undone
+    assert "div.h-screen.items-center { align-items: flex-start; }" in page
+    assert compose("", b"", caption="a <b>").count("a &lt;b&gt;") == 2

@@ -1,0 +1,89 @@
+"""A matrix cell's job (nettebench.benchmarks.cell_job): the ceiling measured right after the
+cell's epochs, in the same process, so cell and ceiling share machine, device and moment."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from PIL import Image
+
+from nettebench.records import files as records
+from nettebench.study import outputs
+from nettebench.study.cell import CellSpec
+
+
+@pytest.fixture(scope="module")
+def tiny_tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    for split, count in (("train", 8), ("val", 4)):
+        for index, colour in enumerate([(200, 30, 30), (30, 200, 30), (30, 30, 200)]):
+            folder = root / split / f"class{index}"
+            folder.mkdir(parents=True)
+            for i in range(count):
+                Image.new("RGB", (40, 36), colour).save(folder / f"{i}.JPEG")
+    return root
+
+
+def _run_job(tiny_tree, out, **cell):
+    spec = CellSpec(
+        **{
+            "dataset": "tiny",
+            "batch_size": 6,
+            "epochs": 2,
+            "image_size": 32,
+            "workers": 0,
+            **cell,
+        }
+    )
+    ceiling = out / outputs.CEILING_FILE
+    launched = time.time()
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nettebench.benchmarks.cell_job",
+            "--data",
+            str(tiny_tree),
+            "--out-dir",
+            str(out),
+            "--ceiling",
+            str(ceiling),
+            "--threads",
+            "1",
+            "--ceiling-steps",
+            "3",
+            "--ceiling-warmup-steps",
+            "1",
+            *spec.cli_args(),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    metrics = records.read_metrics(out / outputs.METRICS_FILE)
+    return metrics, json.loads(ceiling.read_text()), ceiling, launched
+
+
+def test_the_ceiling_follows_the_epochs_in_the_same_job(tiny_tree, tmp_path):
+    metrics, ceiling, path, launched = _run_job(tiny_tree, tmp_path / "cell")
+    assert metrics["status"] == ceiling["status"] == "ok"
+    assert ceiling["context"] == "cell job"
+    assert ceiling["cell_id"] == metrics["cell_id"]  # the cell's own identity, dataset included
+    assert ceiling["device"] == metrics["device"]  # same device and threads
+    assert ceiling["environment"] == metrics["environment"]
+    # right after the epochs, and written before the record (so a crash leaves no half job)
+    assert 0 <= ceiling["conditions"]["started_at"] - metrics["conditions"]["ended_at"] < 30
+    assert path.stat().st_mtime_ns <= (path.parent / outputs.METRICS_FILE).stat().st_mtime_ns
+    # the cell's wall time (from its process start, after `launched`) ends before the ceiling
+    assert metrics["summary"]["wall_s"] <= ceiling["conditions"]["started_at"] - launched
+    assert ceiling["img_s"] > 0 and ceiling["steps"] == 3
+
+
+def test_a_cell_the_device_cannot_run_gets_an_unsupported_ceiling(tiny_tree, tmp_path):
+    metrics, ceiling, _, _ = _run_job(tiny_tree, tmp_path / "cell", precision="O1")
+    assert metrics["status"] == ceiling["status"] == "unsupported"
+    assert metrics["conditions"] is None  # no epoch ran

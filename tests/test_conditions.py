@@ -1,0 +1,218 @@
+"""Timing conditions (nettebench.records.conditions): what else the machine did in a window.
+
+The arithmetic on synthetic /proc snapshots, then the real thing: a busy process outside the
+job's tree is seen as other processes' CPU time, the job's own busy threads and child processes
+are not. The GPU branch runs on the CPU through the same ``nvidia-smi`` output parsers and a
+Probe given recorded nvidia-smi output (no GPU is needed to test which processes count).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from nettebench.records import conditions as C
+
+PROC_STAT = """cpu  100 0 50 1000 10 0 5 0 0 0
+cpu0 60 0 30 500 5 0 3 7 0 0
+cpu1 40 0 20 500 5 0 2 0 0 0
+intr 12345
+"""
+
+
+def _stat(pid: int, ppid: int, utime: int, stime: int = 0, cutime: int = 0) -> str:
+    # proc(5): pid (comm) state ppid ... field 14 utime, 15 stime, 16 cutime, 17 cstime
+    fields = ["S", str(ppid), *["0"] * 9, str(utime), str(stime), str(cutime), "0"]
+    return f"{pid} (python -m x) " + " ".join(fields + ["0"] * 30)
+
+
+def test_proc_stat_per_cpu_busy_steal_and_total():
+    cpus = C.parse_proc_stat(PROC_STAT)
+    assert set(cpus) == {0, 1}
+    assert cpus[0] == C.CpuTimes(busy=60 + 30 + 3, steal=7, total=60 + 30 + 3 + 500 + 5 + 7)
+    assert cpus[1].steal == 0
+
+
+def test_tree_counts_the_job_and_its_descendants_only():
+    stats = {
+        10: _stat(10, 1, utime=100, stime=20, cutime=5),  # the job (and a reaped child)
+        11: _stat(11, 10, utime=30),  # a DataLoader worker
+        12: _stat(12, 11, utime=4),  # its child
+        20: _stat(20, 1, utime=999),  # someone else
+    }
+    assert C.tree_ticks(10, stats) == 100 + 20 + 5 + 30 + 4
+    assert C.tree_pids(10, stats) == {10, 11, 12}
+    assert C.process_ticks("7 (a ) b) S 1 " + " ".join(["0"] * 9 + ["3", "4", "5", "6"])) == 18
+
+
+def _snap(clock, busy, steal, total, own, unix=None):
+    cpus = {
+        c: C.CpuTimes(busy=b, steal=s, total=t)
+        for c, (b, s, t) in enumerate(zip(busy, steal, total, strict=True))
+    }
+    return C.Snapshot(clock=clock, cpus=cpus, own_ticks=own, unix=unix)
+
+
+def test_summary_subtracts_the_jobs_own_time_and_decides():
+    # 10 s on 2 CPUs = 2000 ticks; the job used 1000, someone else 600, the hypervisor 100
+    start = _snap(0.0, (0, 0), (0, 0), (0, 0), own=0, unix=100.0)
+    end = _snap(10.0, (900, 700), (100, 0), (1000, 1000), own=1000, unix=110.0)
+    found = C.summarize(start, end, clock_ticks=100)
+    assert found["own_cpu_s"] == 10 and found["other_cpu_s"] == 6
+    assert found["other_cpu_share"] == pytest.approx(6 / 20)
+    assert found["steal_share"] == pytest.approx(100 / 2000)
+    assert found["started_at"] == 100.0 and found["ended_at"] == 110.0
+    assert found["interference"] is True
+    assert "30% of the job's 2 CPUs" in found["interference_reasons"][0]
+    assert set(found) == set(C.CONDITION_KEYS)
+
+
+@pytest.mark.parametrize(
+    ("other", "steal", "expected"),
+    [
+        (0.05 * 2000, 0, False),  # 5 % of the CPUs: below the limit
+        (0.15 * 2000, 0, True),
+        (0, 0.08 * 4000, True),  # 8 % of both CPUs' time stolen
+    ],
+)
+def test_verdict_thresholds(other, steal, expected):
+    start = _snap(0.0, (0, 0), (0, 0), (0, 0), own=0)
+    end = _snap(10.0, (1000 + other, 0), (steal, 0), (2000, 2000), own=1000)
+    assert C.summarize(start, end, clock_ticks=100)["interference"] is expected
+
+
+def test_a_short_window_needs_real_time_not_tick_noise_to_be_disturbed():
+    # 0.05 s on 2 CPUs: 3 stray ticks are 30 % of it but only 0.03 CPU-s
+    start = _snap(0.0, (0, 0), (0, 0), (0, 0), own=0)
+    end = _snap(0.05, (8, 0), (0, 0), (10, 10), own=5)
+    found = C.summarize(start, end, clock_ticks=100)
+    assert found["other_cpu_share"] > C.OTHER_CPU_SHARE_LIMIT
+    assert found["interference"] is False
+
+
+def _burn(seconds: float) -> None:
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+
+
+def _busy_process_outside_the_tree() -> int:
+    """A busy loop that is not our descendant: started by a shell that exits at once, so it
+    is reparented to init (or a subreaper above us)."""
+    out = subprocess.run(
+        ["sh", "-c", f"{sys.executable} -c 'while True: pass' >/dev/null 2>&1 & echo $!"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return int(out.stdout.strip())
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+        return C.process_ticks(handle.read()) / os.sysconf("SC_CLK_TCK")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs Linux /proc")
+def test_a_busy_process_beside_the_job_is_interference():
+    busy = _busy_process_outside_the_tree()
+    try:
+        time.sleep(0.2)  # let it start
+        probe = C.Probe()
+        assert busy not in C.tree_pids(os.getpid(), C.read_process_stats())
+        before = _cpu_seconds(busy)
+        window = probe.start()
+        time.sleep(1.5)
+        found = probe.stop(window)
+        used = _cpu_seconds(busy) - before
+    finally:
+        os.kill(busy, 9)
+    # Everything the busy loop used is other processes' time (more may come from elsewhere).
+    assert used > 0.5
+    assert found["other_cpu_s"] >= used - 0.1
+    assert found["interference"] is True
+    assert found["own_cpu_s"] < 0.2  # the test slept
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs Linux /proc")
+def test_the_jobs_own_threads_and_children_are_not_interference():
+    probe = C.Probe()
+    window = probe.start()
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nt=time.process_time()\nwhile time.process_time()-t<0.6: pass",
+        ]
+    )
+    _burn(0.6)
+    child.wait()  # reaped: its time moves into our cutime
+    found = probe.stop(window)
+    assert found["own_cpu_s"] >= 1.0  # 0.6 s here + 0.6 s in the child, less tick rounding
+    # whatever else ran on the machine, our 1.2 CPU-s are not counted as someone else's
+    busy_total = found["own_cpu_s"] + found["other_cpu_s"]
+    assert busy_total <= found["wall_s"] * found["cpus"] + 0.05
+
+
+# ---------------------------------------------------------------------------------- the GPU
+
+COMPUTE_APPS = """4242, GPU-aaaa, 1200
+5151, GPU-aaaa, 30000
+6161, GPU-bbbb, 900
+"""
+PMON = """# gpu         pid   type     sm    mem    enc    dec    jpg    ofa    command
+# Idx           #    C/G      %      %      %      %      %      %    name
+    0        4242     C     40     12      -      -      -      -    python
+    0        5151     C     55     20      -      -      -      -    python
+    1        6161     C     70      5      -      -      -      -    python
+    0        7171     C      -      -      -      -      -      -    idle
+"""
+
+
+def test_nvidia_smi_listings_parse():
+    apps = C.parse_compute_apps(COMPUTE_APPS)
+    assert [(a.pid, a.gpu_uuid, a.used_mib) for a in apps][:2] == [
+        (4242, "GPU-aaaa", 1200.0),
+        (5151, "GPU-aaaa", 30000.0),
+    ]
+    assert C.parse_pmon(PMON) == {(0, 4242): 40.0, (0, 5151): 55.0, (1, 6161): 70.0}
+
+
+def _fake_smi(*args):
+    if args[0].startswith("--query-compute-apps"):
+        return COMPUTE_APPS.replace("4242", str(os.getpid()))
+    if args[0] == "pmon":
+        return PMON.replace("4242", str(os.getpid()))
+    return None
+
+
+def test_another_process_on_the_jobs_gpu_is_interference_the_job_itself_is_not():
+    """The CPU twin of a GPU job: our own pid is on GPU-aaaa beside pid 5151 at 55 % SM; pid
+    6161 on another GPU does not count."""
+    probe = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0), smi=_fake_smi)
+    found = probe.stop(probe.start(gpu=True), gpu=True)
+    assert found["gpu_other_processes"] == 1
+    assert found["gpu_other_util"] == 55.0
+    assert found["gpu_visibility"] == "nvidia-smi"
+    assert found["interference"] is True
+    assert "used the GPU (up to 55% SM)" in found["interference_reasons"][-1]
+
+
+def test_hidden_processes_are_said_to_be_hidden():
+    """In a container nvidia-smi lists no processes at all, not even ours: not visible."""
+    probe = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0), smi=lambda *a: "")
+    found = probe.stop(probe.start(gpu=True), gpu=True)
+    assert found["gpu_other_processes"] == 0
+    assert found["gpu_visibility"] == "nvidia-smi (processes hidden)"
+
+
+def test_a_cpu_job_asks_nvidia_smi_nothing():
+    asked = []
+    probe = C.Probe(smi=lambda *a: asked.append(a))
+    found = probe.stop(probe.start(gpu=True), gpu=True)
+    assert asked == [] and found["gpu_other_processes"] is None
+    assert C.gpu_target(type("D", (), {"type": "cpu"})()) is None

@@ -1,0 +1,100 @@
+"""Config errors in one line: the key and what is allowed, or the file, line and column."""
+
+from __future__ import annotations
+
+import pytest
+
+from nettebench.study import config_file
+from nettebench.study.grid import ConfigError
+
+SCHEMA = config_file.load_schema()
+BASE = {"datasets": {"tiny": {"synthetic": {"size": 16}}}, "matrix": {"epochs": 1}}
+
+
+def first_line(config) -> str:
+    problem = config_file.schema_problem(config, SCHEMA)
+    assert problem is not None
+    return problem.splitlines()[0]
+
+
+def test_a_valid_config_has_no_problem():
+    assert config_file.schema_problem(BASE, SCHEMA) is None
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"profile": {"backend": "nvprof2"}},
+            "profile.backend: 'nvprof2' is not allowed; allowed: torch, nsys, nvprof",
+        ),
+        (
+            {"matrix": {"epochs": 1, "batch_size": "lots"}},
+            "matrix.batch_size: 'lots' is not allowed; allowed: an integer, auto, or a list",
+        ),
+        (
+            {"matrix": {"epochs": 1, "include": [{"model": 3}]}},
+            "matrix.include[0].model: 3 is not allowed; allowed: a string or a list",
+        ),
+        (
+            {"datasets": {"tiny": {"synthetic": {"size": 4}}}},
+            "datasets.tiny.synthetic.size: 4 is not allowed; allowed: >= 8",
+        ),
+        (
+            {"datasets": {"tiny": {"source": "x", "sourc": "y"}}},
+            "datasets.tiny: unknown key(s) sourc; allowed: source, size, md5, sha256, "
+            "bad_images, synthetic",
+        ),
+        (
+            {"datasets": {"tiny": {"md5": "xyz"}}},
+            "datasets.tiny.md5: 'xyz' is not allowed; allowed: a string matching ^[0-9a-f]{32}$",
+        ),
+        ({"datasets": {}}, "datasets is empty; give at least 1 entries"),
+        ({"ceiling": "yes"}, "ceiling: 'yes' is not allowed; allowed: true or false"),
+    ],
+    ids=lambda value: str(value)[:30],
+)
+def test_the_first_line_names_the_key_and_what_is_allowed(change, expected):
+    assert first_line({**BASE, **change}) == expected
+
+
+def test_a_missing_section_is_named():
+    assert first_line({"datasets": BASE["datasets"]}) == "the config: 'matrix' is missing"
+
+
+def test_jsonschemas_own_account_follows_the_first_line():
+    problem = config_file.schema_problem({**BASE, "profile": {"backend": "x"}}, SCHEMA)
+    assert "is not one of" in problem.split("\n", 1)[1]
+
+
+def test_a_tab_names_the_file_line_and_column(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text("datasets:\n  tiny: {synthetic: {size: 16}}\nmatrix:\n\tepochs: 1\n")
+    with pytest.raises(ConfigError) as caught:
+        config_file.check_yaml_file(path)
+    line = str(caught.value).splitlines()[0]
+    assert line.startswith(f"{path} line 4, column 1: ") and "spaces only" in line
+
+
+def test_other_yaml_errors_name_the_line_too(tmp_path):
+    path = tmp_path / "study.yaml"
+    path.write_text("matrix: {epochs: 1\ndatasets: x\n")
+    with pytest.raises(ConfigError, match=rf"^{path} line \d+, column \d+: "):
+        config_file.check_yaml_file(path)
+
+
+def test_a_missing_file_is_left_to_snakemake(tmp_path):
+    assert config_file.check_yaml_file(tmp_path / "none.yaml") is None
+
+
+def test_the_command_checks_a_file_the_whole_way(tmp_path, capsys):
+    good = tmp_path / "good.yaml"
+    good.write_text("datasets: {tiny: {synthetic: {size: 16}}}\nmatrix: {epochs: 1}\n")
+    assert config_file.main([str(good)]) == 0
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("datasets: {tiny: {synthetic: {size: 16}}}\nmatrix: {epochs: 1, lr: 0}\n")
+    assert config_file.main([str(bad)]) == 1
+    assert capsys.readouterr().err.startswith("error: matrix.lr must be a number > 0")
+    later = tmp_path / "later.yaml"
+    later.write_text("matrix: {lr: 0.1}\n")
+    assert config_file.main([str(bad), str(later)]) == 0  # merged like Snakemake merges

@@ -1,0 +1,178 @@
+"""Signals in the trainer and in the workflow: where a stop is raised, what is passed on.
+
+The end-to-end behaviour (real Snakemake runs, every way of sending a signal) is in
+tests/test_faults.py; these pin down the pieces.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from nettebench.data.pil import _seed_worker
+from nettebench.study import job_signals
+from nettebench.study.cell import CellSpec
+from nettebench.training import interrupts
+from nettebench.training.interrupts import Interrupted, StopOnSignal, stop_between_batches
+
+
+def _signal_self(signum: int) -> None:
+    os.kill(os.getpid(), signum)
+    time.sleep(0.05)  # the handler runs in the main thread at its next bytecode
+
+
+def test_outside_the_epochs_a_signal_stops_at_once():
+    with StopOnSignal() as stop, pytest.raises(Interrupted) as caught:
+        _signal_self(signal.SIGTERM)
+    assert caught.value.signum == signal.SIGTERM and caught.value.exit_code == 143
+    assert stop.requested == signal.SIGTERM
+
+
+def test_inside_the_epochs_a_signal_only_asks_and_the_next_check_stops():
+    with StopOnSignal() as stop:
+        stop.defer()
+        _signal_self(signal.SIGINT)  # no exception here
+        assert stop.requested == signal.SIGINT
+        with pytest.raises(Interrupted) as caught:
+            stop.check()
+    assert caught.value.exit_code == 130 and not caught.value.forced
+
+
+def test_a_repeat_soon_after_is_the_same_request_a_late_one_stops_at_once(monkeypatch):
+    monkeypatch.setattr(interrupts, "FORCE_AFTER_S", 0.3)
+    with StopOnSignal() as stop:
+        stop.defer()
+        _signal_self(signal.SIGINT)
+        _signal_self(signal.SIGINT)  # a terminal's Ctrl-C and the workflow's copy of it
+        time.sleep(0.3)
+        with pytest.raises(Interrupted) as caught:
+            _signal_self(signal.SIGINT)
+    assert caught.value.forced
+
+
+def test_while_results_are_written_no_signal_cuts_in(monkeypatch):
+    monkeypatch.setattr(interrupts, "FORCE_AFTER_S", 0.0)
+    with StopOnSignal() as stop:
+        with stop.critical():
+            _signal_self(signal.SIGTERM)
+            _signal_self(signal.SIGTERM)
+        assert stop.requested == signal.SIGTERM
+
+
+def test_the_previous_handlers_come_back():
+    before = signal.getsignal(signal.SIGINT)
+    with StopOnSignal():
+        assert signal.getsignal(signal.SIGINT) != before
+    assert signal.getsignal(signal.SIGINT) == before
+
+
+def test_wrapped_batches_stop_before_the_next_batch_after_a_signal():
+    with StopOnSignal() as stop:
+        stop.defer()
+        seen = []
+        with pytest.raises(Interrupted):
+            for batch in stop_between_batches([1, 2, 3], stop):
+                seen.append(batch)
+                if batch == 1:
+                    _signal_self(signal.SIGTERM)
+    assert seen == [1]
+    assert len(stop_between_batches([1, 2, 3], stop)) == 3
+    assert stop_between_batches([1], None) == [1]
+
+
+class _WorkersDie:
+    """A loader whose workers die, the way a Ctrl-C to the whole group can end them."""
+
+    def __init__(self, ctrl_c: bool) -> None:
+        self.ctrl_c = ctrl_c
+
+    def __iter__(self):
+        yield 1
+        if self.ctrl_c:
+            _signal_self(signal.SIGINT)
+        raise RuntimeError("DataLoader worker (pid 1) exited unexpectedly")
+
+    def __len__(self):
+        return 2
+
+
+def test_a_loader_that_dies_after_a_signal_is_the_stop_not_an_error():
+    with StopOnSignal() as stop:
+        stop.defer()
+        with pytest.raises(Interrupted):
+            list(stop_between_batches(_WorkersDie(ctrl_c=True), stop))
+        with pytest.raises(RuntimeError, match="exited unexpectedly"):
+            list(stop_between_batches(_WorkersDie(ctrl_c=False), StopOnSignal()))
+
+
+def test_the_message_names_the_signal_the_cell_and_the_checkpoint(tmp_path):
+    cell = CellSpec(dataset="d", epochs=4)
+    stop = Interrupted(signal.SIGTERM)
+    stop.epochs_done = 2
+    line = stop.message(cell, tmp_path / "checkpoint.pt")
+    assert line.startswith(f"interrupted by SIGTERM: {cell.path()} stopped")
+    assert f"kept the checkpoint after epoch 2/4 ({tmp_path / 'checkpoint.pt'})" in line
+    assert "no checkpoint yet" in Interrupted(signal.SIGINT).message(cell, tmp_path / "none")
+
+
+class _Handlers(Dataset):
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, index):
+        names = {signal.SIG_IGN: 0, signal.SIG_DFL: 1}
+        state = [names.get(signal.getsignal(s), 2) for s in (signal.SIGINT, signal.SIGTERM)]
+        return torch.tensor(state)
+
+
+def test_loader_workers_ignore_sigint_but_not_sigterm():
+    """A terminal's Ctrl-C reaches the workers too, and the trainer stops them itself; SIGTERM
+    must still end them (multiprocessing ends leftover workers with it at exit, then waits)."""
+    loader = DataLoader(_Handlers(), batch_size=2, num_workers=1, worker_init_fn=_seed_worker)
+    with StopOnSignal():  # the trainer's handlers, which a forked worker starts with
+        (batch,) = list(loader)
+    assert batch.tolist() == [[0, 1], [0, 1]]
+
+
+# -- the workflow's side: passing Ctrl-C and SIGTERM on to the jobs --------------------------
+
+
+def test_descendants_are_found_through_proc():
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import subprocess, sys; subprocess.run(['sleep', '30'])"]
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while len(job_signals.descendants(parent.pid)) < 1 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (child,) = job_signals.descendants(parent.pid)
+        assert parent.pid in job_signals.descendants(os.getpid())
+        assert child in job_signals.descendants(os.getpid())
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def test_forwarding_passes_the_signal_on_then_hands_over_to_the_graceful_exit():
+    child = subprocess.Popen(["sleep", "30"])
+    handed = threading.Event()
+    before = {s: signal.getsignal(s) for s in job_signals.FORWARDED}
+    try:
+        job_signals.forward_interrupts(lambda *args: handed.set())
+        _signal_self(signal.SIGINT)
+        assert child.wait(timeout=10) == -signal.SIGINT
+        assert handed.wait(timeout=10)
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
+        if child.poll() is None:
+            child.kill()
+            child.wait()

@@ -1,0 +1,100 @@
+"""Timed jobs run one at a time locally, shown from a real run's own log.
+
+The case that would break it: a many-core box where `--set-threads` gives a CPU baseline and a
+matrix cell (which asks for the GPU) a core each, so the cores alone would let them run side by
+side and each time the other. Every timed rule asks for `timed=1` and the local profiles allow
+one at a time; Snakemake's log shows whether that held, and so do the records' own timed
+windows (the timing-conditions table names any that overlapped). The same run with two timed
+slots shows that both checks do see jobs that overlap.
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from tests.workflow_helpers import (
+    concurrent_jobs,
+    copy_workflow,
+    run_study,
+    snakemake_log,
+    timed_job_count,
+    write_config,
+)
+
+pytestmark = pytest.mark.workflow
+
+STUDY = {
+    "datasets": {
+        "tiny": {
+            "synthetic": {"size": 32, "train_images": 48, "val_images": 16, "classes": 4, "seed": 0}
+        }
+    },
+    "matrix": {
+        "model": "resnet18",
+        "precision": "O0",
+        "batch_size": 16,
+        "epochs": 2,
+        "image_size": 32,
+        "workers": 0,
+    },
+    "cpu_baseline": {
+        "model": "resnet18",
+        "batch_size": 16,
+        "epochs": 2,
+        "image_size": 32,
+        "workers": 0,
+    },
+}
+# As on a many-core box: more cores than the two timed jobs need together.
+MANY_CORES = ("--cores", "8", "--set-threads", "cell_train=1", "cpu_baseline_train=1")
+
+
+@pytest.fixture(scope="module")
+def many_core_run(tmp_path_factory):
+    workdir = copy_workflow(tmp_path_factory.mktemp("timed"))
+    config = write_config(workdir, STUDY)
+    run_study(workdir, config, *MANY_CORES)
+    return workdir, config
+
+
+def test_a_cpu_baseline_never_runs_beside_a_gpu_cell(many_core_run):
+    workdir, _ = many_core_run
+    log = snakemake_log(workdir)
+    assert 'timed=Resource("timed", 1)' in log  # the default profile's limit was in force
+    assert timed_job_count(log) == 2
+    assert concurrent_jobs(log) == []
+    runs = pd.read_csv(workdir / "results" / "tables" / "runs.csv")
+    # the records agree: the cell's epochs, its ceiling and the baseline's epochs are apart
+    windows = sorted(
+        [(r["timed_from"], r["timed_to"]) for _, r in runs.iterrows()]
+        + [
+            (r["ceiling_timed_from"], r["ceiling_timed_to"])
+            for _, r in runs.iterrows()
+            if r["kind"] == "matrix"
+        ]
+    )
+    assert all(end <= start for (_, end), (start, _) in zip(windows, windows[1:], strict=False))
+    text = (workdir / "results" / "tables" / "timing_conditions.md").read_text()
+    assert "0 overlapped another timed window" in text
+
+
+def test_with_two_timed_slots_the_log_shows_them_overlap(many_core_run):
+    workdir, config = many_core_run
+    run_study(
+        workdir,
+        config,
+        *MANY_CORES,
+        "--resources",
+        "gpu=1",
+        "timed=2",
+        "--forcerun",
+        "cell_train",
+        "cpu_baseline_train",
+    )
+    log = snakemake_log(workdir)
+    assert timed_job_count(log) == 2
+    assert len(concurrent_jobs(log)) == 1
+    # and the records say so too, whatever ran them: the tables name the overlapping windows
+    text = (workdir / "results" / "tables" / "timing_conditions.md").read_text()
+    assert "0 overlapped" not in text and "(cpu baseline) epochs" in text.split("## ")[1]
