@@ -255,3 +255,17 @@ def test_two_machines_profiles_of_one_cell_keep_a_row_each():
         "resnet18 O3 · NVIDIA A100-SXM4-80GB",
         "resnet18 O3 · Tesla T4",
     ]
+
+
+def test_a_cell_of_partial_epochs_has_no_time_to_accuracy(tmp_path):
+    """A `max_steps` cell trained part of each epoch: its top-1 is not that of its scaled epoch
+    times, so it gets no time to accuracy, and the table says why."""
+    paths = [rf.make_cell(tmp_path, precision="bf16", max_steps=3), rf.make_cell(tmp_path)]
+    written = agg.aggregate(paths, tmp_path / "out", target_top1=60.0)
+    runs = pd.read_csv(written["runs"]).set_index("precision")
+    assert pd.isna(runs.loc["bf16", "time_to_target_s"])
+    assert runs.loc["O0", "target_epoch"] == 2
+    table = as_dict(md_tables(written["time_to_accuracy"].read_text())[0][1])
+    assert table["resnet18"]["bf16"] == "partial epochs"
+    fig = figures.plot_time_to_accuracy(plotting.read_table(written["runs"], figures._RUN_COLUMNS))
+    assert "partial epochs" in [t.get_text() for ax in fig.axes for t in ax.texts]

@@ -43,6 +43,7 @@ CELL_COMMAND_MODULES = (
     "nettebench.training",
     "nettebench.training.cli",
     "nettebench.benchmarks.ceiling",
+    "nettebench.benchmarks.cell_job",
     "nettebench.profiling",
     "nettebench.profiling.cli",
 )

@@ -40,7 +40,6 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import matplotlib as mpl
 import numpy as np
@@ -49,20 +48,16 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 from nettebench.report import caveats as C
+from nettebench.report import facets as F
 from nettebench.report import format as T
 from nettebench.report.collect import EPOCH_ID_COLUMNS
 from nettebench.report.grids import row_keys
 from nettebench.report.plotting import (
     MARK_COLOR,
-    bar_frame,
     bar_width,
-    caveat_marks,
     empty_figure,
-    facet_heading,
     grouped_bars,
-    matrix_panels,
     new_figure,
-    precision_bar_panels,
     precision_colors,
     read_table,
     save,
@@ -98,14 +93,14 @@ _RUN_COLUMNS = (
     "train_img_s",
     "ceiling_status",
     "ceiling_img_s",
-    # caveats (report.caveats): marks over a bar whose number cannot be taken at face value
-    "interference",
-    "ceiling_interference",
-    "above_ceiling",
     "setup",
     "target_top1",
     "time_to_target_s",
     *SETUP_COLUMNS,
+    # caveats (report.caveats): marks over a bar whose number cannot be taken at face value
+    "interference",
+    "ceiling_interference",
+    "above_ceiling",
 )
 
 
@@ -116,10 +111,10 @@ NOT_REACHED = "not reached"  # what the time-to-accuracy figure writes where no 
 def plot_time(runs: pd.DataFrame) -> Figure:
     """Seconds for all epochs of each matrix cell, by model, one bar per precision."""
     title = "Time for all epochs by model and precision"
-    facets = matrix_panels(runs)
+    facets = F.matrix_facets(runs)
     if not facets:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
-    fig, panels = precision_bar_panels(runs, facets, "time_for_epochs_s")
+    fig, panels = F.precision_bar_panels(runs, facets, "time_for_epochs_s")
     for ax, frame in panels:
         ax.set_ylabel("seconds (mean ± 95 % CI over seeds)")
         if frame["extrapolated"].any():
@@ -139,7 +134,7 @@ def plot_time(runs: pd.DataFrame) -> Figure:
 def plot_speedup(runs: pd.DataFrame) -> Figure:
     """O0 time / time, per seed, by model and precision; 1.0 = as fast as O0."""
     title = f"Speed-up over {BASELINE_PRECISION} (time for all epochs)"
-    matrix_facets = matrix_panels(runs)
+    matrix_facets = F.matrix_facets(runs)
     if not matrix_facets:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
     facets = []
@@ -155,7 +150,7 @@ def plot_speedup(runs: pd.DataFrame) -> Figure:
         facets.append((facet_title, others))
     if not facets:
         return empty_figure(title, f"no {BASELINE_PRECISION} cells to compare against")
-    fig, panels = precision_bar_panels(runs, facets, "speedup")
+    fig, panels = F.precision_bar_panels(runs, facets, "speedup")
     for ax, _frame in panels:
         ax.axhline(1.0, color="0.15", linewidth=1.0, linestyle="--", zorder=3)
         ax.annotate(
@@ -262,16 +257,16 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
         is_cpu = frame["kind"] == "cpu_baseline"
         setups = frame.loc[~is_cpu, ["device_type", "setup"]].drop_duplicates()
         for device_type, setup in list(setups.itertuples(index=False)) or [(None, None)]:
-            on_device = (~is_cpu) & _equal(frame["device_type"], device_type)
-            on_device &= _equal(frame["setup"], setup)
+            on_device = (~is_cpu) & F.equal(frame["device_type"], device_type)
+            on_device &= F.equal(frame["setup"], setup)
             if on_device.any():
                 machine = frame.loc[on_device, "machine"].iloc[0]
-                part = frame[(is_cpu & _equal(frame["machine"], machine)) | on_device]
+                part = frame[(is_cpu & F.equal(frame["machine"], machine)) | on_device]
             else:
                 part = frame[is_cpu]
             part = part.sort_values(["model", "batch_size"], kind="stable")
             part = part.assign(label=T.row_labels(part, label_keys))
-            facets.append((facet_heading(dataset, None, part[~is_cpu[part.index]], matrix), part))
+            facets.append((F.facet_title(dataset, None, part[~is_cpu[part.index]], matrix), part))
     widest = max(bar_width(f["label"].nunique(), f["hue"].nunique()) for _, f in facets)
     fig, axes = new_figure(len(facets), panel_width=widest)
     for ax, (facet_title, frame) in zip(axes, facets, strict=True):
@@ -279,7 +274,7 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
         hues = matrix_hues + sorted(set(frame["hue"]) - set(matrix_hues))
         grouped_bars(
             ax,
-            bar_frame(frame, "train_img_s", hue="hue", outline="ceiling_img_s"),
+            F.bar_frame(frame, "train_img_s", hue="hue", outline="ceiling_img_s"),
             categories=list(frame["label"].unique()),
             hues=hues,
             colors=colors,
@@ -297,7 +292,7 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
         ax.set_ylabel(f"training images / s (mean ± 95 % CI over seeds{scale})")
         ax.set_title(facet_title, fontsize=9)
     fig.suptitle(title)
-    marks = set(caveat_marks(wanted)) - {""}
+    marks = set(F.caveat_marks(wanted)) - {""}
     if marks:
         legend = {
             C.INTERFERENCE_MARK: f"{C.INTERFERENCE_MARK} timed under interference (its own or "
@@ -310,11 +305,6 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
     return fig
 
 
-def _equal(column: pd.Series, value: Any) -> pd.Series:
-    """Rows whose value is ``value``, a missing value matching missing ones."""
-    return column.isna() if T.is_missing(value) else column == value
-
-
 def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
     """Seconds until validation top-1 first reached ``target_top1``, by model and precision."""
     targets = pd.to_numeric(runs["target_top1"], errors="coerce").dropna()
@@ -323,22 +313,23 @@ def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
         return empty_figure(title, "no target: set target_top1 in the config")
     target = float(targets.iloc[0])
     title = f"Time to {target:g} % validation top-1"
-    facets = matrix_panels(runs)
+    facets = F.matrix_facets(runs)
     if not facets:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
     reached = pd.to_numeric(runs["time_to_target_s"], errors="coerce").notna()
+    reason = np.where(runs["extrapolated"], "partial", "not_reached")
     runs = runs.assign(
         target_status=np.where(
-            runs["status"] != "ok", runs["status"], np.where(reached, "ok", "not_reached")
+            runs["status"] != "ok", runs["status"], np.where(reached, "ok", reason)
         )
     )
     facets = [(t, f.assign(target_status=runs.loc[f.index, "target_status"])) for t, f in facets]
-    fig, panels = precision_bar_panels(
+    fig, panels = F.precision_bar_panels(
         runs,
         facets,
         "time_to_target_s",
         status="target_status",
-        outcomes={"not_reached": NOT_REACHED},
+        outcomes={"not_reached": NOT_REACHED, "partial": "partial epochs"},
     )
     for ax, _frame in panels:
         ax.set_ylabel("seconds to target (mean ± 95 % CI)")

@@ -14,7 +14,6 @@ from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.grids import (
-    APPROX_NOTE,
     GROUP_KEYS,
     LEGEND,
     device_title,
@@ -25,6 +24,11 @@ from nettebench.report.grids import (
 from nettebench.report.setups import title_suffix
 
 NOT_REACHED = "not reached"
+PARTIAL = "partial epochs"
+_PARTIAL_NOTE = (
+    f"{PARTIAL}: the cell trained only `max_steps` steps of each epoch, so its accuracy is not "
+    "that of a full epoch and it has no time to accuracy."
+)
 _SOME_NOTE = "(k/n): only k of the n finished seeds reached the target; mean over those that did."
 _NO_TARGET = (
     "No target set: add `target_top1: 75` (validation top-1 in %) to the config, or "
@@ -44,12 +48,13 @@ def cell_text(seeds: pd.DataFrame) -> str:
     ok = seeds[seeds["status"] == records.STATUS_OK]
     if ok.empty:
         return T.outcome_cell(list(seeds["status"]), None, str)
+    ok = ok[~ok["extrapolated"].map(T.as_bool)]
+    if ok.empty:
+        return PARTIAL
     reached = ok[ok["time_to_target_s"].map(lambda v: not T.is_missing(v))]
     if reached.empty:
         return NOT_REACHED
     text = stats.with_ci(stats.summarize(reached["time_to_target_s"]), T.fmt_seconds)
-    if any(map(T.as_bool, reached["extrapolated"])):
-        text = T.APPROX_MARK + text
     if len(reached) < len(ok):
         text += f" ({len(reached)}/{len(ok)})"
     return text
@@ -73,7 +78,7 @@ def time_to_accuracy_markdown(runs: pd.DataFrame) -> str:
     for (dataset, epochs, _, _), table in groups(matrix, GROUP_KEYS):
         labels = T.row_labels(table, row_keys(runs))
         precisions = T.sort_precisions(table["precision"])
-        rows, approx, some, not_ok = [], False, False, False
+        rows, partial, some, not_ok = [], False, False, False
         for label in labels.unique():
             row = [label]
             for precision in precisions:
@@ -81,13 +86,13 @@ def time_to_accuracy_markdown(runs: pd.DataFrame) -> str:
                 text = cell_text(seeds)
                 reached = seeds["time_to_target_s"].map(lambda v: not T.is_missing(v)).sum()
                 counts += [int(reached)] if reached else []
-                approx |= text.startswith(T.APPROX_MARK)
+                partial |= text == PARTIAL
                 some |= text.endswith(")")
                 not_ok |= text in T.OUTCOME_TEXT.values()
                 row.append(text)
             rows.append(row)
         notes = (
-            ([APPROX_NOTE] if approx else [])
+            ([_PARTIAL_NOTE] if partial else [])
             + ([_SOME_NOTE] if some else [])
             + ([LEGEND] if not_ok else [])
         )
