@@ -9,7 +9,7 @@ import record_factory as F
 
 from nettebench.report import caveats as C
 from nettebench.report.aggregate import aggregate
-from nettebench.report.figures import _caveat_marks
+from nettebench.report.facets import caveat_marks
 
 BUSY = ("other processes used 48% of the job's 16 CPUs (460.8 CPU-s in 60.0 s)",)
 
@@ -147,7 +147,7 @@ def test_the_throughput_figure_marks_the_bars_it_cannot_vouch_for():
             "ceiling_interference": [False, False, True, None],
         }
     )
-    assert list(_caveat_marks(frame)) == [C.IMPOSSIBLE_MARK, "‡", "‡", ""]
+    assert list(caveat_marks(frame)) == [C.IMPOSSIBLE_MARK, "‡", "‡", ""]
 
 
 def test_the_front_page_embeds_the_figure_and_keeps_its_top_in_view(tmp_path):
