@@ -113,6 +113,12 @@ def run_cell(
     from the checkpoint. Its time is not part of the cell's ``wall_s``.
     """
     libraries.activate(cell, builds_dir)
+    # Boundary (see the package docstring): imported after activate(), because it imports
+    # torchvision, and a cell's torchvision build must be first on the path before that; and
+    # before the environment thread starts, which reads torchvision's version: two threads
+    # importing torchvision at once can each find it half initialised.
+    from nettebench.training.fit import fit
+
     started_at = process_start_time() if started_at is None else started_at
     out_dir = Path(out_dir)
     if threads:
@@ -122,7 +128,7 @@ def run_cell(
     # nvidia-smi, git and scontrol take a while: they run beside the training, not before it
     # (wall_s runs from process start), and the record waits for them only when it is written.
     collecting = _in_background(environment.collect)
-    result = _train(cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop)
+    result = _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop)
     trained_at = time.time()
     extra_files: tuple[Path, ...] = ()
     if after_epochs is not None:
@@ -148,13 +154,9 @@ def run_cell(
 AfterEpochs = Callable[[torch.device, dict[str, Any], list[dict[str, Any]]], list[Path] | None]
 
 
-def _train(cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop):
-    """Train the cell; its rows, status, message and fit result as :func:`outcome.finish`
-    takes them."""
-    # Boundary (see the package docstring): imported after activate(), because it imports
-    # torchvision, and a cell's torchvision build must be first on the path before that.
-    from nettebench.training.fit import fit
-
+def _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop):
+    """Train the cell with :func:`~nettebench.training.fit.fit`; its rows, status, message and
+    fit result as :func:`outcome.finish` takes them."""
     reason = outcome.unsupported_reason(cell, device)
     if reason:
         return {"rows": [], "status": records.STATUS_UNSUPPORTED, "message": reason}
