@@ -134,6 +134,24 @@ def test_library_parameters_at_installed_keep_existing_identities():
     assert built.cli_args()[-4:] == ["--torchvision", "v0.29.1", "--apex", "24.04"]
 
 
+def test_gpu_path_parameters_at_their_defaults_keep_existing_identities():
+    """cudnn_benchmark and store_placement came after cells were run: at their defaults a cell
+    keeps the path, hash and trainer arguments it had (hash taken before they existed)."""
+    from nettebench.training.cli import build_parser
+
+    cell = CellSpec(dataset="d", model="resnet18", precision="O1", loader="cached")
+    assert cell.cell_id() == "df145e328976"
+    assert cell.path() == "d/model~resnet18/precision~O1/batch~256/epochs~10/seed~0/loader~cached"
+    assert "--cudnn-benchmark" not in cell.cli_args()
+    streamed = dataclasses.replace(cell, store_placement="host", cudnn_benchmark=False)
+    assert streamed.path() == (
+        "d/model~resnet18/precision~O1/batch~256/epochs~10/seed~0"
+        "/cudnn_benchmark~False/loader~cached/store_placement~host"
+    )
+    args = build_parser().parse_args(["--data", "x", "--out-dir", "y", *streamed.cli_args()])
+    assert (args.cudnn_benchmark, args.store_placement) == (False, "host")
+
+
 # What CellSpec(...).path() and .cell_id() gave before `machine` and `environment` existed
 # (computed at commit 7a89532): results already on disk keep their paths and hashes.
 BEFORE_MACHINES = {
@@ -172,21 +190,3 @@ def test_a_machine_label_ends_the_path_and_changes_the_hash():
     args = parser.parse_args(labelled.cli_args())
     assert (args.machine, args.environment) == ("t4", "pillow11")
     assert parser.parse_args(["--dataset", "d"]).machine is None
-
-
-def test_gpu_path_parameters_at_their_defaults_keep_existing_identities():
-    """cudnn_benchmark and store_placement came after cells were run: at their defaults a cell
-    keeps the path, hash and trainer arguments it had (hash taken before they existed)."""
-    from nettebench.training.cli import build_parser
-
-    cell = CellSpec(dataset="d", model="resnet18", precision="O1", loader="cached")
-    assert cell.cell_id() == "df145e328976"
-    assert cell.path() == "d/model~resnet18/precision~O1/batch~256/epochs~10/seed~0/loader~cached"
-    assert "--cudnn-benchmark" not in cell.cli_args()
-    streamed = dataclasses.replace(cell, store_placement="host", cudnn_benchmark=False)
-    assert streamed.path() == (
-        "d/model~resnet18/precision~O1/batch~256/epochs~10/seed~0"
-        "/cudnn_benchmark~False/loader~cached/store_placement~host"
-    )
-    args = build_parser().parse_args(["--data", "x", "--out-dir", "y", *streamed.cli_args()])
-    assert (args.cudnn_benchmark, args.store_placement) == (False, "host")

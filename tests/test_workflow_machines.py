@@ -121,7 +121,8 @@ def test_merging_trained_nothing(merged):
     assert planned_jobs(run_study(first, merged["config"], "--config", "machine=m1", "-n")) == {
         "tables_aggregate": 1,
         "figures_plot": 1,
-    }  # only the merged aggregation differs from what this run alone would write
+        "front_page_write": 1,
+    }  # only the merged aggregation (and what shows it) differs from this run's own
 
 
 def test_machines_side_by_side_with_confidence_intervals(merged):

@@ -100,9 +100,9 @@ def aggregate(
         "throughput": throughput_markdown(runs),
         "cpu_vs_gpu": cpu_vs_gpu_markdown(runs),
         "time_by_library_version": library_versions_markdown(runs),
+        "timing_conditions": timing_conditions_markdown(runs),
         "time_by_machine": machines_markdown(runs),
         "time_to_accuracy": time_to_accuracy_markdown(runs),
-        "timing_conditions": timing_conditions_markdown(runs),
     }
     texts["runs_html"] = T.csv_to_html(texts["runs"], "Runs", _RUNS_NOTE, empty=NO_CELLS_NOTE)
     texts.update({f"{name}_html": T.markdown_to_html(texts[name]) for name in MARKDOWN_TABLES})

@@ -72,7 +72,7 @@ ENV_KEYS = (
 CEILING_COLUMNS = ("ceiling_status", "ceiling_img_s", "ceiling_share")
 
 
-# Columns after the ceiling's and the caveats': the cell's setup (machine label and environment, see
+# Columns after the ceiling's: the cell's setup (machine label and environment, see
 # nettebench.report.setups) and its time to accuracy (config `target_top1`): the seconds of
 # epochs (train + validation) until validation top-1 first reached the target, and that epoch;
 # both missing when the target was not reached, none was set, or the cell ran partial epochs.
@@ -293,8 +293,8 @@ def runs_frame(cells: Sequence[Cell], *, target_top1: float | None = None) -> pd
         *RECORD_COLUMNS,
         *summary_keys,
         *CEILING_COLUMNS,
-        *COMPARISON_COLUMNS,
         *CAVEAT_COLUMNS,
+        *COMPARISON_COLUMNS,
         "path",
         *(f"env_{k}" for k in env_keys),
     }
@@ -337,7 +337,7 @@ def runs_frame(cells: Sequence[Cell], *, target_top1: float | None = None) -> pd
             values.append(row[name])
     frame = pd.DataFrame({name: _column(values) for name, values in columns.items()})
     extra = comparison_columns(frame, cells, target_top1)
-    at = frame.columns.get_loc((CEILING_COLUMNS + CAVEAT_COLUMNS)[-1]) + 1
+    at = frame.columns.get_loc(CEILING_COLUMNS[-1]) + 1
     for offset, name in enumerate(COMPARISON_COLUMNS):
         frame.insert(at + offset, name, extra[name])
     return sort_runs(frame)

@@ -93,14 +93,14 @@ _RUN_COLUMNS = (
     "train_img_s",
     "ceiling_status",
     "ceiling_img_s",
-    "setup",
-    "target_top1",
-    "time_to_target_s",
-    *SETUP_COLUMNS,
     # caveats (report.caveats): marks over a bar whose number cannot be taken at face value
     "interference",
     "ceiling_interference",
     "above_ceiling",
+    "setup",
+    "target_top1",
+    "time_to_target_s",
+    *SETUP_COLUMNS,
 )
 
 

@@ -167,7 +167,7 @@ def model_precision_grids(
                     counts.append(summary.n)
                 approx |= text.startswith(T.APPROX_MARK)
                 partial |= text.endswith(T.PARTIAL_MARK)
-                if len(ok) and summary.mean is not None:
+                if len(ok) and not T.is_missing(summary.mean):
                     withheld, mark = C.cell_caveat(ok.to_dict("records"), caveats)
                     row[-1] = C.IMPOSSIBLE_MARK if withheld else text + mark
                     marked, impossible = marked or bool(mark), impossible or withheld

@@ -28,9 +28,9 @@ _REPORT = (
     "report/collect.py",
     "report/grids.py",
     "report/format.py",
+    "report/caveats.py",
     "report/setups.py",
     "report/stats.py",
-    "report/caveats.py",
     *_CORE,
 )
 

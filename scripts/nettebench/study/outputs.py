@@ -18,14 +18,14 @@ TABLE_NAMES = ("time_by_model_precision", "accuracy_by_epoch", "throughput", "cp
 # The study's library-version table (PyTorch 1.0.1 against 1.1.0): time by model, one column per
 # version of a library, for every library whose version varies among the cells.
 TABLE_NAMES += ("time_by_library_version",)
-# Machines side by side (one column per machine and environment) and time to accuracy (seconds
-# until validation top-1 first reached the config's target_top1).
-TABLE_NAMES += ("time_by_machine", "time_to_accuracy")
 # What else the machine did during every timed window, and which windows overlapped.
 TABLE_NAMES += ("timing_conditions",)
 # The report's front page (report/workflow.rst includes it above the prose): the headline
 # table as an HTML fragment beside the tables, then the page with the throughput figure.
 HEADLINE_FILE = "headline.html"
 FRONT_PAGE = "results/front_page.html"
+# Machines side by side (one column per machine and environment) and time to accuracy (seconds
+# until validation top-1 first reached the config's target_top1).
+TABLE_NAMES += ("time_by_machine", "time_to_accuracy")
 FIGURE_NAMES = ("time_by_model_precision", "speedup_over_O0", "accuracy_curves", "throughput")
 FIGURE_NAMES += ("time_to_accuracy",)
