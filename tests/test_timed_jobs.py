@@ -79,8 +79,10 @@ def test_a_cpu_baseline_never_runs_beside_a_gpu_cell(many_core_run):
     assert "0 overlapped another timed window" in text
 
 
-def test_with_two_timed_slots_the_log_shows_them_overlap(many_core_run):
+def test_with_two_timed_slots_the_log_shows_them_overlap(many_core_run, monkeypatch):
     workdir, config = many_core_run
+    # --forcerun alone restores a finished cell from its finished.json: measure them again
+    monkeypatch.setenv("NETTEBENCH_RETRAIN", "1")
     run_study(
         workdir,
         config,
