@@ -324,6 +324,15 @@ def epoch_row(epoch: int, lr: float, train, val, peak_mem_mb: float, steps: int)
     }
 
 
+def _conditions_text(row: dict[str, Any]) -> str:
+    """``  others 48% of the CPUs: timed under interference`` (empty when not measured)."""
+    share = row.get("other_cpu_share")
+    if share is None:
+        return ""
+    verdict = ": timed under interference" if row.get("interference") else ""
+    return f"  others {100 * share:.0f}% of the CPUs{verdict}"
+
+
 def log_epoch(cell: CellSpec, row: dict[str, Any]) -> None:
     """One line per epoch: readable in a log file, where the progress bar stays quiet."""
 
@@ -332,7 +341,8 @@ def log_epoch(cell: CellSpec, row: dict[str, Any]) -> None:
         f"epoch {row['epoch']}/{cell.epochs}  train_loss {row['train_loss']:.4f}  "
         f"val_top1 {row['val_top1']:.1f}%  val_top5 {row['val_top5']:.1f}%  "
         f"{approx}{row['wall_s']:.1f} s  {row['train_img_s']:.0f} img/s  "
-        f"data wait {100 * row['data_wait_share']:.0f}%  peak {row['peak_mem_mb']:.0f} MB",
+        f"data wait {100 * row['data_wait_share']:.0f}%  peak {row['peak_mem_mb']:.0f} MB"
+        + _conditions_text(row),
         file=sys.stderr,
         flush=True,
     )
