@@ -151,6 +151,7 @@ def test_summary_separates_first_epoch_overhead(tiny_tree, tmp_path):
         ([12.0, 10.0, 10.4, 9.8], 2.0, 0.4, False),  # warm-up well above the noise
         ([10.1, 10.0, 10.4, 9.8], 0.1, 0.4, False),  # within the noise, still >= 0
         ([9.9, 10.0, 10.4, 9.8], 0.0, 0.4, False),  # noise made it negative: 0, not -0.1
+        ([4.10, 4.455, 4.51], 0.0, 0.0275, False),  # 8 % faster (seen on a quiet CPU): no anomaly
         # the bf16 cell: a first epoch 122.8 s "faster" as the load changed
         ([7.2, 130.0, 129.0, 137.0], 0.0, 7.0, True),
         ([12.0, 10.0], 2.0, None, False),  # one later epoch: no noise estimate

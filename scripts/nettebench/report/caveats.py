@@ -194,22 +194,18 @@ IMPOSSIBLE_NOTE = (
 
 def emulated_note(rows: Sequence[Mapping[str, Any]]) -> str:
     """The footnote under a table with an emulated column, naming the CPU and its capability."""
-    cpus = sorted(
-        {
-            f"{_text(r.get('env_cpu_model')) or 'unknown CPU'} "
-            f"(torch CPU capability {_text(r.get('env_cpu_capability')) or 'unknown'}"
-            + (
-                f", {_text(r.get('env_cpu_isa_limits'))}"
-                if _text(r.get("env_cpu_isa_limits"))
-                else ""
-            )
-            + ")"
-            for r in rows
-            if _text(r.get("precision_emulated"))
-        }
-    )
+
+    def describe(row: Mapping[str, Any]) -> str:
+        text = (
+            f"{_text(row.get('env_cpu_model')) or 'unknown CPU'}, torch CPU capability "
+            f"{_text(row.get('env_cpu_capability')) or 'unknown'}"
+        )
+        limits = _text(row.get("env_cpu_isa_limits"))
+        return f"{text}, capped by {limits}" if limits else text
+
+    cpus = sorted({describe(r) for r in rows if _text(r.get("precision_emulated"))})
     return (
-        f"{EMULATED_LABEL}: this CPU has no native bf16 arithmetic ({'; '.join(cpus)}): torch "
+        f"{EMULATED_LABEL}: no native bf16 arithmetic on this CPU ({'; '.join(cpus)}): torch "
         "converts bf16 to fp32 and back in software, so the column measures that emulation, not "
         "what bf16 does on hardware that has it (avx512_bf16, AMX, or a GPU)."
     )

@@ -139,8 +139,9 @@ def first_epoch_overhead(walls: list[float]) -> tuple[float | None, float | None
 
     The overhead is the first epoch's time beyond the median of the later ones, never below 0.
     Its noise is the largest deviation of a later epoch from that median. A first epoch faster
-    than the later ones by more than the noise cannot be warm-up: conditions changed between
-    epochs, which the anomaly text says (None when nothing is wrong)."""
+    than the fastest later one by more than the noise (and more than a tenth of an epoch: two
+    or three later epochs say little about their spread) cannot be warm-up: conditions changed
+    between epochs, which the anomaly text says (None when nothing is wrong)."""
     later = walls[1:]
     if not later:
         return None, None, None
@@ -148,12 +149,17 @@ def first_epoch_overhead(walls: list[float]) -> tuple[float | None, float | None
     noise = max(abs(w - steady) for w in later) if len(later) > 1 else None
     excess = walls[0] - steady
     anomaly = None
-    if noise is not None and excess < -noise:
+    margin = max(noise or 0.0, ANOMALY_FLOOR * steady)
+    if noise is not None and walls[0] < min(later) - margin:
         anomaly = (
             f"first epoch {-excess:.1f} s faster than the later epochs' median {steady:.1f} s "
             f"(noise {noise:.1f} s): conditions changed between epochs"
         )
     return max(excess, 0.0), noise, anomaly
+
+
+# A first epoch must be this share of an epoch faster than every later one to be an anomaly.
+ANOMALY_FLOOR = 0.10
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
