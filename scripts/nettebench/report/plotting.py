@@ -230,7 +230,15 @@ def grouped_bars(
         handles.append(
             Patch(fill=False, edgecolor=CEILING_EDGE, linestyle="--", label=CEILING_LABEL)
         )
-    ax.legend(handles=handles, title="precision", fontsize=7, title_fontsize=8, frameon=True)
+    ax.legend(  # beside the bars, never over one
+        handles=handles,
+        title="precision",
+        fontsize=7,
+        title_fontsize=8,
+        frameon=True,
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+    )
 
 
 def save(fig: Figure, out_dir: str | os.PathLike, name: str) -> list[Path]:
