@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import tracemalloc
 
 import pytest
@@ -20,6 +21,7 @@ def test_a_checkpoint_streams_to_disk_without_a_copy_in_memory(tmp_path):
     tracemalloc.start()
     try:
         checkpoint.save(tmp_path, {"key": KEY, "trainer": {"w": weights}})
+        checkpoint.wait()
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
@@ -34,8 +36,9 @@ class _Unpicklable:
 
 def test_a_save_that_fails_midway_keeps_the_previous_checkpoint(tmp_path):
     checkpoint.save(tmp_path, {"key": KEY, "rows": [1]})
+    checkpoint.save(tmp_path, {"key": KEY, "rows": [1, 2], "bad": _Unpicklable()})
     with pytest.raises(RuntimeError, match="cannot be saved"):
-        checkpoint.save(tmp_path, {"key": KEY, "rows": [1, 2], "bad": _Unpicklable()})
+        checkpoint.wait()
     assert checkpoint.load(tmp_path, KEY)["rows"] == [1]
     assert [path.name for path in tmp_path.iterdir()] == [CHECKPOINT_FILE]  # no temporary left
 
@@ -88,3 +91,39 @@ def test_the_pattern_is_the_name_open_atomic_streams_into(tmp_path):
         assert [p.name for p in tmp_path.glob(checkpoint.TEMPORARY_PATTERN)] == [
             handle.name.rsplit("/", 1)[1]
         ]
+
+
+def test_a_save_returns_before_its_write_and_the_file_holds_the_state_at_the_save(
+    tmp_path, monkeypatch
+):
+    """The trainer pays the host copy only; what it changes after save() is not in the file."""
+    release = threading.Event()
+    real_write = checkpoint._write
+
+    def slow_write(path, state):
+        assert release.wait(30)
+        return real_write(path, state)
+
+    monkeypatch.setattr(checkpoint, "_write", slow_write)
+    rows = [{"epoch": 1}]
+    weights = torch.zeros(4)
+    checkpoint.save(tmp_path, {"key": KEY, "rows": rows, "trainer": {"w": weights}})
+    assert not (tmp_path / CHECKPOINT_FILE).exists()  # returned, the write still held
+    rows.append({"epoch": 2})  # the next epoch goes on
+    weights.add_(1)
+    release.set()
+    checkpoint.wait()
+    state = checkpoint.load(tmp_path, KEY)
+    assert state["rows"] == [{"epoch": 1}] and torch.equal(state["trainer"]["w"], torch.zeros(4))
+
+
+def test_a_removal_waits_for_the_write_so_no_checkpoint_comes_back(tmp_path, monkeypatch):
+    release = threading.Event()
+    real_write = checkpoint._write
+    monkeypatch.setattr(
+        checkpoint, "_write", lambda path, state: release.wait(30) and real_write(path, state)
+    )
+    checkpoint.save(tmp_path, {"key": KEY, "rows": [1]})
+    threading.Timer(0.2, release.set).start()
+    checkpoint.remove(tmp_path)
+    assert list(tmp_path.iterdir()) == []

@@ -325,6 +325,10 @@ def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> i
         record = _run(cell, args, started_at, stop, key, hook)
     except Interrupted as interrupted:
         path = Path(args.out_dir) / checkpoint.CHECKPOINT_FILE
+        try:
+            checkpoint.wait()  # the last epoch's checkpoint is on disk before the line says so
+        except Exception as error:
+            print(f"the last checkpoint save failed: {error}", file=sys.stderr)
         print(interrupted.message(cell, path), file=sys.stderr, flush=True)
         code = interrupted.exit_code
     else:
