@@ -34,10 +34,12 @@ rule cell_train:
         store=store_option,
     shell:
         # exec: the job's process is the trainer, so a signal to the job reaches it (bash would
-        # die of a SIGTERM at once and leave it running unseen)
+        # die of a SIGTERM at once and leave it running unseen). --depends-on {input}: every
+        # declared input goes into the key a restore or resume is matched on, so neither can
+        # be looser than this rule (training/validity.py); the options are the rest of it.
         "exec python -m {params.job} --kind {params.kind} --data {input.data}"
         " --out-dir {params.out_dir} --threads {threads} {params.store} {params.cell}"
-        " > {log} 2>&1"
+        " --depends-on {input} > {log} 2>&1"
 
 
 use rule cell_train as cpu_baseline_train with:

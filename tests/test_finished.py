@@ -1,22 +1,26 @@
-"""finished.json: a finished cell's results come back byte for byte while nothing they depend on
-changed, and only then."""
+"""finished.json and the result key: a finished cell's results come back byte for byte while
+nothing they depend on changed, and only then; anything else trains, naming what changed."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
+import torch
 
 from nettebench.datasets.synthetic import generate
+from nettebench.study import code_groups
 from nettebench.study.cell import CellSpec
-from nettebench.training import finished
+from nettebench.training import finished, validity
 
 CELL = CellSpec(
     dataset="fin", model="squeezenet1_1", batch_size=20, epochs=1, image_size=32, workers=0
 )
+CPU = torch.device("cpu")
 
 
 @pytest.fixture(scope="module")
@@ -34,10 +38,13 @@ def train(dataset, out_dir, *extra, env=None):
     )  # fmt: skip
 
 
-def stamp(dataset, **changes):
-    values = {"kind": "matrix", "data": dataset / "dataset.json", "warmup_steps": 5}
-    values["store_dir"] = None
-    return finished.fingerprint(changes.pop("cell", CELL), **{**values, **changes})
+def key(dataset, **changes):
+    values = {"data": dataset / "dataset.json", "device": CPU, "options": {"kind": "matrix"}}
+    return validity.key(changes.pop("cell", CELL), **{**values, **changes})
+
+
+def metrics_text(status="ok"):
+    return json.dumps({"status": status, "summary": {}})
 
 
 def test_a_finished_cell_is_restored_not_trained_and_retrain_trains(dataset, tmp_path):
@@ -53,41 +60,138 @@ def test_a_finished_cell_is_restored_not_trained_and_retrain_trains(dataset, tmp
         (out / name).unlink()
     again = train(dataset, out)
     assert again.returncode == 0 and again.stderr.startswith("restored: " + CELL.path())
+    assert "wrote back epochs.csv, metrics.json (status ok)" in again.stderr
     assert "epoch 1/1" not in again.stderr
     assert {name: (out / name).read_bytes() for name in finished.RESULT_FILES} == results
 
     forced = train(dataset, out, env={finished.RETRAIN_ENV: "1"})
     assert forced.returncode == 0 and "epoch 1/1" in forced.stderr, forced.stderr
-    assert not forced.stderr.startswith("restored")
+    assert "restored" not in forced.stderr
+
+    # an option the cell's numbers depend on, not a cell parameter: trained, and said so
+    other = train(dataset, out, "--warmup-steps", "2")
+    assert other.returncode == 0 and "epoch 1/1" in other.stderr, other.stderr
+    assert other.stderr.startswith(f"not restored: {CELL.path()}: ")
+    assert "another options: warmup_steps 5 -> 2; training from scratch" in other.stderr
 
 
-def test_the_fingerprint_follows_what_the_result_depends_on(dataset, tmp_path):
-    base = stamp(dataset)
-    assert stamp(dataset) == base  # stable
-    assert stamp(dataset, cell=CellSpec(**{**CELL.as_dict(), "seed": 1})) != base
-    assert stamp(dataset, kind="cpu_baseline") != base
-    assert stamp(dataset, warmup_steps=3) != base
+def test_the_key_follows_what_the_result_depends_on(dataset, tmp_path):
+    base = key(dataset)
+    assert key(dataset) == base  # stable
+    assert json.loads(json.dumps(base)) == base  # compares equal once read back from JSON
+    assert key(dataset, cell=CellSpec(**{**CELL.as_dict(), "seed": 1}))["cell"] != base["cell"]
+    assert key(dataset, options={"kind": "cpu_baseline"})["options"] != base["options"]
+    assert key(dataset, options={"kind": "matrix", "retrain": True}) == base  # how, not what
     copy = tmp_path / "data"
     copy.mkdir()
     info = json.loads((dataset / "dataset.json").read_text())
     info["root"] = str(dataset / info["root"])
     (copy / "dataset.json").write_text(json.dumps(info))
-    assert stamp(dataset, data=copy / "dataset.json")["data"] != base["data"]
-    assert set(base) == {"cell_id", "kind", "warmup_steps", "data", "store", "builds", "code",
-                         "versions"}  # fmt: skip
-    assert base["versions"]["torch"]
+    assert key(dataset, data=copy / "dataset.json")["data"] != base["data"]
+    assert set(base) == {"key_version", *validity.PARTS}
+    assert base["packages"]["torch"] and base["packages"]["python"].endswith(sys.version.split()[0])
+    assert base["hardware"]["device"] == "cpu"
+    assert base["hardware"]["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
 
 
-def test_a_record_that_does_not_match_restores_nothing(dataset, tmp_path):
-    base = stamp(dataset)
-    finished.write(tmp_path, base, {"metrics.json": "{}", "epochs.csv": "epoch\n"})
-    assert not finished.restore(tmp_path, {**base, "code": "edited"})
+def test_every_declared_input_is_in_the_key_by_content(dataset, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "install.json").write_text('{"pins": {"pillow": "11.3.0"}}')
+    base = key(dataset, depends_on=[str(tmp_path / "install.json")])
+    assert list(base["inputs"]) == ["install.json"]  # relative to the working directory
+    (tmp_path / "install.json").write_text('{"pins": {"pillow": "12.3.0"}}')
+    changed = key(dataset, depends_on=[str(tmp_path / "install.json")])
+    assert validity.first_difference(base, changed) == "inputs: install.json changed"
+
+
+def test_the_code_is_in_the_key_by_content(dataset, tmp_path, monkeypatch):
+    package = tmp_path / "nettebench"
+    shutil.copytree(code_groups.PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(code_groups, "PACKAGE_DIR", package)
+    base = key(dataset)
+    loop = package / "training" / "loop.py"
+    loop.write_text(loop.read_text() + "\n# one line more\n")
+    assert validity.first_difference(base, key(dataset)) == "code changed"
+
+
+def test_the_store_manifest_is_in_the_key_of_a_cached_cell(dataset, tmp_path):
+    cached = CellSpec(**{**CELL.as_dict(), "loader": "cached"})
+    (tmp_path / "store.json").write_text('{"images": 1}')
+    base = key(dataset, cell=cached, store_dir=tmp_path)
+    assert base["store"] is not None
+    (tmp_path / "store.json").write_text('{"images": 2}')
+    assert validity.first_difference(base, key(dataset, cell=cached, store_dir=tmp_path)) == (
+        "store changed"
+    )
+    assert key(dataset, store_dir=tmp_path)["store"] is None  # a pil cell reads no store
+
+
+def test_the_packages_are_the_ones_first_on_the_path(dataset, tmp_path, monkeypatch):
+    """An environment's prefix goes first on sys.path: its pin is the version in the key."""
+    info = tmp_path / "pillow-99.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: Pillow\nVersion: 99.0\n")
+    before = key(dataset)
+    monkeypatch.setattr(sys, "path", [str(tmp_path), *sys.path])
+    after = key(dataset)
+    assert after["packages"]["pillow"] == "99.0"
+    assert validity.first_difference(before, after).startswith("packages: pillow ")
+
+
+def test_hardware_and_environment_variables_are_in_the_key(dataset, monkeypatch):
+    base = key(dataset)
+    monkeypatch.setattr(validity, "cpu_model", lambda: "Another CPU")
+    assert validity.first_difference(base, key(dataset)).startswith("hardware: cpu ")
+    monkeypatch.undo()
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
+    assert validity.first_difference(base, key(dataset)) == (
+        "environment: ATEN_CPU_CAPABILITY null -> default"
+    )
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a slot, not the hardware
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    assert validity.first_difference(base, key(dataset)) is None
+
+
+def test_a_record_that_does_not_match_restores_nothing_and_says_why(dataset, tmp_path):
+    base = key(dataset)
+    texts = {"metrics.json": metrics_text(), "epochs.csv": "epoch\n"}
+    finished.write(tmp_path, base, texts)
+    restored, said = finished.restore(tmp_path, {**base, "code": "edited"})
+    assert not restored and "another code changed; training from scratch" in said
     assert not (tmp_path / "metrics.json").exists()
-    assert finished.restore(tmp_path, base)
-    assert (tmp_path / "metrics.json").read_text() == "{}"
+    restored, said = finished.restore(tmp_path, base)
+    assert restored and said.startswith("wrote back epochs.csv, metrics.json (status ok)")
+    assert (tmp_path / "metrics.json").read_text() == texts["metrics.json"]
     (tmp_path / finished.FINISHED_FILE).write_text("not json")
-    assert not finished.restore(tmp_path, base)
-    assert not finished.restore(tmp_path / "nowhere", base)
+    assert finished.restore(tmp_path, base)[0] is False
+    assert finished.restore(tmp_path / "nowhere", base) == (False, None)
+
+
+def test_the_files_written_beside_the_results_come_back_too(dataset, tmp_path):
+    base = key(dataset)
+    texts = {"metrics.json": metrics_text(), "epochs.csv": "epoch\n", "ceiling.json": "{}\n"}
+    finished.write(tmp_path, base, texts)
+    assert finished.restore(tmp_path, base)[0]
+    assert {p.name: p.read_text() for p in tmp_path.iterdir() if p.name in texts} == texts
+
+
+@pytest.mark.parametrize("status, restorable", [("ok", True), ("unsupported", True),
+                                                ("oom", False), (None, False)])  # fmt: skip
+def test_only_a_status_the_hardware_decides_is_restored(dataset, tmp_path, status, restorable):
+    base = key(dataset)
+    finished.write(tmp_path, base, {"metrics.json": metrics_text(status), "epochs.csv": ""})
+    restored, said = finished.restore(tmp_path, base)
+    assert restored is restorable
+    if not restorable:
+        assert f"has status {status}" in said and "training again" in said
+        assert not (tmp_path / "metrics.json").exists()
+
+
+def test_a_record_of_an_older_trainer_is_not_restored(dataset, tmp_path):
+    record = {"format_version": 1, "fingerprint": {}, "files": {"metrics.json": metrics_text()}}
+    (tmp_path / finished.FINISHED_FILE).write_text(json.dumps(record))
+    restored, said = finished.restore(tmp_path, key(dataset))
+    assert not restored and "its format 1 is not 2" in said
 
 
 def test_retrain_is_asked_by_the_option_or_the_environment(monkeypatch):

@@ -5,14 +5,20 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import pytest
+import torch
 
+import nettebench
 from nettebench.datasets.synthetic import generate
+from nettebench.records import files as records
 from nettebench.study import outputs
 from nettebench.study.cell import CellSpec
 from nettebench.training.checkpoint import CHECKPOINT_FILE
@@ -49,27 +55,43 @@ def final_metrics(out_dir):
     return record, learning
 
 
-def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(dataset, tmp_path):
-    straight = tmp_path / "straight"
-    subprocess.run(train_command(dataset, straight), check=True, capture_output=True)
-
-    killed = tmp_path / "killed"
+def kill_after_a_checkpoint(dataset, out_dir):
+    """Start the cell, SIGKILL it well inside the epoch after its first checkpoint; the
+    checkpoint's rows as they stood at the kill."""
     process = subprocess.Popen(
-        train_command(dataset, killed), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        train_command(dataset, out_dir), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
     )
     deadline = time.time() + 120
-    while not (killed / CHECKPOINT_FILE).exists():
+    while not (out_dir / CHECKPOINT_FILE).exists():
         assert process.poll() is None, "the run ended before its first checkpoint"
         assert time.time() < deadline
         time.sleep(0.01)
     time.sleep(0.3)  # well inside epoch 2
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
-    assert not (killed / outputs.METRICS_FILE).exists(), "killed before the end"
+    assert not (out_dir / outputs.METRICS_FILE).exists(), "killed before the end"
+    return torch.load(out_dir / CHECKPOINT_FILE, weights_only=False)["rows"]
 
+
+def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(dataset, tmp_path):
+    straight = tmp_path / "straight"
+    subprocess.run(train_command(dataset, straight), check=True, capture_output=True)
+
+    killed = tmp_path / "killed"
+    saved_rows = kill_after_a_checkpoint(dataset, killed)
+    done = len(saved_rows)
     resumed = subprocess.run(train_command(dataset, killed), capture_output=True, text=True)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "resumed from the checkpoint after epoch" in resumed.stdout + resumed.stderr
+    log = resumed.stdout + resumed.stderr
+    assert f"resumed from the checkpoint after epoch {done}" in log
+    # a resume, not a retrain: this process trained no epoch the checkpoint holds ...
+    assert all(f"epoch {n}/{CELL.epochs} " not in log for n in range(1, done + 1)), log
+    assert f"epoch {done + 1}/{CELL.epochs} " in log
+    # ... and the first rows of epochs.csv are the checkpoint's, timings and all
+    with tempfile.TemporaryDirectory() as scratch:
+        records.write_epochs(scratch, saved_rows)
+        kept = (Path(scratch) / outputs.EPOCHS_FILE).read_text().splitlines()
+    assert (killed / outputs.EPOCHS_FILE).read_text().splitlines()[: done + 1] == kept
 
     record_a, learning_a = final_metrics(straight)
     record_b, learning_b = final_metrics(killed)
@@ -77,14 +99,56 @@ def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(dataset, tmp_
     for key in ("final_top1", "final_top5", "final_train_loss", "best_top1"):
         assert record_b["summary"][key] == record_a["summary"][key]
     assert record_a["summary"]["resumed_from_epoch"] is None
-    assert record_b["summary"]["resumed_from_epoch"] in (1, 2)
+    assert record_b["summary"]["resumed_from_epoch"] == done
     assert not (killed / CHECKPOINT_FILE).exists(), "checkpoint removed once results exist"
 
 
-def test_checkpoint_of_another_cell_is_ignored(dataset, tmp_path):
+def test_a_code_change_after_an_interruption_trains_from_scratch(dataset, tmp_path):
+    """Reported: a one-line change to training/loop.py after a SIGINT, and the rerun resumed
+    the old epochs. The trainer runs from a copy of the package, edited between the runs."""
+    package = tmp_path / "scripts"
+    shutil.copytree(Path(nettebench.__file__).parent, package / "nettebench",
+                    ignore=shutil.ignore_patterns("__pycache__"))  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": str(package)}
+    out = tmp_path / "cell"
+    cell = CellSpec(**{**CELL.as_dict(), "max_steps": 3})
+    command = [*train_command(dataset, out)[: -len(CELL.cli_args())], *cell.cli_args()]
+    process = subprocess.run(
+        [*command[:1], "-c", INTERRUPT_AFTER_EPOCH_1, *command[3:]],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert process.returncode == 130, process.stderr[-3000:]
+    assert (out / CHECKPOINT_FILE).exists()
+    loop = package / "nettebench" / "training" / "loop.py"
+    loop.write_text(loop.read_text() + "\n# a one-line change\n")
+    again = subprocess.run(command, capture_output=True, text=True, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    log = again.stdout + again.stderr
+    assert "discarded the checkpoint" in log and "another code changed" in log
+    assert "resumed" not in log and f"epoch 1/{CELL.epochs} " in log
+    record = json.loads((out / outputs.METRICS_FILE).read_text())
+    assert record["summary"]["resumed_from_epoch"] is None
+
+
+# The trainer, stopped by a SIGINT to itself as its first checkpoint is saved.
+INTERRUPT_AFTER_EPOCH_1 = """
+import os, signal, sys
+from nettebench.training import checkpoint, cli
+real_save = checkpoint.save
+def save(out_dir, state):
+    path = real_save(out_dir, state)
+    os.kill(os.getpid(), signal.SIGINT)
+    return path
+checkpoint.save = save
+sys.argv[0] = "nettebench.training"
+sys.exit(cli.main(sys.argv[1:]))
+"""
+
+
+def test_checkpoint_of_another_cell_is_discarded(dataset, tmp_path):
     from nettebench.training import checkpoint
 
-    checkpoint.save(tmp_path, {"cell_id": "someone-else", "rows": [], "batch_size": 8})
+    checkpoint.save(tmp_path, {"key": {"cell": "someone-else"}, "rows": [], "batch_size": 8})
     other = CELL.__class__(**{**CELL.as_dict(), "epochs": 1})
     result = subprocess.run(
         [
@@ -94,6 +158,7 @@ def test_checkpoint_of_another_cell_is_ignored(dataset, tmp_path):
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     assert "resumed" not in result.stdout + result.stderr
+    assert "discarded the checkpoint" in result.stderr
     record = json.loads((tmp_path / outputs.METRICS_FILE).read_text())
     assert record["summary"]["resumed_from_epoch"] is None
 

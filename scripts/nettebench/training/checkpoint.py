@@ -2,49 +2,154 @@
 
 A SLURM preemption or a laptop going to sleep must not cost the whole cell. After every epoch
 but the last (which the results follow at once) the trainer writes ``checkpoint.pt`` next to
-the cell's results, atomically (a temporary file
-renamed over the old one), so a kill at any moment leaves either the previous checkpoint or the
-new one. A rerun of the same cell (same identity hash) continues from it; a checkpoint of a
-different cell is ignored. Randomness is re-seeded per epoch from (seed, epoch), so a resumed
-run draws the same data order and augmentations as an uninterrupted one. The checkpoint is
-deleted once the cell's metrics are written: results, not checkpoints, are what a study keeps.
+the cell's results, atomically (a temporary file renamed over the old one), so a kill at any
+moment leaves either the previous checkpoint or the new one; a temporary file a kill left mid-save
+is removed by the next run (:func:`discard_stale`). Randomness is re-seeded per epoch from
+(seed, epoch), so a resumed run draws the same data order and augmentations as an uninterrupted
+one. The checkpoint is deleted once the cell's metrics are written: results, not checkpoints, are
+what a study keeps.
+
+A save costs the trainer only the copy of the state to the host (:func:`save`): the file is
+serialised, written and fsynced by a thread of its own while the next epoch trains. Measured on
+the CPU twin (resnet18 weights + SGD momentum, 89.5 MB, to a local disk, load average ~14 on 2
+cores): a synchronous save took 476 ms (median of 7), the host copy 213 ms, a load 238 ms; an
+H200 cell of 10 epochs of a few seconds each would pay ~9 x 0.4 s, about a tenth of its wall
+time, where the copy to the host (~10 ms per save over PCIe) is what remains. Every epoch keeps
+its checkpoint, so a kill costs at most one epoch. One write at a time, in order: a save, a
+load or a removal first waits for the write before it (:func:`wait`), so a removal after the
+results never sees a checkpoint reappear.
+
+A checkpoint carries the result's key (:func:`nettebench.training.validity.key`), the same one
+``finished.json`` is matched on: a rerun continues from it only when nothing the result depends
+on changed (code, inputs, options, packages, hardware), so epochs of the old code are never
+stored with epochs of the new one as one result. Any other checkpoint is discarded before the
+first epoch, with a line naming the first part that changed; so is every checkpoint under
+``--retrain``.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from nettebench.records.atomic import open_atomic
+from nettebench.training import validity
 
 CHECKPOINT_FILE = "checkpoint.pt"
+# What records.atomic.open_atomic names the file it streams into until the rename.
+TEMPORARY_PATTERN = f".{CHECKPOINT_FILE}.*.tmp"
 
 
 def save(out_dir: str | os.PathLike, state: dict[str, Any]) -> Path:
-    """Write ``state`` (must hold ``cell_id``) as the cell's checkpoint, atomically.
+    """Write ``state`` (must hold ``key``, the result's key) as the cell's checkpoint, atomically,
+    in the background; returns once the state is copied (tensors to the host, containers
+    anew), so training can change its own copy at once. An error of the write is raised by the
+    next :func:`save`, :func:`load` or :func:`wait`.
 
-    Streamed into the temporary file as it is serialised: no copy of the whole checkpoint in
-    memory (about 94 MB for resnet18 under O1) on top of the tensors' own copies to the host.
+    Streamed into the temporary file as it is serialised: no copy of the whole file in memory
+    (about 94 MB for resnet18 under O1) on top of the host copy of the tensors.
     """
+    if "key" not in state:
+        raise ValueError("a checkpoint must carry the result's key (validity.key)")
+    wait()
     path = Path(out_dir) / CHECKPOINT_FILE
+    snapshot = _host_copy(state)
+    if _WRITER["pool"] is None:
+        _WRITER["pool"] = ThreadPoolExecutor(1, thread_name_prefix="nettebench-checkpoint")
+    _WRITER["pending"] = _WRITER["pool"].submit(_write, path, snapshot)
+    return path
+
+
+def wait() -> None:
+    """Until the last save's write ended; its error, if it failed (the previous checkpoint is
+    then the one on disk)."""
+    pending, _WRITER["pending"] = _WRITER["pending"], None
+    if pending is not None:
+        pending.result()
+
+
+# The one writer thread and its pending write (non-daemon: a process exiting after an
+# interruption finishes the write first).
+_WRITER: dict[str, Any] = {"pool": None, "pending": None}
+
+
+def _write(path: Path, state: dict[str, Any]) -> Path:
     with open_atomic(path) as handle:
         torch.save(state, handle)
     return path
 
 
-def load(out_dir: str | os.PathLike, cell_id: str) -> dict[str, Any] | None:
-    """The cell's checkpoint, or None when there is none or it belongs to another cell."""
+def _host_copy(value: Any) -> Any:
+    """``value`` with every tensor copied to the host and every dict, list and tuple anew, so
+    nothing the trainer changes after :func:`save` reaches the file (the rows list grows, the
+    weights step on)."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().to("cpu", copy=True)
+    if isinstance(value, dict):
+        return {name: _host_copy(item) for name, item in value.items()}
+    if isinstance(value, list | tuple):
+        return type(value)(_host_copy(item) for item in value)
+    return value
+
+
+def load(out_dir: str | os.PathLike, key: dict[str, Any]) -> dict[str, Any] | None:
+    """The cell's checkpoint, or None when there is none or it was written under another key."""
+    wait()
     path = Path(out_dir) / CHECKPOINT_FILE
     if not path.is_file():
         return None
     state = torch.load(path, map_location="cpu", weights_only=False)
-    if state.get("cell_id") != cell_id:
+    if validity.first_difference(state.get("key"), key) is not None:
         return None
     return state
 
 
+def discard_stale(out_dir: str | os.PathLike, key: dict[str, Any], retrain: bool) -> list[str]:
+    """Before the first epoch: remove temporary files of a save a kill interrupted, and the
+    checkpoint unless it holds ``key`` (always, under ``retrain``). The lines to log, one per
+    thing removed."""
+    wait()
+    out_dir = Path(out_dir)
+    said = []
+    leftovers = sorted(out_dir.glob(TEMPORARY_PATTERN))
+    for leftover in leftovers:
+        leftover.unlink(missing_ok=True)
+    if leftovers:
+        said.append(
+            f"removed {len(leftovers)} temporary file(s) of a checkpoint save that was cut short "
+            f"({', '.join(p.name for p in leftovers)})"
+        )
+    path = out_dir / CHECKPOINT_FILE
+    if not path.is_file():
+        return said
+    why = "--retrain trains from scratch" if retrain else _mismatch(path, key)
+    if why is not None:
+        path.unlink(missing_ok=True)
+        said.append(f"discarded the checkpoint {path}: {why}; training from scratch")
+    return said
+
+
+def _mismatch(path: Path, key: dict[str, Any]) -> str | None:
+    """Why the checkpoint at ``path`` may not be resumed under ``key`` (None: it may). Read
+    memory-mapped: the tensors are not read to look at the key."""
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=False, mmap=True)
+    except Exception as error:  # a torn or foreign file: nothing to resume from
+        return f"it is unreadable ({type(error).__name__}: {error})"
+    changed = validity.first_difference(state.get("key"), key)
+    return None if changed is None else f"it was written with another {changed}"
+
+
 def remove(out_dir: str | os.PathLike) -> None:
+    """Delete the checkpoint (the results are written): after the pending write, whatever it
+    came to (a failed one costs nothing now, but is said)."""
+    try:
+        wait()
+    except Exception as error:
+        print(f"warning: the last checkpoint save had failed: {error}", file=sys.stderr)
     (Path(out_dir) / CHECKPOINT_FILE).unlink(missing_ok=True)

@@ -48,7 +48,7 @@ from nettebench.models.errors import PretrainedWeightsUnavailable
 from nettebench.records import conditions, environment
 from nettebench.records import files as records
 from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
-from nettebench.training import checkpoint, finished, outcome
+from nettebench.training import checkpoint, finished, outcome, validity
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
 from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_name
 
@@ -103,8 +103,10 @@ def run_cell(
     A cell that names a library build (``torchvision``, ``apex``) runs against it: the build's
     prefix under ``builds_dir`` (default: $NETTEBENCH_BUILDS_DIR or results/builds) goes first on
     the import path before anything imports the library. ``stop`` ends the epochs early on a
-    signal (:class:`Interrupted`, its ``epochs_done`` set); with ``stamp`` (the cell's
-    :func:`finished.fingerprint`) the results are recorded in ``finished.json`` first.
+    signal (:class:`Interrupted`, its ``epochs_done`` set); with ``stamp`` (the result's
+    :func:`validity.key`, from :func:`main`) the results are recorded in ``finished.json``
+    first. The checkpoint is keyed by ``stamp`` too; without one, by a key built here (the
+    cell, its inputs, packages and hardware, but no command line).
 
     ``after_epochs(device, record, epochs_s)`` runs in this process right after the epochs
     (whatever the outcome; ``epochs_s``: the wall time the epochs really took here, not the
@@ -126,11 +128,20 @@ def run_cell(
     if threads:
         torch.set_num_threads(threads)
     device = resolve_device(cell.device)
+    if stamp is None:
+        stamp_for_resume = validity.key(
+            cell, device=device, data=data, store_dir=store_dir, builds_dir=builds_dir
+        )
+    else:
+        stamp_for_resume = stamp
     record = outcome.skeleton(cell, kind, device)
     # nvidia-smi, git and scontrol take a while: they run beside the training, not before it
     # (wall_s runs from process start), and the record waits for them only when it is written.
     collecting = _in_background(environment.collect)
-    result = _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop)
+    result = _train(
+        fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop,
+        stamp_for_resume,
+    )  # fmt: skip
     trained_at = time.time()
     extra_files: tuple[Path, ...] = ()
     if after_epochs is not None:
@@ -164,7 +175,7 @@ def _measured_s(result: dict[str, Any]) -> float:
     return sum(float(row["wall_s"]) for row in result["rows"] if not row["extrapolated"])
 
 
-def _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop):
+def _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop, key):
     """Train the cell with :func:`~nettebench.training.fit.fit`; its rows, status, message and
     fit result as :func:`outcome.finish` takes them."""
     reason = outcome.unsupported_reason(cell, device)
@@ -184,6 +195,7 @@ def _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir
             store_dir=store_dir,
             stop=stop,
             probe=conditions.Probe(gpu=conditions.gpu_target(device)),
+            resume_key=key,
         )
     except (torch.OutOfMemoryError, MemoryError) as error:
         message = outcome.oom_message(cell, device, error)
@@ -234,8 +246,16 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--retrain",
         action="store_true",
-        help="train even when finished.json holds this cell's result, unchanged "
-        f"(also ${finished.RETRAIN_ENV}=1)",
+        help="train from scratch even when finished.json or the checkpoint holds this cell's "
+        f"result, unchanged (also ${finished.RETRAIN_ENV}=1)",
+    )
+    parser.add_argument(
+        "--depends-on",
+        nargs="*",
+        default=[],
+        metavar="FILE",
+        help="files the result depends on (the workflow passes its rule's inputs): a restore or "
+        "resume needs each to hold what it held when the result was made",
     )
     libraries.add_builds_dir_option(parser)
     add_cell_options(parser)
@@ -289,28 +309,26 @@ def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> i
     if args.dataset is None:
         args.dataset = load_data_root(args.data).name
     cell = cell_from_args(args)
-    # Before the cell's build is activated, so a rerun computes the same fingerprint.
-    stamp = finished.fingerprint(
-        cell,
-        kind=args.kind,
-        data=args.data,
-        warmup_steps=args.warmup_steps,
-        store_dir=args.store or Path(args.out_dir) / "store",
-        builds_dir=args.builds_dir,
-    )
+    key = result_key(cell, args)
     try:
-        if not finished.retrain_requested(args.retrain) and finished.restore(args.out_dir, stamp):
-            print(
-                f"restored: {cell.path()} had finished (its results are in "
-                f"{Path(args.out_dir) / finished.FINISHED_FILE}, and nothing it depends on "
-                "changed), so it is not trained again; --retrain trains it anyway",
-                file=sys.stderr,
-            )
-            return 0
+        retrain = finished.retrain_requested(args.retrain)
+        if not retrain:
+            restored, said = finished.restore(args.out_dir, key)
+            if said:
+                verdict = "restored" if restored else "not restored"
+                print(f"{verdict}: {cell.path()}: {said}", file=sys.stderr, flush=True)
+            if restored:
+                return 0
+        for line in checkpoint.discard_stale(args.out_dir, key, retrain):
+            print(line, file=sys.stderr, flush=True)
         hook = after_epochs(args) if after_epochs else None
-        record = _run(cell, args, started_at, stop, stamp, hook)
+        record = _run(cell, args, started_at, stop, key, hook)
     except Interrupted as interrupted:
         path = Path(args.out_dir) / checkpoint.CHECKPOINT_FILE
+        try:
+            checkpoint.wait()  # the last epoch's checkpoint is on disk before the line says so
+        except Exception as error:
+            print(f"the last checkpoint save failed: {error}", file=sys.stderr)
         print(interrupted.message(cell, path), file=sys.stderr, flush=True)
         code = interrupted.exit_code
     else:
@@ -324,6 +342,22 @@ def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> i
     # down now, before Python's exit ends them.
     gc.collect()
     return code
+
+
+def result_key(cell: CellSpec, args: argparse.Namespace) -> dict:
+    """The result's key (:mod:`.validity`) from the parsed options: after the cell's builds and
+    package environment are activated (its ``packages`` are what the cell imports; activating
+    may restart this process once) and on the device the run resolves."""
+    libraries.activate(cell, args.builds_dir)
+    return validity.key(
+        cell,
+        device=resolve_device(cell.device),
+        data=args.data,
+        options=vars(args),
+        depends_on=args.depends_on,
+        store_dir=args.store or Path(args.out_dir) / "store",
+        builds_dir=args.builds_dir,
+    )
 
 
 def _run(cell: CellSpec, args, started_at: float, stop: StopOnSignal, stamp, hook):

@@ -204,6 +204,7 @@ def fit(
     store_dir: Path | None = None,
     stop: StopOnSignal | None = None,
     probe: conditions.Probe | None = None,
+    resume_key: dict[str, Any] | None = None,
 ) -> FitResult:
     """Train ``cell``, appending one row per epoch to ``rows`` (kept on an OOM).
 
@@ -217,7 +218,8 @@ def fit(
 
     configure_determinism(cell, device)
     num_classes = len(data_root.classes)
-    saved = checkpoint.load(out_dir, cell.cell_id())
+    resume_key = resume_key or {"cell": cell.cell_id()}  # the result's key (training.validity)
+    saved = checkpoint.load(out_dir, resume_key)
     batch_size = saved["batch_size"] if saved else choose_batch_size(cell, device, num_classes)
     # The runner first: a backend that refuses the device (apex on a CPU) says so before a
     # store is built for nothing.
@@ -288,7 +290,7 @@ def fit(
             checkpoint.save(
                 out_dir,
                 {
-                    "cell_id": cell.cell_id(),
+                    "key": resume_key,
                     "batch_size": batch_size,
                     "rows": rows,
                     "trainer": runner.state_dict(),
