@@ -54,7 +54,7 @@ def test_a_checkpoint_of_another_key_is_discarded_saying_which_part_changed(tmp_
     assert checkpoint.discard_stale(tmp_path, KEY, retrain=False) == []  # its own: kept
     assert checkpoint.load(tmp_path, KEY)["rows"] == [1]
     (said,) = checkpoint.discard_stale(tmp_path, {**KEY, "code": "b"}, retrain=False)
-    assert "it was written with another code changed; training from scratch" in said
+    assert "it no longer matches (code changed); training from scratch" in said
     assert not (tmp_path / CHECKPOINT_FILE).exists()
 
 

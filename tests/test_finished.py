@@ -72,7 +72,7 @@ def test_a_finished_cell_is_restored_not_trained_and_retrain_trains(dataset, tmp
     other = train(dataset, out, "--warmup-steps", "2")
     assert other.returncode == 0 and "epoch 1/1" in other.stderr, other.stderr
     assert other.stderr.startswith(f"not restored: {CELL.path()}: ")
-    assert "another options: warmup_steps 5 -> 2; training from scratch" in other.stderr
+    assert "no longer matches (options: warmup_steps 5 -> 2); training from scratch" in other.stderr
 
 
 def test_the_key_follows_what_the_result_depends_on(dataset, tmp_path):
@@ -157,7 +157,7 @@ def test_a_record_that_does_not_match_restores_nothing_and_says_why(dataset, tmp
     texts = {"metrics.json": metrics_text(), "epochs.csv": "epoch\n"}
     finished.write(tmp_path, base, texts)
     restored, said = finished.restore(tmp_path, {**base, "code": "edited"})
-    assert not restored and "another code changed; training from scratch" in said
+    assert not restored and "no longer matches (code changed); training from scratch" in said
     assert not (tmp_path / "metrics.json").exists()
     restored, said = finished.restore(tmp_path, base)
     assert restored and said.startswith("wrote back epochs.csv, metrics.json (status ok)")
@@ -185,6 +185,16 @@ def test_only_a_status_the_hardware_decides_is_restored(dataset, tmp_path, statu
     if not restorable:
         assert f"has status {status}" in said and "training again" in said
         assert not (tmp_path / "metrics.json").exists()
+
+
+def test_a_key_of_another_version_never_matches(dataset):
+    """A key's parts may mean something else in another version, even where they compare equal."""
+    base = key(dataset)
+    older = {name: value for name, value in base.items() if name != "key_version"}
+    assert validity.first_difference(older, base) == f"key version None -> {base['key_version']}"
+    assert validity.first_difference({**base, "key_version": 1}, base).startswith("key version 1")
+    assert validity.first_difference(None, base) == "no key (written by an older trainer)"
+    assert validity.first_difference({**base, "extra": 1}, base) == "parts ['extra']"
 
 
 def test_a_record_of_an_older_trainer_is_not_restored(dataset, tmp_path):

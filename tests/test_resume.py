@@ -124,7 +124,7 @@ def test_a_code_change_after_an_interruption_trains_from_scratch(dataset, tmp_pa
     again = subprocess.run(command, capture_output=True, text=True, env=env)
     assert again.returncode == 0, again.stderr[-3000:]
     log = again.stdout + again.stderr
-    assert "discarded the checkpoint" in log and "another code changed" in log
+    assert "discarded the checkpoint" in log and "no longer matches (code changed)" in log
     assert "resumed" not in log and f"epoch 1/{CELL.epochs} " in log
     record = json.loads((out / outputs.METRICS_FILE).read_text())
     assert record["summary"]["resumed_from_epoch"] is None

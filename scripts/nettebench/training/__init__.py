@@ -2,8 +2,9 @@
 
 Owns the command (:mod:`.cli`, ``python -m nettebench.training``), the epochs and outcomes
 (:mod:`.fit`), the timed loop (:mod:`.loop`), one training step in a precision mode
-(:mod:`.step`), the optional NVIDIA apex backend (:mod:`.apex`) and the resume checkpoint
-(:mod:`.checkpoint`).
+(:mod:`.step`), the optional NVIDIA apex backend (:mod:`.apex`), the resume checkpoint
+(:mod:`.checkpoint`), the restore (:mod:`.finished`) and the one key both are matched on
+(:mod:`.validity`).
 
 May import torch and everything below it: :mod:`nettebench.data`, :mod:`nettebench.models`,
 :mod:`nettebench.records`, :mod:`nettebench.builds`, :mod:`nettebench.datasets`,

@@ -142,7 +142,7 @@ def _mismatch(path: Path, key: dict[str, Any]) -> str | None:
     except Exception as error:  # a torn or foreign file: nothing to resume from
         return f"it is unreadable ({type(error).__name__}: {error})"
     changed = validity.first_difference(state.get("key"), key)
-    return None if changed is None else f"it was written with another {changed}"
+    return None if changed is None else f"it no longer matches ({changed})"
 
 
 def remove(out_dir: str | os.PathLike) -> None:

@@ -65,7 +65,7 @@ def restore(out_dir: str | os.PathLike[str], key: dict[str, Any]) -> tuple[bool,
     else:
         changed = validity.first_difference(record.get("key"), key)
     if changed:
-        return False, f"{path} was made with another {changed}; training from scratch"
+        return False, f"{path} no longer matches ({changed}); training from scratch"
     if not all(isinstance(files.get(name), str) for name in RESULT_FILES):
         return False, f"{path} lacks {', '.join(RESULT_FILES)}; training from scratch"
     status = _status(files[METRICS_FILE])
