@@ -98,6 +98,9 @@ rule dataset_register:
         source=lambda wildcards: STUDY.plan(wildcards.dataset).directory,
         out_dir=lambda wildcards, output: os.path.dirname(output.info),
         checks=lambda wildcards: bad_images_args(STUDY.plan(wildcards.dataset)),
+        # every image's path, size, mtime and ctime (one stat each): a replaced, added or
+        # touched image reruns this job, whose dataset.json records the folder's content
+        stamp=lambda wildcards: STUDY.plan(wildcards.dataset).folder_stamp(),
     shell:
         "python -m nettebench.datasets.local --source {params.source:q}"
         " --out-dir {params.out_dir} --name {wildcards.dataset} {params.checks} > {log} 2>&1"

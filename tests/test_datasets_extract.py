@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import subprocess
 import sys
 import tarfile
@@ -153,31 +152,60 @@ def test_hostile_members_are_refused_before_anything_is_written(tree, tmp_path, 
     assert not (tmp_path / "outside").exists()
 
 
-def test_link_chain_escape_is_caught_by_the_data_filter(tree, tmp_path):
-    """Each link looks harmless on its own; only resolving them in order shows the escape."""
+def test_the_issues_link_chain_is_refused_at_its_first_link(tree, tmp_path):
+    """``b -> .``, ``a -> b/../..``, then ``a/x``: each name looks harmless alone (the old
+    lexical check passed all three); only resolving the links in order shows ``a/x`` lands two
+    levels above the root. Links are refused outright, so the first one stops it."""
     archive = make_tgz(
         tree,
         tmp_path / "chain.tgz",
         extra=[
-            (_member("tiny-nette/a/b", tarfile.DIRTYPE), None),
-            (_member("tiny-nette/a/b/top", tarfile.SYMTYPE, "../.."), None),  # -> tiny-nette
-            (_member("tiny-nette/esc", tarfile.SYMTYPE, "a/b/top/../../outside"), None),
+            (_member("tiny-nette/b", tarfile.SYMTYPE, "."), None),
+            (_member("tiny-nette/a", tarfile.SYMTYPE, "b/../.."), None),
+            (_member("tiny-nette/a/x"), b"escaped"),
         ],
     )
+    out = tmp_path / "work" / "out"
+    with pytest.raises(DatasetError) as caught:
+        extract(archive, out, name="tiny")
+    message = str(caught.value)
+    assert f"refusing to extract {archive}: member 'tiny-nette/b' is a symlink" in message
+    assert _entries(out) == []
+    assert not (tmp_path / "x").exists() and not (tmp_path / "work" / "x").exists()
+
+
+@pytest.mark.parametrize(
+    "member",
+    [
+        _member("tiny-nette/README", tarfile.SYMTYPE, "train"),  # inside, and still refused
+        _member("tiny-nette/train/n01440764/copy.JPEG", tarfile.LNKTYPE, "tiny-nette/val"),
+        _member("tiny-nette/loop", tarfile.SYMTYPE, ".."),
+        _member("tiny-nette/blk", tarfile.BLKTYPE),
+    ],
+    ids=["symlink-inside", "hardlink-inside", "symlink-loop", "block-device"],
+)
+def test_every_link_and_special_file_is_refused_naming_the_member(tree, tmp_path, member):
+    archive = make_tgz(tree, tmp_path / "links.tgz", extra=[(member, None)])
     out = tmp_path / "out"
     with pytest.raises(DatasetError) as caught:
         extract(archive, out, name="tiny")
-    assert "refusing to extract" in str(caught.value)
-    assert "'tiny-nette/esc' was rejected by tarfile's data filter" in str(caught.value)
+    assert f"member {member.name!r}" in str(caught.value)
     assert _entries(out) == []
-    assert not (tmp_path / "outside").exists()
 
 
-def test_symlink_inside_the_archive_is_allowed(tree, tmp_path):
-    extra = [(_member("tiny-nette/README", tarfile.SYMTYPE, "train"), None)]
-    archive = make_tgz(tree, tmp_path / "ok.tgz", extra=extra)
-    extract(archive, tmp_path / "out", name="tiny")
-    assert os.readlink(tmp_path / "out" / "tiny-nette" / "README") == "train"
+def test_extraction_refuses_to_run_without_tarfiles_data_filter(archive, tmp_path, monkeypatch):
+    """Before Python 3.10.12 / 3.11.4 tarfile has no data filter; extraction says so and
+    touches nothing (not even an old dataset.json, which stays as it was)."""
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "dataset.json").write_text("{}")
+    monkeypatch.delattr(tarfile, "data_filter")
+    with pytest.raises(DatasetError) as caught:
+        extract(archive, out, name="tiny")
+    message = str(caught.value)
+    assert message.startswith(f"refusing to extract {archive}: this Python (")
+    assert "has no tarfile data filter (added in 3.10.12, 3.11.4 and 3.12)" in message
+    assert _entries(out) == ["dataset.json"]
 
 
 def test_archive_without_train_and_val_is_refused(tmp_path):

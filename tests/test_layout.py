@@ -35,6 +35,7 @@ CORE_MAY_IMPORT = (
     "nettebench.study",
     "nettebench.datasets.catalog",
     "nettebench.datasets.errors",
+    "nettebench.datasets.walk",  # stdlib only: a local folder's stamp, taken while parsing
     "nettebench.builds.catalog",
 )
 CELL_COMMANDS = (

@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
 
 from nettebench.datasets.errors import DatasetError
+from nettebench.datasets.walk import split_samples
 from nettebench.study.cell import VAL_RESIZE_RATIO
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -55,13 +56,8 @@ def build_pil_loaders(
     """
 
     normalize = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
-    files = {"loader": load_image}
-    if skip:
-        files["is_valid_file"] = lambda path: (
-            datasets.folder.has_file_allowed_extension(path, datasets.folder.IMG_EXTENSIONS)
-            and path not in skip
-        )
-    train_set = datasets.ImageFolder(
+    files = {"loader": load_image, "skip": skip}
+    train_set = TreeImageFolder(
         str(train_dir),
         transforms.Compose(
             [
@@ -73,7 +69,7 @@ def build_pil_loaders(
         ),
         **files,
     )
-    val_set = datasets.ImageFolder(
+    val_set = TreeImageFolder(
         str(val_dir),
         transforms.Compose(
             [
@@ -97,6 +93,27 @@ def build_pil_loaders(
     )
     val = DataLoader(val_set, shuffle=False, worker_init_fn=_seed_worker, **common)
     return Loaders(train, val, len(train_set.classes), list(train_set.classes), generator)
+
+
+class TreeImageFolder(datasets.ImageFolder):
+    """torchvision's ImageFolder listing its samples with the dataset walk
+    (:func:`nettebench.datasets.walk.split_samples`) instead of ``os.walk(followlinks=True)``:
+    no link is followed (one a loader would read is refused, naming it), so the loader sees
+    exactly the files dataset.json counts and the store holds, and ``skip`` (the images
+    dataset.json leaves out) are left out."""
+
+    def __init__(self, root, transform=None, *, loader, skip: frozenset[str] = frozenset()):
+        self._skip = skip
+        super().__init__(str(root), transform, loader=loader)
+
+    def make_dataset(self, directory, class_to_idx, *args, **kwargs):
+        classes = sorted(class_to_idx, key=class_to_idx.__getitem__)
+        samples = split_samples(directory, classes, exclude=self._skip)
+        found = {index for _, index in samples}
+        empty = [name for name in classes if class_to_idx[name] not in found]
+        if empty:
+            raise FileNotFoundError(f"Found no valid file for the classes {', '.join(empty)}.")
+        return samples
 
 
 def load_image(path: str):

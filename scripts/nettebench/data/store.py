@@ -54,7 +54,8 @@ from typing import Any
 import numpy as np
 
 from nettebench.datasets.errors import DatasetError
-from nettebench.datasets.info import IMAGE_EXTENSIONS, SPLITS, load_data_root, read_info
+from nettebench.datasets.info import SPLITS, load_data_root, read_info
+from nettebench.datasets.walk import split_samples
 from nettebench.study.cell import store_frame_width as frame_width
 
 FORMAT_VERSION = 2  # bump when the layout or the pixels a policy produces change
@@ -92,15 +93,9 @@ class Store:
 
 
 def list_images(split_dir: str | os.PathLike[str], classes: tuple[str, ...] | list[str]):
-    """``[(path, class_index), ...]`` in ImageFolder's order (its ``make_dataset``)."""
-    samples = []
-    for index, name in enumerate(classes):
-        class_dir = os.path.join(split_dir, name)
-        for root, _dirs, files in sorted(os.walk(class_dir, followlinks=True)):
-            for fname in sorted(files):
-                if fname.lower().endswith(IMAGE_EXTENSIONS):
-                    samples.append((os.path.join(root, fname), index))
-    return samples
+    """``[(path, class_index), ...]`` in ImageFolder's order: the dataset walk
+    (:mod:`nettebench.datasets.walk`), which the ``pil`` loader lists its samples with too."""
+    return split_samples(split_dir, classes)
 
 
 def source_of(data_root_path: str | os.PathLike[str]) -> dict[str, str]:

@@ -7,11 +7,13 @@
 * :mod:`.synthetic` - generate a learnable, Imagenette-shaped JPEG dataset;
 * :mod:`.info` - ``dataset.json``, which every route writes last and the trainer reads;
 * :mod:`.images` - every image decodes (or is skipped and listed), before any cell reads it;
+* :mod:`.walk` - the one walk of a tree's images (ImageFolder's order, no link followed), which
+  every reader of a dataset's files uses, and a local folder's cheap stamp;
 * :mod:`.verify`, :mod:`.errors` - checks and the error type (atomic writes:
   :mod:`nettebench.records.atomic`);
 * :mod:`.testing` - real tiny archives and a local HTTP server, for tests.
 
-Importing this package (or catalog/info/fetch/extract/local/images) loads only the standard
+Importing this package (or catalog/info/fetch/extract/local/images/walk) loads only the standard
 library: Snakemake imports the catalog while it parses the workflow. Only :mod:`.synthetic`
 needs numpy and Pillow at import; :mod:`.images` imports Pillow when it decodes. Nothing here
 needs torch.

@@ -3,9 +3,13 @@
 An archive may come from anywhere a user's ``source:`` points, so it is treated as untrusted:
 
 1. verify it (size/md5/sha256 when given, and always that it is a complete gzip tar);
-2. check every member before writing anything: no absolute paths, no ``..``, no symlink or
-   hardlink leading out of the extraction root, no device files or fifos. The error names the
-   offending member. Python's own ``filter="data"`` is applied on top as a second line;
+2. check every member before writing anything: only regular files and folders, with no
+   absolute path and no ``..``. Links (symbolic or hard) and special files (devices, fifos) are
+   refused outright: an image dataset has no need of them, and a link is judged safe only by
+   resolving every link before it (``b -> .``, ``a -> b/../..``, then ``a/x`` writes outside
+   though each name looks harmless alone). The error names the offending member. Python's own
+   ``filter="data"`` is applied on top as a second line, and extraction refuses to run on a
+   Python without it (before 3.10.12 / 3.11.4, which ``requires-python`` still admits);
 3. extract into a fresh ``<out_dir>/.extract-XXXX`` (same filesystem, so installing is a rename)
    and find the folder holding ``train/`` and ``val/``;
 4. check the tree (same classes in both splits, no empty class) and decode every image
@@ -29,7 +33,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import posixpath
 import sys
 import tarfile
 from pathlib import Path, PurePosixPath
@@ -44,7 +47,8 @@ from .verify import check_expected, scan_archive
 
 WORK_PREFIX = ".extract-"
 DEFAULT_TREE = "data"
-# tarfile.FilterError exists where the extraction filters do (3.10.12+, 3.11.4+).
+# tarfile.FilterError exists where the extraction filters do (3.10.12+, 3.11.4+); this module
+# still imports on an older Python, where check_data_filter refuses to extract.
 _FilterError = getattr(tarfile, "FilterError", ())
 # Folders archivers add that are never the dataset (macOS resource forks).
 _IGNORED_TOP = ("__MACOSX",)
@@ -77,6 +81,7 @@ def extract(
             f"bad_images must be one of {images.BAD_IMAGE_POLICIES}, got {bad_images!r}"
         )
     archive = Path(archive)
+    check_data_filter(archive)
     out_dir = Path(out_dir)
     # From here until the new dataset.json is written, the dataset is not "ready".
     (out_dir / INFO_FILE).unlink(missing_ok=True)
@@ -147,8 +152,7 @@ def _unpack(archive: Path, dest: Path) -> None:
                         f"refusing to extract {archive}: member {member.name!r} {refusal}; "
                         "the archive is damaged or malicious, so nothing was extracted"
                     )
-            kwargs = {"filter": "data"} if hasattr(tarfile, "data_filter") else {}
-            tar.extractall(dest, members=members, **kwargs)
+            tar.extractall(dest, members=members, filter="data")
     except DatasetError:
         raise
     except _FilterError as exc:
@@ -162,11 +166,29 @@ def _unpack(archive: Path, dest: Path) -> None:
         raise DatasetError(f"could not extract {archive}: {exc}") from exc
 
 
-def unsafe_reason(member: tarfile.TarInfo) -> str | None:
-    """Why ``member`` could write outside the extraction root, or None when it is safe.
+def check_data_filter(archive: Path) -> None:
+    """Refuse to extract where tarfile has no data filter (Python before 3.10.12 / 3.11.4).
 
-    Judged on the archive's own names, before anything is written: an absolute path, a ``..``
-    component, a symlink or hardlink whose target lies outside, or a special file.
+    The member check below is the first line; the data filter is the second, which catches what
+    a lexical check of one member cannot. Extracting an untrusted archive with one line only is
+    not worth the risk, so such a Python is told to step aside rather than silently trusted.
+    """
+    if not hasattr(tarfile, "data_filter"):
+        version = ".".join(str(part) for part in sys.version_info[:3])
+        raise DatasetError(
+            f"refusing to extract {archive}: this Python ({version}) has no tarfile data filter "
+            "(added in 3.10.12, 3.11.4 and 3.12), which extraction needs to be safe against a "
+            "hostile archive; run the workflow with a newer Python (envs/data.yaml pins one)"
+        )
+
+
+def unsafe_reason(member: tarfile.TarInfo) -> str | None:
+    """Why ``member`` is refused, or None for a plain file or folder inside the root.
+
+    Judged on the archive's own names, before anything is written: an absolute path or a
+    ``..`` component could write outside; a link of either kind is refused whatever its target
+    (a dataset of images needs none, and whether a link stays inside depends on every link
+    extracted before it); a device file or fifo has no place in a dataset.
     """
     name = member.name
     if _is_absolute(name):
@@ -174,18 +196,15 @@ def unsafe_reason(member: tarfile.TarInfo) -> str | None:
     if ".." in PurePosixPath(name).parts:
         return "has a '..' component"
     if member.issym():
-        target = member.linkname
-        if _is_absolute(target):
-            return f"is a symlink to the absolute path {target!r}"
-        resolved = posixpath.normpath(posixpath.join(posixpath.dirname(name), target))
-        if _escapes(resolved):
-            return f"is a symlink to {target!r}, outside the archive"
-        return None
+        return (
+            f"is a symlink (to {member.linkname!r}); an image dataset needs no links, so "
+            "archives holding any are refused"
+        )
     if member.islnk():
-        target = member.linkname
-        if _is_absolute(target) or _escapes(posixpath.normpath(target)):
-            return f"is a hardlink to {target!r}, outside the archive"
-        return None
+        return (
+            f"is a hardlink (to {member.linkname!r}); an image dataset needs no links, so "
+            "archives holding any are refused"
+        )
     if member.ischr() or member.isblk():
         return "is a device file"
     if member.isfifo():
@@ -197,10 +216,6 @@ def unsafe_reason(member: tarfile.TarInfo) -> str | None:
 
 def _is_absolute(name: str) -> bool:
     return name.startswith(("/", "\\")) or (len(name) > 1 and name[1] == ":")
-
-
-def _escapes(normalised: str) -> bool:
-    return normalised == ".." or normalised.startswith("../") or _is_absolute(normalised)
 
 
 def _find_dataset_root(archive: Path, work: Path) -> Path:

@@ -12,19 +12,24 @@ decode every image once, the way the ``pil`` loader will (Pillow's ``open`` + ``
 - with ``bad_images: skip`` leaves them out and lists them in dataset.json
   (``skipped_images``), so what was left out is on record.
 
+The same read of each file gives its sha256, so a local folder's dataset.json records a digest
+of its content (``files_sha256``) for no I/O beyond the check.
+
 Boundary: this module is imported by extract and local, which Snakemake's parse-time import
-test keeps light, so Pillow is imported inside :func:`decode_problem`, when images are checked.
+test keeps light, so Pillow is imported inside :func:`check_file`, when images are checked.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from .info import IMAGE_EXTENSIONS, SPLITS
+from .walk import tree_images
 
 BAD_IMAGE_POLICIES = ("reject", "skip")
 LISTED = 5  # bad images named in a rejection message
@@ -52,48 +57,65 @@ def default_jobs() -> int:
 
 
 def image_files(root: str | os.PathLike[str], classes: Sequence[str]) -> list[Path]:
-    """Every image file of both splits, in ImageFolder's order."""
-    root = Path(root)
-    found = []
-    for split in SPLITS:
-        for name in classes:
-            for folder, dirs, files in sorted(os.walk(root / split / name, followlinks=True)):
-                dirs.sort()
-                found += [
-                    Path(folder) / f for f in sorted(files) if f.lower().endswith(IMAGE_EXTENSIONS)
-                ]
-    return found
+    """Every image file of both splits, in ImageFolder's order (:mod:`.walk`)."""
+    return [Path(path) for path in tree_images(root, classes)]
 
 
-def decode_problem(path: str | os.PathLike[str]) -> str | None:
-    """Why the image at ``path`` does not decode, or None when it does."""
+def check_file(path: str | os.PathLike[str]) -> tuple[str | None, str]:
+    """(why the image at ``path`` does not decode, or None; the sha256 of its bytes): one read
+    of the file serves both, so the content digest costs no I/O beyond the check."""
     from PIL import Image  # boundary: see the module docstring
 
     try:
-        with Image.open(path) as image:
+        data = Path(path).read_bytes()
+    except OSError as exc:
+        return f"{type(exc).__name__}: {exc}", ""
+    try:
+        with Image.open(io.BytesIO(data)) as image:
             image.load()
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
+        problem = f"{type(exc).__name__}: {exc}"
+    else:
+        problem = None
+    return problem, hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True)
+class Checked:
+    """What decoding every image of a tree found."""
+
+    bad: list[BadImage]  # the images that do not decode, in ImageFolder order
+    # sha256 over every image's path under the root and the sha256 of its bytes, in
+    # ImageFolder order (bad images included): dataset.json's ``files_sha256``
+    files_sha256: str
+
+
+def check_images(
+    root: str | os.PathLike[str], classes: Sequence[str], *, jobs: int | None = None
+) -> Checked:
+    """Decode and digest every image under ``root``'s splits, in ``jobs`` processes."""
+    root = Path(root)
+    paths = image_files(root, classes)
+    jobs = min(jobs or default_jobs(), max(1, len(paths) // 64))
+    if jobs == 1:
+        results = [check_file(path) for path in paths]
+    else:
+        with multiprocessing.Pool(jobs) as pool:
+            results = pool.map(check_file, paths, chunksize=64)
+    bad, digest = [], hashlib.sha256()
+    for path, (problem, sha) in zip(paths, results, strict=True):
+        rel = path.relative_to(root).as_posix()
+        digest.update(f"{rel}\t{sha}\n".encode())
+        if problem is not None:
+            bad.append(BadImage(path, rel, problem))
+    return Checked(bad, digest.hexdigest())
 
 
 def find_bad_images(
     root: str | os.PathLike[str], classes: Sequence[str], *, jobs: int | None = None
 ) -> list[BadImage]:
     """Decode every image under ``root``'s splits; the ones that fail, in ImageFolder order."""
-    root = Path(root)
-    paths = image_files(root, classes)
-    jobs = min(jobs or default_jobs(), max(1, len(paths) // 64))
-    if jobs == 1:
-        problems = [decode_problem(path) for path in paths]
-    else:
-        with multiprocessing.Pool(jobs) as pool:
-            problems = pool.map(decode_problem, paths, chunksize=64)
-    return [
-        BadImage(path, path.relative_to(root).as_posix(), problem)
-        for path, problem in zip(paths, problems, strict=True)
-        if problem is not None
-    ]
+    return check_images(root, classes, jobs=jobs).bad
 
 
 def rejection(bad: Sequence[BadImage], name_of: Callable[[BadImage], str], dataset: str) -> str:

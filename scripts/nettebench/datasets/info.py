@@ -18,6 +18,10 @@ alone. Its keys (``INFO_KEYS``)::
     skipped_images list  (optional: only when some were) images left out because they do not decode
                          (``bad_images: skip``): {path: under root, error, source: archive
                          member or file}; the counts above leave them out
+    files_sha256   str   (optional: a local folder's, kind "directory") sha256 over every image's
+                         path under root and the sha256 of its bytes, in ImageFolder order
+                         (:func:`.images.check_images`): the folder's identity, where an archive's
+                         is its ``sha256``
 
 The trainer calls :func:`load_data_root`, which also accepts a plain ImageFolder tree, so it can
 run without the workflow on any folder with ``train/`` and ``val/``.
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections import Counter
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +43,7 @@ from typing import Any
 from nettebench.records.atomic import remove_tree, write_json_atomic
 
 from .errors import DatasetError
+from .walk import IMAGE_EXTENSIONS, SPLITS, class_images, split_samples
 
 INFO_FILE = "dataset.json"
 KINDS = ("catalog", "archive", "directory", "synthetic")
@@ -53,11 +59,7 @@ INFO_KEYS = (
     "sha256",
     "synthetic",
 )
-OPTIONAL_KEYS = ("skipped_images",)  # written only when there is something to say
-# The extensions torchvision's ImageFolder accepts (torchvision.datasets.folder.IMG_EXTENSIONS),
-# so the counts here match what the trainer will load.
-IMAGE_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
-SPLITS = ("train", "val")
+OPTIONAL_KEYS = ("skipped_images", "files_sha256")  # written only when there is something to say
 
 
 @dataclass(frozen=True)
@@ -129,29 +131,23 @@ def describe_tree(
         )
     counts = {}
     for split in SPLITS:
-        total = 0
-        for name in train_classes:
-            found = count_images(root / split / name, exclude=exclude)
-            if found == 0:
+        # the loaders' own walk (.walk: no link followed, one refused)
+        samples = split_samples(root / split, train_classes, exclude=exclude)
+        per_class = Counter(index for _, index in samples)
+        for index, name in enumerate(train_classes):
+            if per_class[index] == 0:
                 raise DatasetError(
                     f"{name_of(root / split / name)} holds no images (looked for "
                     f"{', '.join(IMAGE_EXTENSIONS)}); remove the folder or add its images"
                 )
-            total += found
-        counts[split] = total
+        counts[split] = len(samples)
     return TreeStats(tuple(train_classes), counts["train"], counts["val"])
 
 
 def count_images(folder: str | os.PathLike[str], *, exclude: Collection[str] = ()) -> int:
-    """Image files under ``folder``, recursively, following links the way ImageFolder does
-    (but for the paths in ``exclude``)."""
-    return sum(
-        1
-        for folder_path, _subdirs, files in os.walk(folder, followlinks=True)
-        for name in files
-        if name.lower().endswith(IMAGE_EXTENSIONS)
-        and os.path.join(folder_path, name) not in exclude
-    )
+    """Image files under class folder ``folder``, recursively, as the loaders list them
+    (:mod:`.walk`: no link followed, one refused), but for the paths in ``exclude``."""
+    return sum(1 for path in class_images(folder) if path not in exclude)
 
 
 def write_info(
@@ -165,12 +161,14 @@ def write_info(
     synthetic: Mapping[str, Any] | None = None,
     stats: TreeStats | None = None,
     skipped: list[Mapping[str, str]] | None = None,
+    files_sha256: str | None = None,
 ) -> dict[str, Any]:
     """Write ``<out_dir>/dataset.json`` atomically and return what was written.
 
     ``root`` is relative to ``out_dir`` or absolute. ``stats`` is computed from the tree when not
     given (callers that already validated the tree pass it to avoid a second walk); ``skipped``
-    lists the images left out (the key is written only when there are some).
+    lists the images left out (the key is written only when there are some); ``files_sha256``
+    is a local folder's content digest.
     """
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}, got {kind!r}")
@@ -192,6 +190,8 @@ def write_info(
     }
     if skipped:
         info["skipped_images"] = [dict(entry) for entry in skipped]
+    if files_sha256 is not None:
+        info["files_sha256"] = files_sha256
     write_json_atomic(out_dir / INFO_FILE, info)
     return info
 

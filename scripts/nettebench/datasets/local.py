@@ -8,6 +8,16 @@ rejects the folder, naming the file, or with ``--bad-images skip`` is listed in 
 left out by the loaders (the user's files are never touched). Trees an earlier source of the
 dataset left in ``out_dir`` are removed.
 
+The folder is identified by its files, not its path and counts: the same read that decodes
+each image digests its bytes, and dataset.json records ``files_sha256`` over every image's path
+and content, so images replaced with the same counts change dataset.json (and with it every
+cell that reads it, and the restore key that digests it). Re-reading every byte to notice a
+change is for the register job, not for each parse of the workflow: the ``dataset_register``
+rule takes :func:`nettebench.datasets.walk.tree_stamp` (path, size, modification and change time
+of every image; one ``stat`` each) as a parameter, so Snakemake reruns the registration when
+any image is added, removed, replaced or touched. A touched but unchanged file gives the same
+dataset.json content, which the restore key then matches.
+
 Command line::
 
     python -m nettebench.datasets.local --source DIR --out-dir DIR --name NAME
@@ -48,7 +58,8 @@ def register_directory(
         )
     root = source.resolve()
     stats = describe_tree(root)
-    bad = images.find_bad_images(root, stats.classes, jobs=jobs)
+    checked = images.check_images(root, stats.classes, jobs=jobs)
+    bad = checked.bad
     skipped = []
     if bad:
         if bad_images != "skip":
@@ -67,6 +78,7 @@ def register_directory(
         source=str(root),
         stats=stats,
         skipped=skipped,
+        files_sha256=checked.files_sha256,
     )
 
 

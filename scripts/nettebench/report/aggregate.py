@@ -37,6 +37,7 @@ import pandas as pd
 from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report.collect import RecordError, epochs_frame, read_cells, runs_frame
+from nettebench.report.duplicates import Merge, merge_duplicates
 from nettebench.report.front_page import headline_html
 from nettebench.report.grids import NO_CELLS_NOTE
 from nettebench.report.tables.accuracy import accuracy_markdown
@@ -80,16 +81,20 @@ def aggregate(
     *,
     target_top1: float | None = None,
     copies: list[tuple[str, str]] | None = None,
+    merged: list[Merge] | None = None,
 ) -> dict[str, Path]:
     """Read the cells; write runs.csv, epochs.csv, the markdown tables and their HTML pages.
 
     Returns {output name: path} for every entry of :data:`OUTPUTS`. No cells at all still
     writes every file (header-only CSVs, tables that say no cell has finished). ``target_top1``
     (%) gives every cell its time to accuracy; ``copies`` receives the byte-identical copies of
-    a record that were read once.
+    a record that were read once, ``merged`` the records of one cell, seed and setup that were
+    counted once (:mod:`nettebench.report.duplicates`).
     """
     cells = read_cells(metrics_paths, copies=copies)
-    runs = runs_frame(cells, target_top1=target_top1)
+    runs, merges = merge_duplicates(runs_frame(cells, target_top1=target_top1))
+    if merged is not None:
+        merged.extend(merges)
     epochs = epochs_frame(cells, runs)
     runs = runs.reset_index(drop=True)
     texts = {
@@ -136,12 +141,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     copies: list[tuple[str, str]] = []
+    merged: list[Merge] = []
     try:
-        written = aggregate(args.metrics, args.out_dir, target_top1=args.target_top1, copies=copies)
+        written = aggregate(
+            args.metrics, args.out_dir, target_top1=args.target_top1, copies=copies, merged=merged
+        )
     except RecordError as error:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     for copy, original in copies:
         print(f"read once: {copy} is a copy of {original}", file=sys.stderr)
+    for merge in merged:
+        print(merge.line(), file=sys.stderr)
     print(
         f"aggregated {len(args.metrics)} cell(s) into {len(written)} files in {args.out_dir}",
         file=sys.stderr,

@@ -7,7 +7,8 @@ model names (:mod:`.model_names`), library build plans (:mod:`.builds`), job siz
 (:mod:`.resources`) and which code each rule group runs (:mod:`.code_groups`).
 
 The bottom of the package: it imports only the standard library, itself, and the stdlib-only
-leaves :mod:`nettebench.datasets.catalog` and :mod:`nettebench.builds.catalog`. Never torch,
+leaves :mod:`nettebench.datasets.catalog`, :mod:`nettebench.datasets.walk` (a local folder's
+stamp) and :mod:`nettebench.builds.catalog`. Never torch,
 torchvision, pandas or numpy (``tests/test_layout.py``): a dry run over a large matrix must not
 pay for them. Everything else in the package may import from here; nothing here imports upward.
 """

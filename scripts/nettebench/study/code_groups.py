@@ -16,7 +16,13 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 # What every group that reads or writes records runs: the parse-time core and the record files.
 _CORE = ("study/", "records/")
 # What reads a prepared dataset: its description (dataset.json), not how it was fetched or made.
-_DATASET = ("datasets/__init__.py", "datasets/catalog.py", "datasets/errors.py", "datasets/info.py")
+_DATASET = (
+    "datasets/__init__.py",
+    "datasets/catalog.py",
+    "datasets/errors.py",
+    "datasets/info.py",
+    "datasets/walk.py",  # the one walk of a tree's images (counts, store, pil loader)
+)
 # A training cell: the trainer, its input pipelines and models, the build it activates (not the
 # build steps) and the dataset it reads.
 _BUILD_USE = ("builds/__init__.py", "builds/activate.py", "builds/catalog.py")
@@ -52,6 +58,7 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
         *_REPORT,
         "report/aggregate.py",
         "report/compare.py",
+        "report/duplicates.py",
         "report/front_page.py",
         "report/tables/",
     ),

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from nettebench.datasets.catalog import CATALOG
+from nettebench.datasets.errors import DatasetError
+from nettebench.datasets.walk import tree_stamp
 from nettebench.study import builds as build_plans
 from nettebench.study import environments as environment_plans
 from nettebench.study import grid
@@ -65,6 +67,19 @@ class DatasetPlan:
     synthetic: Mapping[str, Any] | None = None
     from_catalog: bool = False  # fetched from the catalog's own URL
     bad_images: str = "reject"  # images that do not decode: reject the dataset, or skip them
+
+    def folder_stamp(self) -> str | None:
+        """A local folder's :func:`nettebench.datasets.walk.tree_stamp` (None for other kinds):
+        the ``dataset_register`` rule's parameter, so replacing, adding or touching an image
+        reruns the registration, whose dataset.json then records the folder's content. A folder
+        the walk refuses (a link in it) or cannot read gets a stamp saying so, and the job runs
+        and names the problem in its log."""
+        if self.directory is None:
+            return None
+        try:
+            return tree_stamp(self.directory)
+        except (OSError, DatasetError) as error:
+            return f"unreadable ({type(error).__name__})"
 
     @property
     def record_kind(self) -> str:

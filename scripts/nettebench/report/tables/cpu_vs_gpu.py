@@ -1,4 +1,10 @@
-"""The CPU baselines against the matrix cells: the study's 4-vCPU VM against its T4."""
+"""The CPU baselines against the matrix cells: the study's 4-vCPU VM against its T4.
+
+One row per CPU baseline cell, labelled by what tells it apart from the others (its machine,
+when there are several, and any parameter that varies); the matrix side is the mean over the
+seeds of one measurement only, never across loaders, image sizes, workers, learning rates,
+package environments or setups.
+"""
 
 from __future__ import annotations
 
@@ -10,57 +16,116 @@ from nettebench.records import files as records
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.grids import APPROX_NOTE, LEGEND, NO_CELLS_NOTE
+from nettebench.report.collect import cell_keys
+from nettebench.report.duplicates import identity_columns
+from nettebench.report.grids import APPROX_NOTE, LEGEND, NO_CELLS_NOTE, row_keys
+from nettebench.report.setups import SETUP_COLUMNS
+from nettebench.study.cell import PATH_LABELS
+
+# Parameters a CPU baseline differs from the matrix in by design (or that the table lays out):
+# never required to match. Every other parameter (loader, image size, workers, lr, package
+# environment, ...) is preferred equal, and named in the table where the match differs.
+_BY_DESIGN = ("dataset", "model", "device", "precision", "epochs", "max_steps", "seed", "machine")
+
+# What a matrix cell on the CPU baseline's own machine shares with it (a GPU cell records its
+# host's CPU too): the setup but the device, and the CPU model.
+_HOST_COLUMNS = (*(c for c in SETUP_COLUMNS if c != "device_name"), "env_cpu_model")
 
 
-def _fastest_matrix(
-    matrix_ok: pd.DataFrame, dataset: Any, model: Any, batch_size: Any, machine: Any = None
-) -> dict[str, Any] | None:
-    """The fastest precision (per epoch) of the model's matrix cells, and O0 on the same setup.
+def _text(value: Any) -> str | None:
+    return None if T.is_missing(value) else T.fmt_value(value)
+
+
+def _key(value: Any) -> str:
+    """A value as a comparable string, missing included (pandas turns None into NaN, and NaN
+    equals nothing, not even itself)."""
+    return repr(_text(value))
+
+
+def seed_groups(cells: pd.DataFrame) -> tuple[dict[tuple, pd.Index], list[str]]:
+    """The rows of ``cells`` that are seeds of one measurement: equal on every column that
+    makes two records the same measurement (:func:`nettebench.report.duplicates.
+    identity_columns`: every cell parameter, the device, the setup and the package
+    environment) but the seed. Averaging across groups would treat a pil and a cached cell,
+    two image sizes or two environments as seeds of one cell."""
+    columns = [c for c in identity_columns(cells) if c not in ("seed", "cell_id")]
+    keys = cells[columns].map(_key)
+    return {
+        key if isinstance(key, tuple) else (key,): index
+        for key, index in keys.groupby(columns, sort=False, dropna=False).groups.items()
+    }, columns
+
+
+def _differences(cpu: pd.Series, cell: pd.Series, keys: list[str]) -> list[str]:
+    """``batch 128``, ``loader cached``: the parameters where ``cell`` is not like ``cpu``."""
+    return [
+        f"{PATH_LABELS.get(k, k)} {_text(cell.get(k))}"
+        for k in keys
+        if _text(cell.get(k)) != _text(cpu.get(k))
+    ]
+
+
+def _fastest_matrix(matrix_ok: pd.DataFrame, cpu: pd.Series) -> dict[str, Any] | None:
+    """The fastest precision (per epoch) of the CPU baseline's model in the matrix, and O0 of
+    the same cell otherwise.
 
     Only cells of the CPU baseline's own run count (the same machine label, or none), so a
-    merged study compares each machine's CPU with its own GPU. Cells at the CPU baseline's
-    batch size are preferred; otherwise any batch size counts (and the table says which).
+    merged study compares each machine's CPU with its own GPU. Cells like the baseline in every
+    parameter but those it differs in by design are preferred (batch size first), then cells of
+    its own host (:data:`_HOST_COLUMNS`); otherwise any count, and the table names what
+    differs. Seconds are averaged over the seeds of one
+    measurement only (:func:`seed_groups`).
     """
-    same = matrix_ok[(matrix_ok["dataset"] == dataset) & (matrix_ok["model"] == model)]
+    same = matrix_ok[
+        (matrix_ok["dataset"] == cpu["dataset"]) & (matrix_ok["model"] == cpu["model"])
+    ]
     if "machine" in same:
-        same = same[same["machine"].map(T.fmt_value) == T.fmt_value(machine)]
+        same = same[same["machine"].map(T.fmt_value) == T.fmt_value(cpu.get("machine"))]
     if same.empty:
         return None
-    if (same["batch_size"] == batch_size).any():
-        same = same[same["batch_size"] == batch_size]
-    # per setup: two environments on one machine are not averaged together
-    keys = ["device_name", "setup", "batch_size", "precision"]
-    means = (
-        same.assign(extrapolated=same["extrapolated"].map(T.as_bool))
-        .groupby(keys, sort=False, dropna=False)
-        .agg(epoch_s=("epoch_s_median", "mean"), approx=("extrapolated", "any"))
-        .dropna(subset=["epoch_s"])
-    )
-    if means.empty:
+    if (same["batch_size"] == cpu["batch_size"]).any():
+        same = same[same["batch_size"] == cpu["batch_size"]]
+    keys = [k for k in cell_keys(same) if k not in _BY_DESIGN]
+    # like for like, then the baseline's own host (its CPU, driver and libraries): unlabelled
+    # machines have no label to match on
+    for columns in (keys, [c for c in _HOST_COLUMNS if c in same]):
+        alike = pd.Series(True, index=same.index)
+        for column in columns:
+            alike &= same[column].map(_key) == _key(cpu.get(column))
+        if alike.any():
+            same = same[alike]
+    groups, columns = seed_groups(same)
+    means = {
+        key: (
+            pd.to_numeric(same.loc[index, "epoch_s_median"], errors="coerce").mean(),
+            same.loc[index, "extrapolated"].map(T.as_bool).any(),
+        )
+        for key, index in groups.items()
+    }
+    means = {key: value for key, value in means.items() if not pd.isna(value[0])}
+    if not means:
         return None
-    device, setup, batch, precision = means["epoch_s"].idxmin()
-    best = means.loc[(device, setup, batch, precision)]
-    o0 = (device, setup, batch, "O0")
-    baseline = means.loc[o0] if o0 in means.index else None
+    best = min(means, key=lambda key: means[key][0])
+    precision_at = columns.index("precision")
+    o0 = (*best[:precision_at], _key("O0"), *best[precision_at + 1 :])
+    first = same.loc[groups[best][0]]
 
     def seeds_text(key: tuple) -> str:
         """mean ± 95 % CI of the group's per-seed seconds per epoch."""
-        match = pd.Series(True, index=same.index)
-        for column, value in zip(keys, key, strict=True):
-            match &= same[column].isna() if T.is_missing(value) else same[column] == value
-        return stats.with_ci(stats.summarize(same.loc[match, "epoch_s_median"]), T.fmt_seconds)
+        return stats.with_ci(
+            stats.summarize(same.loc[groups[key], "epoch_s_median"]), T.fmt_seconds
+        )
 
     return {
-        "device": device,
-        "batch_size": batch,
-        "precision": precision,
-        "epoch_s": best["epoch_s"],
-        "epoch_text": seeds_text((device, setup, batch, precision)),
-        "approx": bool(best["approx"]),
-        "o0_epoch_s": None if baseline is None else baseline["epoch_s"],
-        "o0_text": None if baseline is None else seeds_text(o0),
-        "o0_approx": False if baseline is None else bool(baseline["approx"]),
+        "device": first["device_name"],
+        "precision": first["precision"],
+        "differences": _differences(cpu, first, ["batch_size", *keys]),
+        "epoch_s": means[best][0],
+        "epoch_text": seeds_text(best),
+        "approx": bool(means[best][1]),
+        "o0_epoch_s": means[o0][0] if o0 in means else None,
+        "o0_text": seeds_text(o0) if o0 in means else None,
+        "o0_approx": bool(means[o0][1]) if o0 in means else False,
     }
 
 
@@ -74,9 +139,16 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         "of each CPU baseline cell next to the same dataset and model in the matrix; "
         "speed-up = CPU seconds / device seconds."
     )
+    # what tells the baselines apart: their machine (setup), and parameters that vary
+    several_setups = (
+        baselines["setup"].nunique(dropna=False) > 1
+        or baselines["machine"].map(_text).notna().any()
+    )
+    labels = T.row_labels(baselines, [*row_keys(runs), "seed"])
     header = [
         "dataset",
         "model",
+        *(["machine"] if several_setups else []),
         "batch",
         "threads",
         "CPU",
@@ -89,7 +161,7 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         "O0 speed-up",
     ]
     rows, unmatched, approx, not_ok, disturbed = [], 0, False, False, False
-    for _, cpu in baselines.iterrows():
+    for index, cpu in baselines.iterrows():
         cpu_ok = cpu["status"] == records.STATUS_OK
         cpu_s = cpu["epoch_s_median"] if cpu_ok else None
         cpu_text = T.outcome_cell(
@@ -101,22 +173,21 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         not_ok |= not cpu_ok
         row = [
             cpu["dataset"],
-            cpu["model"],
+            labels[index],
+            *([T.fmt_value(cpu["setup"])] if several_setups else []),
             T.fmt_value(cpu["batch_size"]),
             T.fmt_value(cpu["threads"]),
             "" if T.is_missing(cpu.get("env_cpu_model")) else cpu["env_cpu_model"],
             cpu_text,
         ]
-        match = _fastest_matrix(
-            matrix_ok, cpu["dataset"], cpu["model"], cpu["batch_size"], cpu.get("machine")
-        )
+        match = _fastest_matrix(matrix_ok, cpu)
         if match is None:
             unmatched += 1
             rows.append([*row, "no matching matrix cell"])
             continue
         precision = match["precision"]
-        if match["batch_size"] != cpu["batch_size"]:
-            precision += f" (batch {T.fmt_value(match['batch_size'])})"
+        if match["differences"]:
+            precision += f" ({', '.join(match['differences'])})"
         o0 = match["o0_epoch_s"]
         rows.append(
             [
@@ -156,7 +227,7 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         notes.append(LEGEND)
     if disturbed:
         notes.append(C.interference_note("cell"))
-    table = T.pipe_table(header, rows, "llrrlrllrrrr")
+    table = T.pipe_table(header, rows, "ll" + ("l" if several_setups else "") + "rrlrllrrrr")
     return T.document(
         "CPU versus GPU", note, [T.section("CPU baselines", table, notes=notes, level=2)]
     )

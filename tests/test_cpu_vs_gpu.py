@@ -1,0 +1,115 @@
+"""``cpu_vs_gpu.md`` through the real aggregate (fake cells): the matrix side averages only the
+seeds of one measurement (never pil with cached, two image sizes, workers, lr or package
+environments), and two machines' baselines are told apart by a machine column."""
+
+from __future__ import annotations
+
+import record_factory as rf
+from test_aggregate import md_tables
+
+from nettebench.report import aggregate as agg
+from nettebench.report import format as T
+from nettebench.report import stats
+
+EPOCHS = 3
+
+
+def _matrix(root, per_epoch, *, seed=0, extra=None, env=None, precision="O0", device_name=None):
+    return rf.make_cell(
+        root,
+        precision=precision,
+        device_name=device_name,
+        seed=seed,
+        time_for_epochs_s=per_epoch * EPOCHS,
+        extra_cell=extra,
+        env=env,
+    )
+
+
+def _baseline(root, seconds=200.0, *, extra=None, env=None, device_name=None):
+    return rf.make_cell(
+        root,
+        kind="cpu_baseline",
+        precision="fp32",
+        epochs=1,
+        time_for_epochs_s=seconds,
+        extra_cell=extra,
+        env=env,
+        device_name=device_name,
+    )
+
+
+def _rows(paths, out):
+    text = agg.aggregate(paths, out)["cpu_vs_gpu"].read_text()
+    ((_, rows),) = md_tables(text)
+    return [dict(zip(rows[0], row, strict=True)) for row in rows[1:]]
+
+
+def _seeds(*per_epoch):
+    return stats.with_ci(stats.summarize(per_epoch), T.fmt_seconds)
+
+
+def test_pil_and_cached_cells_are_never_averaged_as_seeds(tmp_path):
+    """The issue's numbers: 4.27 s (pil) and 4.71 s (cached) made one ``4.5 ± 2.8``."""
+    paths = [
+        _matrix(tmp_path / "m", 4.27, extra={"loader": "pil"}),
+        _matrix(tmp_path / "m", 4.71, extra={"loader": "cached"}),
+        _baseline(tmp_path / "c", extra={"loader": "pil"}),
+        _baseline(tmp_path / "c", extra={"loader": "cached"}),
+    ]
+    rows = {row["model"]: row for row in _rows(paths, tmp_path / "out")}
+    assert set(rows) == {"resnet18 (loader pil)", "resnet18 (loader cached)"}
+    assert rows["resnet18 (loader pil)"]["O0 s/epoch"] == _seeds(4.27)
+    assert rows["resnet18 (loader cached)"]["O0 s/epoch"] == _seeds(4.71)
+    assert all("±" not in row["O0 s/epoch"] for row in rows.values())
+
+
+def test_seeds_of_one_cell_are_averaged_and_other_parameters_are_not(tmp_path):
+    paths = [
+        _matrix(tmp_path / "m", 10.0, seed=0),
+        _matrix(tmp_path / "m", 11.0, seed=1),
+        _matrix(tmp_path / "m", 2.0, extra={"image_size": 128}),
+        _matrix(tmp_path / "m", 3.0, extra={"workers": 8}),
+        _matrix(tmp_path / "m", 4.0, extra={"lr": 0.5}),
+        _matrix(tmp_path / "m", 5.0, extra={"environment": "new"}),
+        _matrix(tmp_path / "pillow", 6.0, env={"pillow": "12.3.0"}),
+        _baseline(tmp_path / "c"),
+    ]
+    (row,) = _rows(paths, tmp_path / "out")
+    # like for like: the baseline's own image size, workers, lr and environment
+    assert row["fastest precision"] == "O0"
+    assert row["O0 s/epoch"] == row["s/epoch"] != _seeds(10.0, 11.0, 2.0, 3.0, 4.0, 5.0, 6.0)
+    assert row["s/epoch"] in (_seeds(10.0, 11.0), _seeds(6.0))
+
+
+def test_a_match_unlike_the_baseline_names_what_differs(tmp_path):
+    paths = [
+        _matrix(tmp_path / "m", 2.0, extra={"image_size": 128}),
+        _matrix(tmp_path / "m", 2.5, extra={"image_size": 128}, seed=1),
+        _matrix(tmp_path / "m", 9.0, extra={"image_size": 160}),
+        _baseline(tmp_path / "c"),
+    ]
+    (row,) = _rows(paths, tmp_path / "out")
+    assert row["fastest precision"] == "O0 (image_size 128)"
+    assert row["s/epoch"] == _seeds(2.0, 2.5)
+
+
+def test_two_machines_baselines_are_told_apart_by_a_machine_column(tmp_path):
+    """Two unlabelled machines with the same CPU model and one GPU each: their baselines were
+    two identical rows; the machine column names each one's setup."""
+    t4 = {"gpu_name": "Tesla T4", "driver": "470.82.01"}
+    paths = [
+        _matrix(tmp_path / "h200", 5.0),
+        _matrix(tmp_path / "t4", 20.0, env=t4, device_name="Tesla T4"),
+        _baseline(tmp_path / "h200-cpu", 200.0),
+        _baseline(tmp_path / "t4-cpu", 200.0, env=t4),
+    ]
+    rows = _rows(paths, tmp_path / "out")
+    assert len({row["machine"] for row in rows}) == 2
+    # each machine's CPU against its own GPU (same host CPU, driver and libraries)
+    assert {row["machine"]: row["device"] for row in rows} == {
+        rows[0]["machine"]: "NVIDIA H200" if "580" in rows[0]["machine"] else "Tesla T4",
+        rows[1]["machine"]: "NVIDIA H200" if "580" in rows[1]["machine"] else "Tesla T4",
+    }
+    assert {row["O0 speed-up"] for row in rows} == {T.fmt_speedup(40.0), T.fmt_speedup(10.0)}
+    assert "machine" not in _rows(paths[:1] + paths[2:3], tmp_path / "one")[0]
