@@ -19,7 +19,7 @@ from nettebench.report import stats
 from nettebench.report.collect import cell_keys
 from nettebench.report.duplicates import identity_columns
 from nettebench.report.grids import APPROX_NOTE, LEGEND, NO_CELLS_NOTE, row_keys
-from nettebench.report.setups import SETUP_COLUMNS
+from nettebench.report.setups import SETUP_COLUMNS, describe, varying
 from nettebench.study.cell import PATH_LABELS
 
 # Parameters a CPU baseline differs from the matrix in by design (or that the table lays out):
@@ -145,6 +145,8 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         or baselines["machine"].map(_text).notna().any()
     )
     labels = T.row_labels(baselines, [*row_keys(runs), "seed"])
+    # the machine column names what the CPU column does not: its label, driver, torch, ...
+    machine_fields = [f for f in varying(baselines) if f != "device_name"]
     header = [
         "dataset",
         "model",
@@ -174,7 +176,11 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         row = [
             cpu["dataset"],
             labels[index],
-            *([T.fmt_value(cpu["setup"])] if several_setups else []),
+            *(
+                [describe(cpu, machine_fields) or T.fmt_value(cpu["setup"])]
+                if several_setups
+                else []
+            ),
             T.fmt_value(cpu["batch_size"]),
             T.fmt_value(cpu["threads"]),
             "" if T.is_missing(cpu.get("env_cpu_model")) else cpu["env_cpu_model"],
