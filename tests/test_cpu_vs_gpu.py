@@ -113,3 +113,35 @@ def test_two_machines_baselines_are_told_apart_by_a_machine_column(tmp_path):
     }
     assert {row["O0 speed-up"] for row in rows} == {T.fmt_speedup(40.0), T.fmt_speedup(10.0)}
     assert "machine" not in _rows(paths[:1] + paths[2:3], tmp_path / "one")[0]
+
+
+def test_the_quick_starts_shape_an_extrapolated_bf16_cell_keeps_its_full_o0_twin(tmp_path):
+    """As in profiles/quickstart: O0 with both loaders, bf16 on pil timed over a few steps,
+    and a pil baseline timed over a few steps. The O0 column is the pil O0 cell's own seconds
+    (it was the mean of pil and cached)."""
+    pil = {"loader": "pil"}
+    paths = [
+        _matrix(tmp_path / "m", 4.27, extra=pil),
+        _matrix(tmp_path / "m", 4.71, extra={"loader": "cached"}),
+        rf.make_cell(
+            tmp_path / "m",
+            precision="bf16",
+            max_steps=3,
+            time_for_epochs_s=3.0 * EPOCHS,
+            extra_cell=pil,
+        ),  # fmt: skip
+        rf.make_cell(
+            tmp_path / "c",
+            kind="cpu_baseline",
+            precision="fp32",
+            epochs=1,
+            max_steps=3,
+            time_for_epochs_s=9.0,
+            extra_cell=pil,
+        ),  # fmt: skip
+    ]
+    (row,) = _rows(paths, tmp_path / "out")
+    assert row["fastest precision"] == "bf16"
+    assert row["s/epoch"] == T.APPROX_MARK + _seeds(3.0)
+    assert row["O0 s/epoch"] == _seeds(4.27)
+    assert row["O0 speed-up"] == T.fmt_speedup(9.0 / 4.27)

@@ -17,8 +17,10 @@ from nettebench.datasets.info import describe_tree
 from nettebench.datasets.local import register_directory
 from nettebench.datasets.testing import TINY_CLASSES, make_image_tree
 from nettebench.datasets.walk import class_images, split_samples, tree_images, tree_stamp
+from nettebench.study.workflow import plan_dataset
 
 CLASSES = tuple(sorted(TINY_CLASSES))
+SYNTHETIC = {"synthetic": {"size": 16, "train_images": 6, "val_images": 3}}
 
 
 @pytest.fixture
@@ -131,3 +133,18 @@ def test_the_stamp_sees_a_replaced_image_that_kept_its_size_and_time(tree):
     assert tree_stamp(tree, CLASSES) != before
     assert tree_stamp(tree, CLASSES) == tree_stamp(tree)  # classes default to train/'s folders
     assert len(tree_images(tree, CLASSES)) == 9
+
+
+def test_the_workflows_stamp_of_a_local_folder_moves_with_its_files(tree):
+    """``dataset_register``'s parameter (taken while Snakemake parses): a new stamp when an
+    image is added; a refused link gives a stamp that says so (the job then runs and names it)
+    instead of a parse error."""
+    plan = plan_dataset("mine", {"source": str(tree)})
+    before = plan.folder_stamp()
+    assert (
+        before == tree_stamp(tree.resolve()) and plan_dataset("s", SYNTHETIC).folder_stamp() is None
+    )
+    shutil.copy(next((tree / "val" / CLASSES[0]).iterdir()), tree / "val" / CLASSES[0] / "n.png")
+    assert plan.folder_stamp() != before
+    (tree / "val" / CLASSES[0] / "loop").symlink_to("..")
+    assert plan.folder_stamp() == "unreadable (DatasetError)"

@@ -19,7 +19,7 @@ from nettebench.report import stats
 from nettebench.report.collect import cell_keys
 from nettebench.report.duplicates import identity_columns
 from nettebench.report.grids import APPROX_NOTE, LEGEND, NO_CELLS_NOTE, row_keys
-from nettebench.report.setups import SETUP_COLUMNS
+from nettebench.report.setups import SETUP_COLUMNS, describe, varying
 from nettebench.study.cell import PATH_LABELS
 
 # Parameters a CPU baseline differs from the matrix in by design (or that the table lays out):
@@ -65,6 +65,22 @@ def _differences(cpu: pd.Series, cell: pd.Series, keys: list[str]) -> list[str]:
     ]
 
 
+def _o0_of(best: tuple, columns: list[str], means: dict[tuple, Any]) -> tuple | None:
+    """The O0 group of the cell ``best`` is: equal on every column but the precision and how
+    it was timed (``max_steps``: an extrapolated bf16 cell's O0 twin may run full epochs);
+    the one timed like ``best`` when there is one, else one timed in full epochs."""
+    skip = {columns.index("precision"), columns.index("max_steps")}
+    twins = [
+        key
+        for key in means
+        if key[columns.index("precision")] == _key("O0")
+        and all(a == b for i, (a, b) in enumerate(zip(key, best, strict=True)) if i not in skip)
+    ]
+    steps = columns.index("max_steps")
+    twins.sort(key=lambda key: (key[steps] != best[steps], key[steps] != _key(None)))
+    return twins[0] if twins else None
+
+
 def _fastest_matrix(matrix_ok: pd.DataFrame, cpu: pd.Series) -> dict[str, Any] | None:
     """The fastest precision (per epoch) of the CPU baseline's model in the matrix, and O0 of
     the same cell otherwise.
@@ -106,8 +122,7 @@ def _fastest_matrix(matrix_ok: pd.DataFrame, cpu: pd.Series) -> dict[str, Any] |
     if not means:
         return None
     best = min(means, key=lambda key: means[key][0])
-    precision_at = columns.index("precision")
-    o0 = (*best[:precision_at], _key("O0"), *best[precision_at + 1 :])
+    o0 = _o0_of(best, columns, means)
     first = same.loc[groups[best][0]]
 
     def seeds_text(key: tuple) -> str:
@@ -145,6 +160,8 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         or baselines["machine"].map(_text).notna().any()
     )
     labels = T.row_labels(baselines, [*row_keys(runs), "seed"])
+    # the machine column names what the CPU column does not: its label, driver, torch, ...
+    machine_fields = [f for f in varying(baselines) if f != "device_name"]
     header = [
         "dataset",
         "model",
@@ -174,7 +191,11 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         row = [
             cpu["dataset"],
             labels[index],
-            *([T.fmt_value(cpu["setup"])] if several_setups else []),
+            *(
+                [describe(cpu, machine_fields) or T.fmt_value(cpu["setup"])]
+                if several_setups
+                else []
+            ),
             T.fmt_value(cpu["batch_size"]),
             T.fmt_value(cpu["threads"]),
             "" if T.is_missing(cpu.get("env_cpu_model")) else cpu["env_cpu_model"],
