@@ -2,9 +2,8 @@
 
 Owns the command (:mod:`.cli`, ``python -m nettebench.training``), the epochs and outcomes
 (:mod:`.fit`), the timed loop (:mod:`.loop`, its data wait :mod:`.data_wait`), one training step
-in a precision mode
-(:mod:`.step`), the optional NVIDIA apex backend (:mod:`.apex`) and the resume checkpoint
-(:mod:`.checkpoint`).
+in a precision mode (:mod:`.step`), the optional NVIDIA apex backend (:mod:`.apex`) and the
+resume checkpoint (:mod:`.checkpoint`).
 
 May import torch and everything below it: :mod:`nettebench.data`, :mod:`nettebench.models`,
 :mod:`nettebench.records`, :mod:`nettebench.builds`, :mod:`nettebench.datasets`,
