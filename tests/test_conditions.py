@@ -278,3 +278,12 @@ def test_host_pids_gvisor_a_second_process_is_counted_its_utilisation_unknown():
     assert found["gpu_other_processes"] == 1 and found["gpu_other_util"] is None
     assert found["interference"] is True
     assert "utilisation not visible" in found["interference_reasons"][-1]
+
+
+def test_a_listed_process_this_namespace_shows_is_another_process_not_the_job():
+    """The job not listed yet (no CUDA context at that instant) beside a process visible here
+    (pid 1): a real other process, not a listing in host PIDs."""
+    probe = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0), smi=_listing([(1, "GPU-aaaa")]))
+    found = probe.stop(probe.start(gpu=True), gpu=True)
+    assert found["gpu_other_processes"] == 1
+    assert found["gpu_visibility"] == "nvidia-smi (processes hidden)"

@@ -346,10 +346,10 @@ class Probe:
             own_pids=tree_pids(self.pid, stats),
         )
         if gpu and self.gpu is not None:
-            self._gpu_snapshot(snap, want_util=gpu_util)
+            self._gpu_snapshot(snap, want_util=gpu_util, visible=set(stats))
         return snap
 
-    def _gpu_snapshot(self, snap: Snapshot, *, want_util: bool) -> None:
+    def _gpu_snapshot(self, snap: Snapshot, *, want_util: bool, visible: set[int]) -> None:
         listing = self._smi(
             "--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits"
         )
@@ -364,8 +364,12 @@ class Probe:
         snap.gpu_others = [p for p in on_gpu if p.pid not in snap.own_pids]
         if self.gpu.parent_uuid:
             snap.gpu_elsewhere = sum(p.pid not in snap.own_pids for p in parent)
-        # GPU snapshots are taken once the job holds its CUDA context, so it is listed.
-        snap.gpu_foreign_pids = bool(on_gpu + parent) and not snap.gpu_own_visible
+        # Listed, but none of them the job nor any process this namespace shows: the listing's
+        # PIDs are of another namespace, and the job (holding its CUDA context) is among them.
+        listed = on_gpu + parent
+        snap.gpu_foreign_pids = (
+            bool(listed) and not snap.gpu_own_visible and not any(p.pid in visible for p in listed)
+        )
         if snap.gpu_foreign_pids and not snap.gpu_others:  # the job is listed for the parent
             snap.gpu_elsewhere = max((snap.gpu_elsewhere or 0) - 1, 0)
             snap.gpu_foreign_pids = False
