@@ -206,3 +206,48 @@ def test_center_crop_matches_the_reference_val_transform(size, out):
     ours = center_crop_resize(torch.from_numpy(array)[None], out)[0]
     mae = (unnormalise(ours) - unnormalise(reference)).abs().mean().item()
     assert mae < (1e-3 if size == 256 and out == 224 else 3.0), mae
+
+
+def _fallback_peak_bytes(batch: int, height: int, width: int, out: int) -> int:
+    """The largest tensor torchvision's pure-Python roi_align allocates for one crop per image
+    with ``sampling_ratio=-1``, measured by running it (uncompiled) on this CPU."""
+    import sys
+
+    from tests.op_log import OpLog
+
+    python_roi_align = sys.modules["torchvision.ops.roi_align"]._roi_align.__wrapped__
+    x = torch.rand(batch, 3, height, width)
+    rois = torch.tensor([[i, 0.0, 0.0, width, height] for i in range(batch)])
+    with OpLog() as log:
+        python_roi_align(x, rois, 1.0, out, out, -1, True)
+    return max(op.fresh for op in log.ops)
+
+
+def test_the_python_roi_align_would_need_59_gb_for_one_224_crop_of_a_store_frame():
+    """Why deterministic cached cells must not reach it: a [K, C, out, out, H, W] float32
+    tensor, measured on small shapes, is 59 GB at batch 1 for a 224 crop of a 256 x 384 slot."""
+    for batch, height, width, out in [(1, 6, 9, 4), (2, 8, 12, 5)]:
+        assert _fallback_peak_bytes(batch, height, width, out) == 4 * batch * 3 * out**2 * (
+            height * width
+        )
+    assert 4 * 1 * 3 * 224**2 * 256 * 384 / 1e9 > 59
+
+
+def test_with_deterministic_algorithms_the_crops_do_not_take_the_python_roi_align(monkeypatch):
+    """torchvision sends a CUDA input to its Python roi_align when deterministic algorithms are
+    on; here the same branch is forced on the CPU (the one it takes without compiled ops), with
+    a Python version that fails: the transforms call the kernel and never reach it."""
+    import sys
+
+    module = sys.modules["torchvision.ops.roi_align"]
+
+    def python_roi_align(*args, **kwargs):
+        raise AssertionError("the pure-Python roi_align was called")
+
+    monkeypatch.setattr(module, "_has_ops", lambda: False)
+    monkeypatch.setattr(module, "_roi_align", python_roi_align)
+    images = torch.randint(0, 256, (3, 40, 60, 3), dtype=torch.uint8)
+    generator = torch.Generator().manual_seed(0)
+    out = random_resized_crop_flip(images, 16, generator=generator)
+    resized = center_crop_resize(images, 16)
+    assert out.shape == resized.shape == (3, 3, 16, 16)

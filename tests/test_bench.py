@@ -161,3 +161,13 @@ def test_cpu_timing_stops_at_its_time_budget(monkeypatch):
     record = bench.measure_ceiling("resnet18", "O0", 2, **{**TINY, "warmup_steps": 5, "steps": 30})
     assert record["status"] == "ok"
     assert record["steps"] == bench.MIN_STEPS and record["warmup_steps"] == 1
+
+
+def test_a_missing_apex_amp_is_one_line_not_a_traceback(monkeypatch, capsys):
+    monkeypatch.setitem(sys.modules, "apex", None)  # hides an installed apex, if any
+    argv = ["--model", "resnet18", "--precision", "O1", "--amp-backend", "apex"]
+    status = bench.main([*argv, "--batch-size", "2", "--image-size", "32", "--device", "cpu"])
+    err = capsys.readouterr().err
+    assert status == 1
+    assert err.startswith("error: amp_backend: apex needs NVIDIA apex's `apex.amp`")
+    assert err.count("\n") == 1 and "Traceback" not in err

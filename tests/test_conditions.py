@@ -216,3 +216,74 @@ def test_a_cpu_job_asks_nvidia_smi_nothing():
     found = probe.stop(probe.start(gpu=True), gpu=True)
     assert asked == [] and found["gpu_other_processes"] is None
     assert C.gpu_target(type("D", (), {"type": "cpu"})()) is None
+
+
+# `nvidia-smi -L` on a MIG host (the format of NVIDIA's MIG user guide and driver 535+)
+SMI_LIST_MIG = """GPU 0: NVIDIA H200 (UUID: GPU-41255406-c9af-f94b-4ebf-9d57ad1853da)
+  MIG 3g.71gb     Device  0: (UUID: MIG-a65afc88-50b5-5ccf-b0a8-f93b3247ae9e)
+  MIG 3g.71gb     Device  1: (UUID: MIG-c7384736-a75d-5afc-978f-d2f1294409fd)
+GPU 1: NVIDIA H200 (UUID: GPU-e86cb44c-6756-fd30-cd4a-1e6da3caf9b0)
+"""
+MIG_PARENT = "GPU-41255406-c9af-f94b-4ebf-9d57ad1853da"
+MIG_OWN = "MIG-c7384736-a75d-5afc-978f-d2f1294409fd"
+
+
+def test_a_mig_instance_is_named_as_nvidia_smi_names_it_with_its_parent_gpu():
+    """torch reports the instance's UUID without nvidia-smi's MIG- prefix; as GPU-<uuid> (the
+    old match) nothing nvidia-smi lists was ever the job's GPU."""
+    target = C.resolve_gpu_target("c7384736-a75d-5afc-978f-d2f1294409fd", SMI_LIST_MIG)
+    assert target == C.GpuTarget(MIG_OWN, 0, parent_uuid=MIG_PARENT)
+    whole = C.resolve_gpu_target("e86cb44c-6756-fd30-cd4a-1e6da3caf9b0", SMI_LIST_MIG)
+    assert whole == C.GpuTarget("GPU-e86cb44c-6756-fd30-cd4a-1e6da3caf9b0", 1)
+    assert C.resolve_gpu_target("GPU-0000", None) == C.GpuTarget("GPU-0000")
+
+
+def _listing(rows: list[tuple[int, str]]):
+    text = "".join(f"{pid}, {uuid}, 1200\n" for pid, uuid in rows)
+    return lambda *args: text if args[0].startswith("--query-compute-apps") else ""
+
+
+def test_under_mig_the_job_is_found_and_other_instances_are_not_judged():
+    """A listing that names the parent GPU: the job's own process and one on another instance
+    (its own SMs): no interference, said in the visibility."""
+    target = C.resolve_gpu_target(MIG_OWN, SMI_LIST_MIG)
+    smi = _listing([(os.getpid(), MIG_PARENT), (777001, MIG_PARENT)])
+    probe = C.Probe(gpu=target, smi=smi)
+    found = probe.stop(probe.start(gpu=True), gpu=True)
+    assert found["gpu_other_processes"] == 0 and found["interference"] is False
+    assert found["gpu_visibility"].startswith("nvidia-smi; MIG: 1 process(es)")
+
+
+def test_under_mig_a_process_on_the_jobs_own_instance_is_interference():
+    smi = _listing([(os.getpid(), MIG_OWN), (777002, MIG_OWN)])
+    probe = C.Probe(gpu=C.resolve_gpu_target(MIG_OWN, SMI_LIST_MIG), smi=smi)
+    found = probe.stop(probe.start(gpu=True), gpu=True)
+    assert found["gpu_other_processes"] == 1 and found["interference"] is True
+
+
+def test_host_pids_gvisor_the_job_alone_on_its_gpu_is_no_interference():
+    """gVisor's NVML lists the job under its host PID, which is none of this namespace's: the
+    old match counted the job itself as another process and flagged every GPU result."""
+    probe = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0), smi=_listing([(918273, "GPU-aaaa")]))
+    found = probe.stop(probe.start(gpu=True), gpu=True)
+    assert found["gpu_other_processes"] == 0
+    assert found["interference"] is False
+    assert found["gpu_visibility"] == "nvidia-smi (host PIDs: the job counted out)"
+
+
+def test_host_pids_gvisor_a_second_process_is_counted_its_utilisation_unknown():
+    smi = _listing([(918273, "GPU-aaaa"), (918300, "GPU-aaaa"), (5, "GPU-bbbb")])
+    probe = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0), smi=smi)
+    found = probe.stop(probe.start(gpu=True), gpu=True)
+    assert found["gpu_other_processes"] == 1 and found["gpu_other_util"] is None
+    assert found["interference"] is True
+    assert "utilisation not visible" in found["interference_reasons"][-1]
+
+
+def test_a_listed_process_this_namespace_shows_is_another_process_not_the_job():
+    """The job not listed yet (no CUDA context at that instant) beside a process visible here
+    (pid 1): a real other process, not a listing in host PIDs."""
+    probe = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0), smi=_listing([(1, "GPU-aaaa")]))
+    found = probe.stop(probe.start(gpu=True), gpu=True)
+    assert found["gpu_other_processes"] == 1
+    assert found["gpu_visibility"] == "nvidia-smi (processes hidden)"

@@ -8,35 +8,18 @@ O1-O3 (tests/device/pipeline_goals.py)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import tarfile
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from nettebench.study.cell import CellSpec
-from tests.workflow_helpers import REPO, copy_workflow, run_study, write_config
+from tests.vendored_apex import VENDORED_APEX
+from tests.workflow_helpers import copy_workflow, run_study, write_config
 
 pytestmark = pytest.mark.workflow
 
-# The vendored apex lies in the project's shared notes beside the checkout; a clean clone made
-# elsewhere (CI's) finds it through $NETTEBENCH_VENDOR_DIR or the workplace's fixed place.
-_APEX_TARBALL = "apex-25.05-git.tar.gz"
-_VENDOR_DIRS = [
-    *(
-        [Path(os.environ["NETTEBENCH_VENDOR_DIR"])]
-        if os.environ.get("NETTEBENCH_VENDOR_DIR")
-        else []
-    ),
-    REPO.parent / "shared" / "vendor",
-    Path("/work/shared/vendor"),
-]
-VENDORED_APEX = next(
-    (d / _APEX_TARBALL for d in _VENDOR_DIRS if (d / _APEX_TARBALL).is_file()),
-    _VENDOR_DIRS[0] / _APEX_TARBALL,
-)
 BUILD = "25.05"
 SHAPE = {"dataset": "tiny", "batch_size": 20, "epochs": 1, "image_size": 32, "workers": 0}
 APEX_CELLS = {

@@ -16,8 +16,9 @@ reported ``not run``, never silently dropped):
 4. the workflow through Snakemake (wheels carried: tests/device/prepare_carry.py): a small
    synthetic study, resnet18 in O0, O1, O2, O3 and bf16 with both loaders, apex O1/O2/O3 from
    the vendored 25.05 (built by the workflow's library rules when git is there, else the carried
-   wheel), ceilings, a torch profile (nsys when on PATH); its tables, figures, report and logs
-   come back as ``workflow.tar.gz``.
+   wheel) with both loaders, ``deterministic: true`` cells (O1 with both loaders, apex O1
+   cached), ceilings, a torch profile (nsys when on PATH); its tables, figures, report and logs
+   come back as ``workflow.tar.gz``, its cells as a table in table.md.
 
 Goals (issue 12): resnet18 O1 cached <= 12 s from process start to metrics written, steady
 img/s >= 90 % of the ceiling, first-epoch overhead <= 2 s; resnet50 O1 cached <= 25 s; streamed
@@ -26,9 +27,10 @@ img/s >= 90 % of the ceiling, first-epoch overhead <= 2 s; resnet50 O1 cached <=
     PYTHONPATH=scripts python3 tests/device/pipeline_goals.py --out $OUT [--smoke]
 
 ``--smoke`` runs every part on the CPU with tiny sizes (the sync check as its CPU twin, counting
-the ops that would synchronise on CUDA) to check the script; its verdicts are ``n/a``. Writes
-into --out: table.md, goals.json (every number), sync.json, wallclock-<model>.json,
-workflow.tar.gz.
+the ops that would synchronise on CUDA) to check the script; its verdicts are ``n/a``. Works
+under --work (/tmp) and writes into --out only: table.md, goals.json (every number), sync.json,
+wallclock-<model>.json, workflow.tar.gz (tests/device/out_files.py: at most 7 files, checked at
+the end).
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ import tarfile
 import time
 from pathlib import Path
 
+import out_files  # tests/device/, beside this script
+
 REPO = Path(__file__).resolve().parents[2]
 VENDOR = REPO / ".vendor"  # what prepare_carry.py copies in (the device sees only the repo)
 VENDORED_APEX = "apex-25.05-git.tar.gz"
@@ -55,6 +59,9 @@ GOAL_STREAMED_SHARE = 0.90
 # As the wallclock names its rows (option names with hyphens).
 STREAMED = "loader=cached,store-placement=host"
 NO_AUTOTUNE = "loader=cached,cudnn-benchmark=false"
+LOADERS = ("pil", "cached")
+# (amp_backend, loader, expected status) of the workflow's deterministic: true cells
+DETERMINISTIC = (("native", "pil", "ok"), ("native", "cached", "ok"), ("apex", "cached", "ok"))
 VARIANTS = {
     "resnet18": ("loader=pil", "loader=cached", STREAMED, NO_AUTOTUNE),
     "resnet50": ("loader=pil", "loader=cached", STREAMED),
@@ -258,6 +265,7 @@ def workflow(suite: Suite) -> None:
     sys.path.insert(0, str(REPO))
     from tests.workflow_helpers import copy_workflow
 
+    shutil.rmtree(suite.work / "workflow", ignore_errors=True)  # a fresh study every run
     workdir = copy_workflow(suite.work / "workflow")
     config, apex_from = _workflow_config(suite, workdir)
     (workdir / "study.yaml").write_text(json.dumps(config, indent=1))  # JSON is YAML
@@ -269,20 +277,40 @@ def workflow(suite: Suite) -> None:
              f"gpu={gpus}", "--report-after-run", "--report", "results/report.html"],
             need_s=60, cwd=workdir, log=log,
         )  # fmt: skip
+    (workdir / "results").mkdir(exist_ok=True)  # also when Snakemake did not run (no budget)
     shutil.copy(suite.work / "snakemake.log", workdir / "results" / "snakemake.log")
     _tar_results(workdir, suite.out / "workflow.tar.gz")
     records = _read_records(workdir)
     suite.numbers["workflow"] = {"rc": rc, "apex_from": apex_from, "cells": records}
-    apex = {r["precision"]: r["status"] for r in records if r["amp_backend"] == "apex"}
+    apex = {
+        f"{r['precision']} {r['loader']}": r["status"]
+        for r in records
+        if r["amp_backend"] == "apex" and not r["deterministic"]
+    }
     report = (workdir / "results" / "report.html").exists()
     expected_apex = "unsupported" if suite.smoke else "ok"
     suite.goal("workflow on this machine: every job done, report written", "rc 0, report",
                None if rc is None else f"rc {rc}, report {'yes' if report else 'no'}",
                rc == 0 and report, f"{len(records)} cells")  # fmt: skip
-    all_three = sorted(apex) == ["O1", "O2", "O3"] and set(apex.values()) == {expected_apex}
-    suite.goal(f"apex O1/O2/O3 from the vendored {APEX_BUILD} ({apex_from})",
+    levels = [f"{level} {loader}" for level in ("O1", "O2", "O3") for loader in LOADERS]
+    all_six = sorted(apex) == sorted(levels) and set(apex.values()) == {expected_apex}
+    suite.goal(f"apex O1/O2/O3 x pil/cached from the vendored {APEX_BUILD} ({apex_from})",
                f"status {expected_apex}", None if rc is None else json.dumps(apex),
-               all_three)  # fmt: skip
+               all_six)  # fmt: skip
+    fixed = {
+        f"{r['amp_backend']} {r['precision']} {r['loader']}": r["status"]
+        for r in records
+        if r["deterministic"]
+    }
+    wanted = {
+        f"{backend} {_deterministic_precision(suite, backend)} {loader}": (
+            "unsupported" if suite.smoke and backend == "apex" else status
+        )
+        for backend, loader, status in DETERMINISTIC
+    }
+    suite.goal("deterministic: true cells (native pil/cached, apex cached)",
+               json.dumps(wanted), None if rc is None else json.dumps(fixed),
+               fixed == wanted, "cached: roi_align's kernel, not its Python fallback")  # fmt: skip
 
 
 def _workflow_config(suite: Suite, workdir: Path) -> tuple[dict, str]:
@@ -308,7 +336,7 @@ def _workflow_config(suite: Suite, workdir: Path) -> tuple[dict, str]:
             "backend": "nsys" if shutil.which("nsys") and not suite.smoke else "torch",
         },
     }  # fmt: skip
-    apex = {"amp_backend": "apex", "loader": "pil"}
+    apex = {"amp_backend": "apex"}
     tarball = VENDOR / VENDORED_APEX
     if not tarball.exists():
         tarball = REPO.parent / "shared" / "vendor" / VENDORED_APEX
@@ -331,8 +359,21 @@ def _workflow_config(suite: Suite, workdir: Path) -> tuple[dict, str]:
             )  # fmt: skip
             suite.env["PYTHONPATH"] += os.pathsep + str(target)
         apex_from = "carried wheel, installed" if wheels else "missing: no git, no wheel"
-    matrix["include"] = [{**apex, "precision": level} for level in ("O1", "O2", "O3")]
+    matrix["include"] = [
+        {**apex, "precision": level, "loader": loader}
+        for level in ("O1", "O2", "O3")
+        for loader in LOADERS
+    ] + [
+        {**(apex if backend == "apex" else {}), "loader": loader, "deterministic": True,
+         "precision": _deterministic_precision(suite, backend)}
+        for backend, loader, _ in DETERMINISTIC
+    ]  # fmt: skip
     return config, apex_from
+
+
+def _deterministic_precision(suite: Suite, backend: str) -> str:
+    """O1 (a CPU runs native bf16, not O1; apex refuses a CPU whatever its level)."""
+    return "bf16" if suite.smoke and backend == "native" else "O1"
 
 
 def _read_records(workdir: Path) -> list[dict]:
@@ -340,11 +381,16 @@ def _read_records(workdir: Path) -> list[dict]:
     for path in sorted((workdir / "results" / "runs").rglob("metrics.json")):
         record = json.loads(path.read_text())
         cell, summary = record["cell"], record.get("summary") or {}
+        environment = record.get("environment") or {}
         records.append({
             "precision": cell["precision"], "loader": cell["loader"],
-            "amp_backend": cell["amp_backend"], "status": record["status"],
-            "message": record.get("message"), "train_img_s": summary.get("train_img_s"),
-            "wall_s": summary.get("wall_s"), "final_top1": summary.get("final_top1"),
+            "amp_backend": cell["amp_backend"], "deterministic": cell.get("deterministic"),
+            "status": record["status"], "message": record.get("message"),
+            "train_img_s": summary.get("train_img_s"), "wall_s": summary.get("wall_s"),
+            "final_top1": summary.get("final_top1"),
+            "data_wait_share": summary.get("data_wait_share"),
+            "peak_mem_mb": summary.get("peak_mem_mb"), "store_mem_mb": summary.get("store_mem_mb"),
+            "apex_kernels": environment.get("apex_kernels"),
         })  # fmt: skip
     return records
 
@@ -457,6 +503,25 @@ def cells_table(rows: dict) -> str:
     return "\n".join(lines)
 
 
+def workflow_table(cells: list[dict]) -> str:
+    """The workflow's cells: outcome, speed, data wait, memory (a resident store's apart) and
+    which apex kernels an apex cell had (amp_C, or apex's Python fallback)."""
+    lines = [
+        "| backend | precision | loader | deterministic | status | img/s | data wait | peak MB "
+        "| store MB | apex kernels | message |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in cells:
+        message = (c.get("message") or "")[:80].replace("|", "/")
+        lines.append(
+            f"| {c['amp_backend']} | {c['precision']} | {c['loader']} | {c['deterministic']} | "
+            f"{c['status']} | {_r(c.get('train_img_s'), 0)} | {_pct(c.get('data_wait_share'))} "
+            f"| {_r(c.get('peak_mem_mb'), 0)} | {_r(c.get('store_mem_mb'), 0)} | "
+            f"{c.get('apex_kernels') or '-'} | {message} |"
+        )
+    return "\n".join(lines)
+
+
 def _r(value, digits: int):
     return None if value is None else round(value, digits)
 
@@ -496,13 +561,15 @@ def main(argv: list[str] | None = None) -> int:
     timed("workflow", workflow, suite)
 
     suite.numbers["suite_s"] = time.perf_counter() - started
-    text = "\n\n".join([table(suite.goals), cells_table(rows)])
+    cells = suite.numbers.get("workflow", {}).get("cells", [])
+    text = "\n\n".join([table(suite.goals), cells_table(rows), workflow_table(cells)])
     print(text, flush=True)
     (suite.out / "table.md").write_text(text + "\n")
     (suite.out / "goals.json").write_text(
         json.dumps({"goals": suite.goals, "numbers": suite.numbers}, indent=1, default=str)
     )
     print(f"suite: {suite.numbers['suite_s']:.0f} s ({parts})", flush=True)
+    out_files.check(suite.out)
     return 0
 
 

@@ -3,10 +3,11 @@
 
 Runs without Snakemake (the GPU machine has none): ``python -m nettebench.profiling`` in a fresh
 process per profile, as the workflow's cell_profile rule runs it. Prints each profile's top-5
-kernels and its category shares, and writes into --out: ``profiles/<backend>-<mode>/`` (every
-file the profile command writes, except the nsys report and traces when they are large),
-``summary.md`` (what is printed) and, via nettebench.report.tables.kernels, ``top_kernels.md`` and
-``kernel_categories.csv``.
+kernels and its category shares. Works under --work (/tmp): ``profiles/<backend>-<mode>/``
+(every file the profile command writes, except the nsys report and traces when they are large),
+the logs, and the tables of nettebench.report.tables.kernels (``top_kernels.md``,
+``kernel_categories.csv``, ...). Writes into --out only ``summary.md`` (what is printed),
+``top_kernels.md`` and ``profiles.tgz`` (all of the working folder): tests/device/out_files.py.
 
     PYTHONPATH=scripts python3 tests/device/profile_modes.py --out $OUT [--smoke]
 
@@ -26,6 +27,8 @@ import sys
 import time
 from pathlib import Path
 
+import out_files  # tests/device/, beside this script
+
 TOP = 5
 BIG_FILE = 50 * 2**20  # leave files larger than this out of --out
 
@@ -35,9 +38,13 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--budget-s", type=float, default=420, help="stop starting new profiles")
+    parser.add_argument("--work", default="/tmp/nettebench-profile-modes")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(args.work, ignore_errors=True)
+    work = Path(args.work) / "profiles"  # working files: tarred into --out at the end
+    work.mkdir(parents=True, exist_ok=True)
     started = time.time()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
 
@@ -67,7 +74,7 @@ def main() -> None:
             if time.time() - started > args.budget_s:
                 print(f"budget spent: skipping {backend} {mode}", flush=True)
                 continue
-            target = out / "profiles" / f"{backend}-{mode}"
+            target = work / f"{backend}-{mode}"
             t0 = time.time()
             result = subprocess.run(
                 [sys.executable, "-m", "nettebench.profiling", "--data", str(data / "dataset.json"),
@@ -75,7 +82,7 @@ def main() -> None:
                  "--precision", mode, *cell, *window],
                 env=env, capture_output=True, text=True,
             )  # fmt: skip
-            (out / f"{backend}-{mode}.log").write_text(result.stdout + result.stderr)
+            (work / f"{backend}-{mode}.log").write_text(result.stdout + result.stderr)
             took = time.time() - t0
             if result.returncode != 0 or not (target / "profile.json").exists():
                 lines += [f"## {backend} {mode}: FAILED ({took:.0f} s)", "```",
@@ -90,12 +97,16 @@ def main() -> None:
 
     if summaries:
         subprocess.run(
-            [sys.executable, "-m", "nettebench.report.tables.kernels", "--out-dir", str(out),
+            [sys.executable, "-m", "nettebench.report.tables.kernels", "--out-dir", str(work),
              *map(str, summaries)],
             env=env, check=False,
         )  # fmt: skip
+        if (work / "top_kernels.md").exists():
+            shutil.copy(work / "top_kernels.md", out / "top_kernels.md")
     (out / "summary.md").write_text("\n".join(lines) + "\n")
+    out_files.tar(out / "profiles.tgz", work)
     print(f"total: {time.time() - started:.0f} s", flush=True)
+    out_files.check(out)
 
 
 def describe(target: Path, backend: str, mode: str, took: float) -> list[str]:

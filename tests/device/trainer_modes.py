@@ -3,8 +3,9 @@ Imagenette-320-shaped synthetic data, each next to its compute ceiling.
 
 Runs without Snakemake (the GPU machine has none): the trainer as ``python -m nettebench.training``
 in a fresh process per cell (so wall times include start-up), the ceilings in this process.
-Writes ``table.md`` (pipeline img/s vs ceiling vs ../shared/ANCHORS.md) and ``runs.tgz`` (every
-cell's metrics.json, epochs.csv, ceiling.json and log) into --out.
+Works under --work (/tmp) and writes only ``table.md`` (pipeline img/s vs ceiling vs
+../shared/ANCHORS.md) and ``runs.tgz`` (every cell's metrics.json, epochs.csv, ceiling.json and
+log) into --out (tests/device/out_files.py: at most 7 files come back).
 
     PYTHONPATH=scripts python3 tests/device/trainer_modes.py --out $OUT [--smoke]
 
@@ -16,11 +17,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
-import tarfile
 import time
 from pathlib import Path
+
+import out_files  # tests/device/, beside this script
 
 # ANCHORS.md, compute ceiling on one H200, batch 256 (channels_last for all but fp32).
 ANCHOR_CEILING = {
@@ -42,9 +45,12 @@ def main() -> None:
     parser.add_argument("--out", required=True)
     parser.add_argument("--smoke", action="store_true")
     parser.add_argument("--budget-s", type=float, default=480, help="stop starting new cells")
+    parser.add_argument("--work", default="/tmp/nettebench-trainer-modes")
     args = parser.parse_args()
     out = Path(args.out)
-    runs = out / "runs"
+    out.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(args.work, ignore_errors=True)  # a fresh run: no earlier cell is restored
+    runs = Path(args.work) / "runs"  # working files: under /tmp, tarred into --out at the end
     runs.mkdir(parents=True, exist_ok=True)
     started = time.time()
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -113,9 +119,9 @@ def main() -> None:
     table = render_table(runs, cells) + f"\noom cell: {oom['status']}: {oom['message']}\n"
     (out / "table.md").write_text(table)
     print(table)
-    with tarfile.open(out / "runs.tgz", "w:gz") as tar:
-        tar.add(runs, arcname="runs")
+    out_files.tar(out / "runs.tgz", runs)
     print(f"total: {time.time() - started:.1f} s")
+    out_files.check(out)
 
 
 def render_table(runs: Path, cells) -> str:

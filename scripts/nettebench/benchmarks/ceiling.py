@@ -40,7 +40,7 @@ from nettebench.datasets.info import load_data_root
 from nettebench.records import conditions, environment
 from nettebench.records import files as records
 from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
-from nettebench.training.apex import ApexUnsupported
+from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
 from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory, synchronize
 from nettebench.training.outcome import oom_message, unsupported_reason
@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
             threads=args.threads,
             builds_dir=args.builds_dir,
         )
-    except LibraryError as error:
+    except (LibraryError, ApexAmpUnavailable) as error:  # what the user must fix: one line
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(summary_line(record), flush=True)

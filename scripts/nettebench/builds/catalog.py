@@ -32,13 +32,25 @@ class Library:
     repo: str  # default repository
     # Build environment every build of it gets (a build's own `env:` adds to and overrides it).
     env: Mapping[str, str] = field(default_factory=dict)
+    # `pip wheel` arguments of a build with `extensions: true` (empty: the library has none)
+    extension_args: tuple[str, ...] = ()
 
+
+# apex's setup.py reads these from its argv; pip hands them over as build options (apex's README).
+APEX_EXTENSION_ARGS = (
+    "--config-settings=--build-option=--cpp_ext",
+    "--config-settings=--build-option=--cuda_ext",
+)
 
 LIBRARIES = {
     "torchvision": Library("torchvision", "torchvision", "https://github.com/pytorch/vision"),
     # Without options apex's setup.py builds the Python-only package, which needs no CUDA
-    # toolkit; its C++/CUDA extensions are opt-in through a build's `pip_args` (see the README).
-    "apex": Library("apex", "apex", "https://github.com/NVIDIA/apex"),
+    # toolkit, and whose loss scaler then falls back to a host sync per parameter per step;
+    # `extensions: true` builds its C++/CUDA extensions (amp_C's fused kernels, as the study's
+    # apex had), which needs nvcc matching torch's CUDA (see the README).
+    "apex": Library(
+        "apex", "apex", "https://github.com/NVIDIA/apex", extension_args=APEX_EXTENSION_ARGS
+    ),
 }
 
 

@@ -5,7 +5,7 @@ workers. Here a whole uint8 batch ``(B, H, W, 3)`` (NHWC, as the decoded store h
 augmented where it already lives (CPU or CUDA):
 
 * :class:`TrainTransform` (one per split; :func:`random_resized_crop_flip` for one batch) crops
-  and resizes the batch with one ``torchvision.ops.roi_align`` call on boxes drawn by
+  and resizes the batch with one call of torchvision's ``roi_align`` kernel on boxes drawn by
   :func:`nettebench.data.crop_boxes.sample_crop_boxes` (torchvision's sampler, batched), flips a
   random half and normalises.
 * :class:`ValTransform` (:func:`center_crop_resize`) is the validation transform (resize to
@@ -37,7 +37,7 @@ import time
 from collections.abc import Sequence
 
 import torch
-from torchvision.ops import roi_align
+import torchvision.ops  # noqa: F401 - registers torch.ops.torchvision
 
 from nettebench.data.crop_boxes import sample_crop_boxes
 from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD, VAL_RESIZE_RATIO
@@ -334,14 +334,12 @@ def _crop_resize(
     if rois is None:
         index = torch.arange(len(boxes), device=boxes.device, dtype=boxes.dtype)
         rois = torch.cat([index[:, None], boxes], dim=1)
-    return roi_align(
-        x,
-        rois,
-        output_size=out_size,
-        spatial_scale=1.0,
-        sampling_ratio=sampling_ratio,
-        aligned=True,
-    )
+    # torchvision's roi_align kernel itself, not ``torchvision.ops.roi_align``: that one sends a
+    # CUDA input to a pure-Python version when deterministic algorithms are on (the kernel's
+    # backward uses atomics), which for ``sampling_ratio=-1`` materialises a [boxes, channels,
+    # out, out, height, width] tensor: 59 GB for one 224 crop of a 256 x 384 frame
+    # (tests/test_augment.py). The forward kernel is deterministic; no crop needs a gradient.
+    return torch.ops.torchvision.roi_align(x, rois, 1.0, out_size, out_size, sampling_ratio, True)
 
 
 def bench_augment(

@@ -300,7 +300,7 @@ def _cpu_loaders(store, *, image_size: int, batch_size: int, workers: int, chann
     return _store_loaders(store, split, generator, RESIDENT)
 
 
-def _store_loaders(store, split, generator: torch.Generator, placement: str):
+def _store_loaders(store, split, generator: torch.Generator, placement: str, device_bytes=0):
     """The trainer's ``Loaders`` over a store, each split made by ``split(images, labels,
     train, sizes)`` (train: the full frames and their sizes; val: square images)."""
 
@@ -311,7 +311,15 @@ def _store_loaders(store, split, generator: torch.Generator, placement: str):
         classes=list(store.classes),
         generator=generator,
         placement=placement,
+        device_bytes=device_bytes,
     )
+
+
+def store_bytes(store) -> int:
+    """What the store takes once resident on the device: both splits' images, labels and the
+    training frames' sizes."""
+    arrays = [store.train, store.train_labels, store.val, store.val_labels, store.train_sizes]
+    return sum(array.nbytes for array in arrays if array is not None)
 
 
 def store_fits(store, device: torch.device) -> bool:
@@ -401,7 +409,8 @@ def device_loaders(
             ring_slots=ring_slots,
         )
 
-    return _store_loaders(store, split, generator, placement)
+    resident = store_bytes(store) if placement == RESIDENT else 0
+    return _store_loaders(store, split, generator, placement, resident)
 
 
 def _as_tensor(array) -> torch.Tensor:

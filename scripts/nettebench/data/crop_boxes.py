@@ -56,7 +56,11 @@ def sample_crop_boxes(
     width = _per_image(width, batch, ftype, device)
 
     target_area = area_frac * (height * width)[:, None]
-    aspect = torch.exp(log_aspect)
+    # In place, so that it stays float64 under apex O1: apex patches torch.exp and Tensor.exp
+    # process-wide to cast a CUDA input to float32, and the float32 aspect would then meet the
+    # float64 area in apex's patched __mul__, which refuses {Double, Float} ("Do not know how
+    # to handle these types to promote"). apex leaves in-place exp_ alone but for fp16 inputs.
+    aspect = log_aspect.exp_()
     w = torch.round(torch.sqrt(target_area * aspect))  # round half to even, as Python's round
     h = torch.round(torch.sqrt(target_area / aspect))
     ok = (w > 0) & (w <= width[:, None]) & (h > 0) & (h <= height[:, None])

@@ -34,6 +34,9 @@ class Loaders:
     # cached loader: where its store is, "resident" (the training device's memory; on a CPU,
     # host memory) or "streamed" (host memory, streamed to the GPU); None for the pil loader
     placement: str | None = None
+    # bytes the loaders hold on the training device for the whole run (a resident store), which
+    # the trainer reports apart from the training's own peak memory
+    device_bytes: int = 0
 
 
 def build_pil_loaders(

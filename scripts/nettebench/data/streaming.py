@@ -124,7 +124,11 @@ class _Stager:
             for _ in range(2)
         ]
         self.stream = torch.cuda.Stream(device) if self.cuda else None
-        self.consumed: list[torch.cuda.Event | None] = [None, None]
+        # The compute stream's last use of each buffer, which its next copy waits for. At first
+        # that is everything queued on it so far: the buffers come from the caching allocator,
+        # whose blocks the compute stream may still be reading or writing for their last owner.
+        start = torch.cuda.current_stream(device).record_event() if self.cuda else None
+        self.consumed: list[torch.cuda.Event | None] = [start, start]
         self.next = 0
 
     def stage(self, ring: HostRing) -> _Staged:
@@ -134,8 +138,8 @@ class _Stager:
         copied = None
         if self.cuda:
             with torch.cuda.stream(self.stream):
-                if self.consumed[buffer] is not None:  # the batch read from it was augmented
-                    self.stream.wait_event(self.consumed[buffer])
+                # after the compute stream's last use of the buffer (the batch read from it)
+                self.stream.wait_event(self.consumed[buffer])
                 for target, source in zip(targets, rows, strict=True):
                     target.copy_(source, non_blocking=True)
                 copied = self.stream.record_event()

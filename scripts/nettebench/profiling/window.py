@@ -49,6 +49,27 @@ class Window:
         }
 
 
+def endless_batches(loaders, seed: int, batch_size: int) -> Iterator:
+    """The training batches of epoch after epoch (each seeded as the trainer seeds it), the
+    short last batch of an epoch left out (the ``pil`` loader keeps it: 3,000 images / 256
+    leave 184). A batch of a shape not seen before makes cuDNN autotune inside the profiled
+    steps, and its trial kernels would then fill the tables. When no batch of an epoch is full
+    (fewer images than ``batch_size``) the short ones are all there is, and they are used."""
+    epoch = 0
+    while True:
+        seed_epoch(seed, epoch, loaders.generator)
+        full, short = False, []
+        for images, targets in loaders.train:
+            if targets.shape[0] < batch_size:
+                short.append((images, targets))  # the last one; the epoch ends with it
+                continue
+            full = True
+            yield images, targets
+        if not full:
+            yield from short
+        epoch += 1
+
+
 class Workload:
     """A cell's model, training step and endless batch stream, ready to step."""
 
@@ -65,15 +86,7 @@ class Workload:
         )
         self.runner = make_runner(cell, device, num_classes, self.batch_size)
         self.runner.model.train()
-        self._batches = self._endless()
-
-    def _endless(self) -> Iterator:
-
-        epoch = 0
-        while True:
-            seed_epoch(self.cell.seed, epoch, self.loaders.generator)
-            yield from self.loaders.train
-            epoch += 1
+        self._batches = endless_batches(self.loaders, self.cell.seed, self.batch_size)
 
     def step(self) -> None:
         images, targets = next(self._batches)

@@ -23,11 +23,20 @@ report, and the report reads the resulting dictionaries without torch.
 from __future__ import annotations
 
 import os
-import subprocess
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from nettebench.records.gpu_processes import (  # noqa: F401 - gpu_target: this module's API
+    GpuProcess,
+    GpuTarget,
+    _nvidia_smi,
+    gpu_target,
+    parse_compute_apps,
+    parse_pmon,
+    resolve_gpu_target,
+)
 
 # The verdict: a window was timed under interference when, on the CPUs the job may use, other
 # processes took more than this share of the time (2 cores: 0.10 = a fifth of one core) ...
@@ -168,93 +177,6 @@ def cgroup_throttled_usec(proc: str = "/proc", root: str = "/sys/fs/cgroup") -> 
     return None
 
 
-# ------------------------------------------------------------------------------------- the GPU
-
-
-@dataclass(frozen=True)
-class GpuProcess:
-    pid: int
-    gpu_uuid: str
-    used_mib: float | None
-
-
-def parse_compute_apps(text: str) -> list[GpuProcess]:
-    """``nvidia-smi --query-compute-apps=pid,gpu_uuid,used_memory --format=csv,noheader,
-    nounits`` output."""
-    found = []
-    for line in text.splitlines():
-        parts = [part.strip() for part in line.split(",")]
-        if len(parts) < 2 or not parts[0].isdigit():
-            continue
-        try:
-            used = float(parts[2]) if len(parts) > 2 else None
-        except ValueError:
-            used = None
-        found.append(GpuProcess(int(parts[0]), parts[1], used))
-    return found
-
-
-def parse_pmon(text: str) -> dict[tuple[int, int], float]:
-    """``nvidia-smi pmon -c 1 -s u`` output: (gpu index, pid) -> SM utilisation in percent
-    (rows whose SM column reads ``-`` are left out: no sample)."""
-    header: list[str] = []
-    found = {}
-    for line in text.splitlines():
-        if line.startswith("#"):
-            names = line.lstrip("#").split()
-            if "pid" in names and "sm" in names:
-                header = names
-            continue
-        parts = line.split()
-        if not header or len(parts) < len(header) - 1:
-            continue
-        row = dict(zip(header, parts, strict=False))
-        try:
-            found[(int(row["gpu"]), int(row["pid"]))] = float(row["sm"])
-        except (KeyError, ValueError):
-            continue
-    return found
-
-
-def _nvidia_smi(*args: str, timeout: float = 10) -> str | None:
-    try:
-        done = subprocess.run(
-            ["nvidia-smi", *args], capture_output=True, text=True, timeout=timeout, check=True
-        )
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout
-
-
-@dataclass(frozen=True)
-class GpuTarget:
-    """The GPU a job trains on, as nvidia-smi names it: its UUID and its nvidia-smi index."""
-
-    uuid: str
-    index: int | None = None
-
-
-def gpu_target(device) -> GpuTarget | None:
-    """The nvidia-smi identity of a torch CUDA device (None for a CPU or when unknown)."""
-    if getattr(device, "type", None) != "cuda":
-        return None
-    try:
-        import torch
-
-        props = torch.cuda.get_device_properties(device)
-        uuid = str(props.uuid)
-    except Exception:  # best effort: an old torch without .uuid, no driver
-        return None
-    uuid = uuid if uuid.startswith("GPU-") else f"GPU-{uuid}"
-    index = None
-    listing = _nvidia_smi("--query-gpu=index,uuid", "--format=csv,noheader")
-    for line in (listing or "").splitlines():
-        number, _, name = (part.strip() for part in line.partition(","))
-        if name == uuid and number.isdigit():
-            index = int(number)
-    return GpuTarget(uuid, index)
-
-
 # ----------------------------------------------------------------------------------- snapshots
 
 
@@ -270,6 +192,11 @@ class Snapshot:
     gpu_others: list[GpuProcess] | None = None  # None: not asked or not visible
     gpu_own_visible: bool | None = None  # this job's own process is in nvidia-smi's list
     gpu_other_util: dict[int, float] | None = None  # pid -> SM % (end snapshot only)
+    # nvidia-smi listed processes on the job's GPU but not the job's own, which holds a CUDA
+    # context there: its PIDs are of another namespace (gVisor's NVML reports host PIDs), the
+    # job is one of ``gpu_others`` and cannot be told apart
+    gpu_foreign_pids: bool = False
+    gpu_elsewhere: int | None = None  # MIG: processes listed for the parent GPU only (unjudged)
     own_pids: set[int] = field(default_factory=set)
     unix: float | None = None  # time.time(), to find windows of two jobs that overlapped
 
@@ -305,13 +232,22 @@ def summarize(start: Snapshot, end: Snapshot, *, clock_ticks: int = _CLOCK_TICKS
         summary["throttled_s"] = (end.throttled_usec - start.throttled_usec) / 1e6
     if start.gpu_others is not None or end.gpu_others is not None:
         pids = sorted({p.pid for p in [*(start.gpu_others or []), *(end.gpu_others or [])]})
-        summary["gpu_other_processes"] = len(pids)
         util = end.gpu_other_util or {}
         summary["gpu_other_util"] = max((util.get(pid, 0.0) for pid in pids), default=0.0)
         if pids and not util:
             summary["gpu_other_util"] = None
         own_seen = end.gpu_own_visible or start.gpu_own_visible
         summary["gpu_visibility"] = "nvidia-smi" if own_seen else "nvidia-smi (processes hidden)"
+        if start.gpu_foreign_pids or end.gpu_foreign_pids:
+            pids = pids[1:]  # the job itself is one of them, whichever
+            summary["gpu_other_util"] = None if pids else 0.0  # pmon's PIDs say nothing either
+            summary["gpu_visibility"] = "nvidia-smi (host PIDs: the job counted out)"
+        summary["gpu_other_processes"] = len(pids)
+        elsewhere = max(start.gpu_elsewhere or 0, end.gpu_elsewhere or 0)
+        if elsewhere:
+            summary["gpu_visibility"] += (
+                f"; MIG: {elsewhere} process(es) on the GPU's other instances, not judged"
+            )
     summary.update(verdict(summary))
     return summary
 
@@ -410,19 +346,34 @@ class Probe:
             own_pids=tree_pids(self.pid, stats),
         )
         if gpu and self.gpu is not None:
-            self._gpu_snapshot(snap, want_util=gpu_util)
+            self._gpu_snapshot(snap, want_util=gpu_util, visible=set(stats))
         return snap
 
-    def _gpu_snapshot(self, snap: Snapshot, *, want_util: bool) -> None:
+    def _gpu_snapshot(self, snap: Snapshot, *, want_util: bool, visible: set[int]) -> None:
         listing = self._smi(
             "--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits"
         )
         if listing is None:
             return
-        on_gpu = [p for p in parse_compute_apps(listing) if p.gpu_uuid == self.gpu.uuid]
-        snap.gpu_own_visible = any(p.pid in snap.own_pids for p in on_gpu)
+        apps = parse_compute_apps(listing)
+        on_gpu = [p for p in apps if p.gpu_uuid == self.gpu.uuid]
+        # MIG: a listing may name the parent GPU; the job's own process is found there too,
+        # the others may be on any instance (whose SMs are not the job's): counted apart.
+        parent = [p for p in apps if self.gpu.parent_uuid and p.gpu_uuid == self.gpu.parent_uuid]
+        snap.gpu_own_visible = any(p.pid in snap.own_pids for p in on_gpu + parent)
         snap.gpu_others = [p for p in on_gpu if p.pid not in snap.own_pids]
-        if want_util and snap.gpu_others:
+        if self.gpu.parent_uuid:
+            snap.gpu_elsewhere = sum(p.pid not in snap.own_pids for p in parent)
+        # Listed, but none of them the job nor any process this namespace shows: the listing's
+        # PIDs are of another namespace, and the job (holding its CUDA context) is among them.
+        listed = on_gpu + parent
+        snap.gpu_foreign_pids = (
+            bool(listed) and not snap.gpu_own_visible and not any(p.pid in visible for p in listed)
+        )
+        if snap.gpu_foreign_pids and not snap.gpu_others:  # the job is listed for the parent
+            snap.gpu_elsewhere = max((snap.gpu_elsewhere or 0) - 1, 0)
+            snap.gpu_foreign_pids = False
+        if want_util and snap.gpu_others and not snap.gpu_foreign_pids:
             pmon = self._smi("pmon", "-c", "1", "-s", "u")
             samples = parse_pmon(pmon or "")
             snap.gpu_other_util = {

@@ -49,6 +49,7 @@ def collect() -> dict[str, Any]:
         "torchvision": _version("torchvision"),
         "efficientnet_pytorch": _version("efficientnet_pytorch"),
         "apex": _apex_version(),
+        "apex_kernels": apex_kernels(),
         **library_builds(),
         **package_environment(),
         "git_commit": commit,
@@ -101,6 +102,20 @@ def apex_package_dirs() -> list[Path] | None:
 def is_nvidia_apex(package_dirs: list[Path]) -> bool:
     """Whether an `apex` package is NVIDIA's (it has one of NVIDIA apex's subpackages)."""
     return any((folder / part).is_dir() for folder in package_dirs for part in NVIDIA_APEX_PARTS)
+
+
+def apex_kernels() -> str | None:
+    """Which kernels NVIDIA apex runs here: ``amp_C`` (built with its C++/CUDA extensions, as
+    the study's apex was: fused multi-tensor unscale and overflow check) or ``python`` (a
+    Python-only build, apex's fallback: its loss scaler reads every gradient's sum back to the
+    host, a synchronisation per parameter per step); None without NVIDIA apex."""
+    if _apex_version() is None:
+        return None
+    try:
+        importlib.import_module("amp_C")
+    except Exception:  # absent, or built for another torch: apex falls back the same way
+        return "python"
+    return "amp_C"
 
 
 def _apex_version() -> str | None:

@@ -76,12 +76,16 @@ SUMMARY_KEYS = (
     # far an epoch moves with no warm-up at all); None with fewer than two later epochs
     "first_epoch_overhead_noise_s",
     "anomalies",  # list of text: figures of this cell that cannot be true as measured
-    "peak_mem_mb",  # float: peak device memory (CUDA allocator) or peak RSS on a CPU
+    "peak_mem_mb",  # float: peak device memory (CUDA allocator, a resident store's left out:
+    # store_mem_mb) or peak RSS on a CPU
     "resumed_from_epoch",  # int | None: epochs an earlier, killed process had finished
     "compile_s",  # float | None: torch.compile warm-up before epoch 1 (cells with compile: true)
     # str | None: loader cached: where its store was, "resident" (in the training device's
     # memory) or "streamed" (host memory, streamed to the GPU); None for the pil loader
     "store_mode",
+    # float | None: device memory (MB) of a resident store on a GPU, allocated before the epochs
+    # and left out of peak_mem_mb (so pil and cached cells compare); None when there is none
+    "store_mem_mb",
 )
 
 # Columns of epochs.csv, in order.
@@ -100,7 +104,7 @@ EPOCH_COLUMNS = (
     "data_wait_share",  # data_wait_s / train_s
     "train_img_s",  # training images per second, warm-up steps excluded
     "train_images",  # images trained on in the timed steps of this epoch
-    "peak_mem_mb",  # peak device memory in the epoch (CPU: process peak RSS so far)
+    "peak_mem_mb",  # peak device memory in the epoch, a resident store's left out (CPU: RSS)
     "extrapolated",  # bool
     # what else the machine did during the epoch (records.conditions): other processes' share
     # of the job's CPUs, the hypervisor's steal share, and the verdict (bool)

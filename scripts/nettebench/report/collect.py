@@ -51,6 +51,7 @@ ENV_KEYS = (
     "torchvision",
     "efficientnet_pytorch",
     "apex",
+    "apex_kernels",
     "torchvision_commit",
     "torchvision_build",
     "apex_commit",

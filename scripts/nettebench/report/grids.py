@@ -75,6 +75,19 @@ def row_keys(runs: pd.DataFrame) -> list[str]:
     return [k for k in cell_keys(runs) if k not in _NOT_ROW_KEYS]
 
 
+APEX_FALLBACK = "apex's Python fallback: no amp_C"
+
+
+def mark_apex_fallback(table: pd.DataFrame, labels: pd.Series) -> pd.Series:
+    """Row labels of apex cells whose apex had no ``amp_C`` (a Python-only build, recorded as
+    ``environment.apex_kernels``) say so: their loss scaler synchronised once per parameter
+    per step, which the study's apex, built with its extensions, did not."""
+    if "env_apex_kernels" not in table or "amp_backend" not in table:
+        return labels
+    fallback = (table["amp_backend"] == "apex") & (table["env_apex_kernels"] == "python")
+    return labels.where(~fallback, labels + f" [{APEX_FALLBACK}]")
+
+
 def device_title(frame: pd.DataFrame) -> str:
     names = sorted({str(n) for n in frame["device_name"] if not T.is_missing(n)})
     kinds = sorted({str(t) for t in frame["device_type"] if not T.is_missing(t)})
@@ -145,7 +158,7 @@ def model_precision_grids(
     for (dataset, epochs, _, _), table in groups(matrix, GROUP_KEYS):
         if require is not None and table[require].map(T.is_missing).all():
             continue
-        labels = T.row_labels(table, row_keys(runs))
+        labels = mark_apex_fallback(table, T.row_labels(table, row_keys(runs)))
         precisions = T.sort_precisions(table["precision"])
         rows, counts, approx, partial = [], [], False, False
         marked, impossible = False, False

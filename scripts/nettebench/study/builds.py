@@ -92,13 +92,21 @@ def plan_builds(section: Mapping[str, Any] | None) -> dict[str, dict[str, BuildP
                         "(a local git clone)"
                     )
                 repo = str(path.resolve())
+            extensions = ()
+            if spec.get("extensions"):
+                extensions = LIBRARIES[library].extension_args
+                if not extensions:
+                    raise ConfigError(
+                        f"{where}.extensions: {library} has no optional extensions to build; "
+                        "its build options are environment variables (`env:`)"
+                    )
             plans[library][name] = BuildPlan(
                 library=library,
                 name=name,
                 repo=repo,
                 ref=str(spec["ref"]),
                 env=tuple(sorted((str(k), str(v)) for k, v in (spec.get("env") or {}).items())),
-                pip_args=tuple(str(a) for a in spec.get("pip_args") or ()),
+                pip_args=(*extensions, *(str(a) for a in spec.get("pip_args") or ())),
             )
     return plans
 

@@ -1,10 +1,10 @@
 """The trainer: one cell from process start to ``metrics.json``.
 
 Owns the command (:mod:`.cli`, ``python -m nettebench.training``), the epochs and outcomes
-(:mod:`.fit`), the timed loop (:mod:`.loop`), one training step in a precision mode
-(:mod:`.step`), the optional NVIDIA apex backend (:mod:`.apex`), the resume checkpoint
-(:mod:`.checkpoint`), the restore (:mod:`.finished`) and the one key both are matched on
-(:mod:`.validity`).
+(:mod:`.fit`), the timed loop (:mod:`.loop`, its data wait :mod:`.data_wait`), one training step
+in a precision mode (:mod:`.step`), the optional NVIDIA apex backend (:mod:`.apex`), the resume
+checkpoint (:mod:`.checkpoint`), the restore (:mod:`.finished`) and the one key both are matched
+on (:mod:`.validity`).
 
 May import torch and everything below it: :mod:`nettebench.data`, :mod:`nettebench.models`,
 :mod:`nettebench.records`, :mod:`nettebench.builds`, :mod:`nettebench.datasets`,

@@ -75,6 +75,27 @@ def _message(cause: str) -> str:
     )
 
 
+def undo_earlier_patches() -> int:
+    """Put back the torch functions an earlier ``amp.initialize`` in this process patched.
+
+    apex O1 patches torch process-wide (``amp.init``) and never unpatches; a second
+    ``amp.initialize`` (the cell job's ceiling after the cell's epochs) would wrap every wrapper
+    again, and the ceiling would time two layers of apex's Python per patched call. apex keeps
+    what it replaced in its handle (``_all_wrappers``: module, name, the function before);
+    restored newest first, a function patched twice ends up as it was before the first. Returns
+    how many patches were undone (0: none were in place).
+    """
+    state = importlib.import_module("apex.amp._amp_state")._amp_state
+    handle = getattr(state, "handle", None)
+    saved = list(getattr(handle, "_all_wrappers", None) or [])
+    utils = importlib.import_module("apex.amp.utils")
+    for module, name, before in reversed(saved):
+        utils.set_func(module, name, before)
+    if saved:
+        handle._all_wrappers = []
+    return len(saved)
+
+
 class ApexTrainingStep:
     """One optimiser step under an apex opt-level, with :class:`TrainingStep`'s interface.
 
@@ -114,6 +135,7 @@ class ApexTrainingStep:
         optimizer = torch.optim.SGD(
             model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay
         )
+        undo_earlier_patches()  # a second runner in this process (the ceiling after the cell)
         try:
             self.model, self.optimizer = self.amp.initialize(model, optimizer, opt_level=name)
         except RuntimeError as error:

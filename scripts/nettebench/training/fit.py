@@ -11,6 +11,7 @@ the last checkpoint kept.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 import os
 import random
@@ -25,7 +26,7 @@ import torch
 from tqdm import tqdm
 
 from nettebench.data import store, store_build
-from nettebench.data.cached import build_cached_loaders
+from nettebench.data.cached import RESIDENT, build_cached_loaders, resolve_placement, store_bytes
 from nettebench.data.pil import build_pil_loaders
 from nettebench.models.build import build_model
 from nettebench.records import conditions
@@ -56,6 +57,7 @@ class FitResult:
     compile_s: float | None = None  # the torch.compile warm-up (compile: true), else None
     placement: str | None = None  # loader cached: "resident" or "streamed"; None for pil
     conditions: dict[str, Any] | None = None  # what else the machine did during the epochs
+    store_mem_mb: float | None = None  # a resident store's device memory, not in peak_mem_mb
 
 
 def lr_at(cell: CellSpec, epoch: int, batch_size: int) -> float:
@@ -107,27 +109,61 @@ def make_runner(cell: CellSpec, device: torch.device, num_classes: int, batch_si
     return TrainingStep(model, mode, device, compile=cell.compile, **kwargs)
 
 
-def choose_batch_size(cell: CellSpec, device: torch.device, num_classes: int) -> int:
-    """For ``batch_size: auto``: halve from 256 until two training steps fit in memory."""
+def choose_batch_size(
+    cell: CellSpec, device: torch.device, num_classes: int, *, reserve_bytes: int = 0
+) -> int:
+    """For ``batch_size: auto``: halve from 256 until two training steps fit in memory.
+
+    ``reserve_bytes`` (a resident store, :func:`store_reserve`) is held on a GPU while the
+    trials run, so the batch chosen fits beside it. The trials run eager even for a ``compile:
+    true`` cell: compiling each trial's fresh model would cost a compilation per halving, and
+    the compiled step (fused) needs no more memory than the eager one.
+    """
     if cell.batch_size != "auto":
         return int(cell.batch_size)
+    trial_cell = dataclasses.replace(cell, compile=False)
+    ballast = None
+    if reserve_bytes and device.type == "cuda":
+        ballast = torch.empty(reserve_bytes, dtype=torch.uint8, device=device)
     batch = AUTO_BATCH_START
-    while True:
-        try:
-            runner = make_runner(cell, device, num_classes, batch)
-            images = torch.randn(batch, 3, cell.image_size, cell.image_size)
-            targets = torch.randint(0, num_classes, (batch,), device=device)
-            for _ in range(2):
-                runner.step(runner.prepare_inputs(images), targets)
-            return batch
-        except (torch.OutOfMemoryError, MemoryError):
-            if batch == 1:
-                raise
-            batch //= 2
-        finally:
-            runner = images = targets = None  # noqa: F841 - free the trial before the next
-            if device.type == "cuda":
-                torch.cuda.empty_cache()
+    try:
+        while True:
+            try:
+                runner = make_runner(trial_cell, device, num_classes, batch)
+                images = torch.randn(batch, 3, cell.image_size, cell.image_size)
+                targets = torch.randint(0, num_classes, (batch,), device=device)
+                for _ in range(2):
+                    runner.step(runner.prepare_inputs(images), targets)
+                return batch
+            except (torch.OutOfMemoryError, MemoryError):
+                if batch == 1:
+                    raise
+                batch //= 2
+            finally:
+                runner = images = targets = None  # noqa: F841 - free the trial before the next
+                if device.type == "cuda":
+                    torch.cuda.empty_cache()
+    finally:
+        del ballast
+
+
+def current_store(cell: CellSpec, data_path, store_dir: Path):
+    """The cell's decoded store, opened: built first when missing or stale."""
+    resolution = cell.store_resolution()
+    if not store.store_is_current(store_dir, data_path, resolution, "shorter_side"):
+        store_build.build_store(data_path, store_dir, resolution=resolution)
+    return store.open_store(store_dir)
+
+
+def store_reserve(cell: CellSpec, data_path, store_dir: Path, device: torch.device) -> int:
+    """The device bytes a ``cached`` cell's store will hold during its epochs (0 when it
+    streams from the host, on a CPU, or for ``pil``), decided as the loader decides it."""
+    if cell.loader != "cached" or device.type != "cuda":
+        return 0
+    opened = current_store(cell, data_path, store_dir)
+    if resolve_placement(cell.store_placement, opened, device) != RESIDENT:
+        return 0
+    return store_bytes(opened)
 
 
 def val_padding(cell: CellSpec, device: torch.device, batch_size: int) -> int | None:
@@ -167,11 +203,8 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
     """The cell's input pipeline: the reference PIL loader, or batches from the decoded store
     (``data_path``, the dataset.json or tree the cell was given, identifies the store's source)."""
     if cell.loader == "cached":
-        resolution = cell.store_resolution()
-        if not store.store_is_current(store_dir, data_path, resolution, "shorter_side"):
-            store_build.build_store(data_path, store_dir, resolution=resolution)
         return build_cached_loaders(
-            store.open_store(store_dir),
+            current_store(cell, data_path, store_dir),
             image_size=cell.image_size,
             batch_size=batch_size,
             device=device,
@@ -220,19 +253,24 @@ def fit(
     num_classes = len(data_root.classes)
     resume_key = resume_key or {"cell": cell.cell_id()}  # the result's key (training.validity)
     saved = checkpoint.load(out_dir, resume_key)
-    batch_size = saved["batch_size"] if saved else choose_batch_size(cell, device, num_classes)
+    store_dir = Path(store_dir) if store_dir else out_dir / "store"
+    data_path = data_path or data_root.root
+    if saved:
+        batch_size = saved["batch_size"]
+    else:
+        reserve = (
+            store_reserve(cell, data_path, store_dir, device) if cell.batch_size == "auto" else 0
+        )
+        batch_size = choose_batch_size(cell, device, num_classes, reserve_bytes=reserve)
     # The runner first: a backend that refuses the device (apex on a CPU) says so before a
     # store is built for nothing.
     runner = make_runner(cell, device, num_classes, batch_size)
-    loaders = build_loaders(
-        cell,
-        data_root,
-        data_path or data_root.root,
-        batch_size,
-        device,
-        Path(store_dir) if store_dir else out_dir / "store",
-    )
+    loaders = build_loaders(cell, data_root, data_path, batch_size, device, store_dir)
     result = FitResult(batch_size, None, 0.0, placement=loaders.placement)
+    # A resident store is allocated before the epochs and stays: reported apart, so that the
+    # peak memory of pil and cached cells compares the training's own.
+    store_mb = loaders.device_bytes / 2**20 if device.type == "cuda" else 0.0
+    result.store_mem_mb = store_mb if loaders.device_bytes and device.type == "cuda" else None
     if loaders.placement is not None:
         print(f"cached store: {loaders.placement} ({device})", flush=True)
     if saved:
@@ -281,7 +319,8 @@ def fit(
             max_steps=cell.max_steps,
             pad_to=val_padding(cell, device, batch_size),
         )
-        rows.append(epoch_row(epoch + 1, lr, train, val, peak_memory_mb(device), steps_per_epoch))
+        peak_mb = peak_memory_mb(device) - store_mb
+        rows.append(epoch_row(epoch + 1, lr, train, val, peak_mb, steps_per_epoch))
         if probe:
             rows[-1].update(conditions.epoch_columns(probe.stop(epoch_window)))
         records.write_epochs(out_dir, rows)

@@ -2,10 +2,11 @@
 
 - The device is synchronised before every clock read that ends a timed region, so queued GPU
   work is counted where it belongs.
-- Data-wait time is the time the training loop spends blocked on the input pipeline (inside
-  ``next()`` of the loader); compute time is the rest of the epoch. No per-step synchronisation
-  is added (it would serialise the GPU and the loader and slow down what is being measured), so
-  data wait means "the CPU waited for data", which is what starves a GPU.
+- Data-wait time is the time the device went without work for want of a batch
+  (:mod:`.data_wait`: on a CPU the time blocked inside the loader's ``next()``; on a GPU the GPU
+  time between CUDA events recorded around ``next()``, so a loader's launches blocked on queued
+  compute are not counted); compute time is the rest of the epoch. No per-step synchronisation
+  is added (it would serialise the GPU and the loader and slow down what is being measured).
 - The first ``warmup_steps`` of the first epoch (cuDNN autotuning, allocator growth, worker
   start-up) are excluded from images per second but stay in the epoch's wall time.
 - With ``max_steps`` an epoch stops early and its times are extrapolated to the full epoch from
@@ -22,6 +23,7 @@ from dataclasses import dataclass
 
 import torch
 
+from nettebench.training.data_wait import DataWait
 from nettebench.training.step import TrainingStep
 
 
@@ -92,13 +94,14 @@ def train_epoch(
     synchronize(device)
     start = timed_start = time.perf_counter()
     iterator = iter(loader)
+    wait = DataWait(device)
     while steps < steps_limit:
-        wait_start = time.perf_counter()
+        wait.start()
         try:
             images, targets = next(iterator)
         except StopIteration:
             break
-        data_wait += time.perf_counter() - wait_start
+        wait.stop()
         images = runner.prepare_inputs(images)
         targets = targets.to(device, non_blocking=True)
         loss = runner.step(images, targets)
@@ -116,6 +119,7 @@ def train_epoch(
     synchronize(device)
     end = time.perf_counter()
     del iterator  # stop the loader's prefetching before the next phase is timed
+    data_wait = wait.seconds()
 
     seconds = end - start
     timed_seconds = end - timed_start

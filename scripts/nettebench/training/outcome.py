@@ -98,6 +98,7 @@ def finish(
             record["summary"]["resumed_from_epoch"] = fit.resumed_from_epoch
             record["summary"]["compile_s"] = fit.compile_s
             record["summary"]["store_mode"] = fit.placement
+            record["summary"]["store_mem_mb"] = fit.store_mem_mb
             earlier_wall_s = fit.earlier_wall_s
         record["conditions"] = run_conditions(fit.conditions if fit else None, rows)
         record["environment"] = collecting.result()

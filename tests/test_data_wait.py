@@ -1,0 +1,24 @@
+"""Data wait on a CPU: the host's time inside the loader's ``next()``. (On a GPU it is the GPU
+time between CUDA events around ``next()``, which only a GPU can show: tests/device.)"""
+
+import time
+
+import torch
+
+from nettebench.training.data_wait import DataWait
+
+
+def test_on_a_cpu_the_wait_is_the_hosts_time_inside_next_and_nothing_else():
+    wait = DataWait(torch.device("cpu"))
+    assert not wait.cuda
+    for _ in range(3):
+        wait.start()
+        time.sleep(0.02)  # the loader
+        wait.stop()
+        time.sleep(0.03)  # the step: not data wait
+    assert 0.06 <= wait.seconds() < 0.09 + 0.05  # a loaded machine oversleeps, never undersleeps
+
+
+def test_a_cuda_device_is_measured_with_events_not_the_host_clock():
+    assert DataWait(torch.device("cuda", 0)).cuda
+    assert DataWait(torch.device("cuda", 0)).seconds() == 0.0  # no batch yet, nothing read
