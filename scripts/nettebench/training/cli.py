@@ -48,7 +48,7 @@ from nettebench.models.errors import PretrainedWeightsUnavailable
 from nettebench.records import conditions, environment
 from nettebench.records import files as records
 from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
-from nettebench.training import checkpoint, finished, outcome
+from nettebench.training import checkpoint, distributed, finished, launch, outcome
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
 from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_name
 
@@ -80,7 +80,8 @@ def resolve_device(requested: str) -> torch.device:
         requested = "cuda" if torch.cuda.is_available() else "cpu"
     if torch.device(requested).type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("error: device cuda was asked for but torch sees no CUDA GPU")
-    return torch.empty(0, device=requested).device
+    # one GPU per process of a data-parallel cell (cuda:LOCAL_RANK)
+    return distributed.local_device(torch.empty(0, device=requested).device)
 
 
 def run_cell(
@@ -126,6 +127,7 @@ def run_cell(
     if threads:
         torch.set_num_threads(threads)
     device = resolve_device(cell.device)
+    distributed.join(cell, device)  # processes > 1: this worker's process group
     record = outcome.skeleton(cell, kind, device)
     # nvidia-smi, git and scontrol take a while: they run beside the training, not before it
     # (wall_s runs from process start), and the record waits for them only when it is written.
@@ -133,13 +135,15 @@ def run_cell(
     result = _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop)
     trained_at = time.time()
     extra_files: tuple[Path, ...] = ()
-    if after_epochs is not None:
+    if after_epochs is not None and distributed.runs_after_epochs(result["status"]):
         gc.collect()  # the cell's model, optimiser and loaders go before anything else runs
         if device.type == "cuda":
             torch.cuda.empty_cache()
         record["environment"] = collecting.result()
         extra_files = tuple(after_epochs(device, record, _measured_s(result)) or ())
-    return outcome.finish(
+    if not distributed.writes_results(result["status"]):  # rank 0 writes a data-parallel cell's
+        return distributed.rank_record(record, result, started_at)
+    record = outcome.finish(
         record,
         out_dir,
         started_at,
@@ -150,6 +154,8 @@ def run_cell(
         extra_files=extra_files,
         **result,
     )
+    distributed.after_outcome(record)
+    return record
 
 
 # A hook run right after a cell's epochs: (device, record, epochs_s) -> the files it wrote.
@@ -183,7 +189,7 @@ def _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir
             data_path=data,
             store_dir=store_dir,
             stop=stop,
-            probe=conditions.Probe(gpu=conditions.gpu_target(device)),
+            probe=conditions.Probe(gpu=conditions.gpu_target(device), pid=distributed.job_pid()),
         )
     except (torch.OutOfMemoryError, MemoryError) as error:
         message = outcome.oom_message(cell, device, error)
@@ -307,6 +313,8 @@ def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> i
                 file=sys.stderr,
             )
             return 0
+        if distributed.launches(cell):  # processes > 1: torchrun runs this command N times
+            return launch.launch(parser.prog, argv, cell, args.threads, args.out_dir)
         hook = after_epochs(args) if after_epochs else None
         record = _run(cell, args, started_at, stop, stamp, hook)
     except Interrupted as interrupted:
