@@ -155,7 +155,7 @@ def measure_cell(
     if steps < 1 or warmup_steps < 0:
         raise ValueError(f"need steps >= 1 and warmup_steps >= 0, got {steps} and {warmup_steps}")
     if threads:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(distributed.threads_share(threads))
     device = resolve_device(cell.device)
     on_gpu = device.type == "cuda"
     record: dict[str, Any] = dict.fromkeys(CEILING_KEYS)

@@ -125,7 +125,7 @@ def run_cell(
     started_at = process_start_time() if started_at is None else started_at
     out_dir = Path(out_dir)
     if threads:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(distributed.threads_share(threads))  # a process's share
     device = resolve_device(cell.device)
     distributed.join(cell, device)  # processes > 1: this worker's process group
     record = outcome.skeleton(cell, kind, device)
@@ -295,6 +295,7 @@ def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> i
     if args.dataset is None:
         args.dataset = load_data_root(args.data).name
     cell = cell_from_args(args)
+    launch.prepare(cell, args.threads)  # processes > 1: the environment its processes will see
     # Before the cell's build is activated, so a rerun computes the same fingerprint.
     stamp = finished.fingerprint(
         cell,

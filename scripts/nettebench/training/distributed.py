@@ -174,6 +174,11 @@ def barrier() -> None:
         dist.barrier(group=_control_group[0])
 
 
+def threads_share(threads: int) -> int:
+    """A process's share of the job's ``--threads`` (all of them for one process)."""
+    return max(1, threads // world_size())
+
+
 def local_batch(batch_size: int) -> int:
     """A process's share of the global ``batch_size`` (all of it for one process)."""
     count = world_size()

@@ -5,14 +5,14 @@ A cell with ``processes: N`` > 1 is trained by N copies of the very command its 
 process exactly as ::
 
     torchrun --standalone --nproc-per-node N --max-restarts 0 --shutdown-timeout 10 \\
-        -m nettebench.benchmarks.cell_job ... --threads <threads / N>
+        -m nettebench.benchmarks.cell_job ...
 
-(``--standalone`` spelled out: a c10d rendezvous at a free port of this node)
-
-would (:func:`torchrun_args`; the agent's API, not a shell, so the job's own exit status and
-messages stay ours). ``--standalone`` rendezvous on this node at a free port; the same cell spans
-nodes when torchrun itself is run once per node with a shared rendezvous (README, "Data-parallel
-cells"), and then the workers it starts train at once: they see ``LOCAL_RANK``.
+would (:func:`torchrun_args`; ``--standalone`` spelled out: a c10d rendezvous at a free port of
+this node), through the agent's API rather than a shell, so the job's exit status and messages
+stay ours. The processes get the job's options unchanged (each takes its share of
+``--threads``), so they compute the job's result key. The same cell spans nodes when torchrun
+itself is run once per node with a shared rendezvous (README, "Data-parallel cells"); the
+processes it starts then train at once: they see ``LOCAL_RANK``.
 
 What the agent does is what a cell needs: a SIGINT or SIGTERM to the job is forwarded to every
 process, which stop before the same step (:func:`nettebench.training.distributed.agreed`), and
@@ -75,9 +75,18 @@ def torchrun_args(module: str, argv: list[str], processes: int, threads: int | N
         "-m",
         module,
         *argv,
-        "--threads",
-        str(process_threads(threads, processes)),
     ]
+
+
+def prepare(cell, threads: int | None) -> None:
+    """Before anything reads the environment (the result's key does): give this process the
+    variables torchrun gives the cell's processes, so the job and its processes agree on what
+    the result depends on. ``OMP_NUM_THREADS`` is each process's share of the job's threads
+    (torchrun would say 1), ``TORCH_NCCL_ASYNC_ERROR_HANDLING`` torchrun's default."""
+    if cell.processes == 1 or "LOCAL_RANK" in os.environ:
+        return
+    os.environ.setdefault("OMP_NUM_THREADS", str(process_threads(threads, cell.processes)))
+    os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
 
 
 def launch(prog: str, argv: list[str] | None, cell, threads: int | None, out_dir) -> int:
