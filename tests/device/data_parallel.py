@@ -157,7 +157,7 @@ def main() -> None:
     from nettebench.report.collect import read_cells, runs_frame
     from nettebench.report.tables.scaling import scaling_markdown
 
-    paths = sorted(runs.glob("*/metrics.json"))
+    paths = [p for p in sorted(runs.glob("*/metrics.json")) if p.parent.name != "stop-p2"]
     (out / "table.md").write_text(scaling_markdown(runs_frame(read_cells(paths))))
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n")
     with tarfile.open(out / "runs.tgz", "w:gz") as tar:

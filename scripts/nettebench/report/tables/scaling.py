@@ -58,7 +58,7 @@ def scaling_frame(runs: pd.DataFrame) -> pd.DataFrame:
     keys = [k for k in cell_keys(runs) if k not in NOT_TWIN_KEYS]
     keys += [k for k in ("device_type",) if k in matrix]
     rows = []
-    labels = T.row_labels(matrix, [k for k in keys if k not in ("dataset", "epochs")])
+    labels = T.row_labels(matrix, [k for k in keys if k != "dataset"])
     matrix = matrix.assign(_label=labels)
     for _, group in matrix.groupby([matrix[k].map(T.fmt_value) for k in keys], sort=False):
         if group["processes"].max() <= 1:
