@@ -190,3 +190,18 @@ def test_a_machine_label_ends_the_path_and_changes_the_hash():
     args = parser.parse_args(labelled.cli_args())
     assert (args.machine, args.environment) == ("t4", "pillow11")
     assert parser.parse_args(["--dataset", "d"]).machine is None
+
+
+def test_processes_at_one_keeps_identities_and_above_one_is_a_cell_of_its_own():
+    """`processes` came after cells were run: at 1 a cell keeps its path, hash and trainer
+    arguments (hash above, taken before it existed); at 2 it is a cell of its own."""
+    from nettebench.training.cli import build_parser
+
+    cell = CellSpec(dataset="d", model="resnet18", precision="O1", loader="cached")
+    assert cell.cell_id() == "df145e328976"
+    assert "--processes" not in cell.cli_args()
+    two = dataclasses.replace(cell, processes=2)
+    assert two.path() == cell.path().replace("/loader~cached", "/loader~cached/processes~2")
+    assert two.cell_id() != cell.cell_id()
+    args = build_parser().parse_args(["--data", "x", "--out-dir", "y", *two.cli_args()])
+    assert args.processes == 2

@@ -113,6 +113,8 @@ def test_overrides_apply_unless_an_axis_names_the_parameter():
             "'gpu' is not allowed; allowed: auto, device, host",
         ),
         ({"store_placement": "host"}, "store_placement host needs loader cached"),
+        ({"processes": 0}, r"matrix\.processes must be an integer >= 1, got 0"),
+        ({"processes": 3, "batch_size": 256}, "batch_size 256 does not split over 3 processes"),
     ],
 )
 def test_trainer_options_are_validated(matrix, expected):
@@ -144,6 +146,12 @@ def test_sensible_numbers_pass():
         datasets=DATASETS,
     )
     assert sorted(str(c.lr) for c in cells) == ["0.05", "None"]
+
+
+def test_processes_split_the_global_batch():
+    cells = expand({"processes": [1, 2], "batch_size": 64}, section="matrix", datasets=DATASETS)
+    assert sorted(c.processes for c in cells) == [1, 2]
+    assert [c.path().endswith("/processes~2") for c in cells].count(True) == 1
 
 
 def test_batch_size_auto_is_a_cell_of_its_own():

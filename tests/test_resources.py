@@ -150,3 +150,26 @@ def test_slurm_job_fields_from_environment_and_scontrol():
     job = slurm_job(env, scontrol=fields)
     assert (job["slurm_node"], job["slurm_restart_count"]) == ("n1", 1)
     assert slurm_job({**env, "SLURM_RESTART_COUNT": "2"}, scontrol={})["slurm_restart_count"] == 2
+
+
+def test_a_data_parallel_cell_asks_for_a_gpu_cpus_and_memory_per_process():
+    """processes 4 on one node: SLURM's --gpus=4 (the executor's `gpu`), the workers and
+    trainer of each process, each process's memory (its share of the batch) plus the job's."""
+    one = resources.train_job(cell(workers=4), IMAGENETTE)
+    four = resources.train_job(cell(workers=4, processes=4), IMAGENETTE)
+    assert (one.gpu, four.gpu) == (1, 4)
+    assert (one.cpus, four.cpus) == (5, 20)
+    assert 3 * one.mem_mb < four.mem_mb < 5 * one.mem_mb
+    assert four.runtime < one.runtime  # four devices share the epochs
+    cpu = resources.train_job(cell(device="cpu", precision="fp32", processes=2), IMAGENETTE)
+    assert cpu.gpu == 0 and cpu.cpus == 10
+
+    # the decoded store is shared by the processes' mappings: a second process adds as much
+    # to a cached cell as to a pil one, not a second store
+    def added(loader):
+        one, two = (
+            resources.train_job(cell(loader=loader, processes=n), IMAGENETTE).mem_mb for n in (1, 2)
+        )
+        return two - one
+
+    assert abs(added("cached") - added("pil")) <= 512

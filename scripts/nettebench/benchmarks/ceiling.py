@@ -40,6 +40,7 @@ from nettebench.datasets.info import load_data_root
 from nettebench.records import conditions, environment
 from nettebench.records import files as records
 from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
+from nettebench.training import distributed
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
 from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory, synchronize
@@ -154,7 +155,7 @@ def measure_cell(
     if steps < 1 or warmup_steps < 0:
         raise ValueError(f"need steps >= 1 and warmup_steps >= 0, got {steps} and {warmup_steps}")
     if threads:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(distributed.threads_share(threads))
     device = resolve_device(cell.device)
     on_gpu = device.type == "cuda"
     record: dict[str, Any] = dict.fromkeys(CEILING_KEYS)
@@ -233,6 +234,7 @@ def _time_steps(
 
     runner = make_runner(cell, device, num_classes, batch)
     runner.model.train()
+    batch = distributed.local_batch(batch)  # processes > 1: each one's share, steps in DDP
     size = cell.image_size
     images = runner.prepare_inputs(torch.randn(batch, 3, size, size, device=device))
     targets = torch.randint(num_classes, (batch,), device=device)
@@ -244,10 +246,10 @@ def _time_steps(
     while warmed < warmup:
         runner.step(images, targets)
         warmed += 1
-        if not on_gpu and time.perf_counter() - warm_start > max_seconds / 3:
-            break
+        if distributed.any_rank(not on_gpu and time.perf_counter() - warm_start > max_seconds / 3):
+            break  # every process stops at the same step (each step all-reduces)
     synchronize(device)
-    probe = conditions.Probe(gpu=conditions.gpu_target(device))
+    probe = conditions.Probe(gpu=conditions.gpu_target(device), pid=distributed.job_pid())
     window = probe.start(gpu=True)
     if on_gpu:
         seconds = _time_cuda(runner, images, targets, steps)
@@ -258,7 +260,7 @@ def _time_steps(
         runner.step(images, targets)
         synchronize(device)
         seconds.append(time.perf_counter() - start)
-        if len(seconds) >= MIN_STEPS and sum(seconds) > max_seconds:
+        if distributed.any_rank(len(seconds) >= MIN_STEPS and sum(seconds) > max_seconds):
             break
     return seconds, warmed, probe.stop(window, gpu=True)
 

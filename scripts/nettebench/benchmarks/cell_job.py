@@ -27,6 +27,7 @@ from nettebench.datasets.info import load_data_root
 from nettebench.records.atomic import write_text_atomic
 from nettebench.study.cell import cell_from_args
 from nettebench.training import cli as trainer
+from nettebench.training import distributed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -77,6 +78,8 @@ def ceiling_after_epochs(args: argparse.Namespace):
             environment_record=record["environment"],
             max_seconds=max_seconds,
         )
+        if not distributed.is_writer():
+            return []  # measured in every process of a data-parallel cell, written by rank 0
         print(ceiling.summary_line(result), file=sys.stderr, flush=True)
         text = json.dumps(result, indent=2, default=str) + "\n"
         write_text_atomic(Path(args.ceiling), text)

@@ -37,6 +37,7 @@ from torchvision.transforms import RandomResizedCrop
 
 from nettebench.data import augment
 from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD, Loaders, _seed_worker
+from nettebench.data.shards import Shard
 from nettebench.data.streaming import RING_SLOTS, stream_to_device
 from nettebench.study.cell import VAL_RESIZE_RATIO
 
@@ -74,6 +75,7 @@ class CachedSplit:
     channels_last: bool = False
     sizes: torch.Tensor | None = None  # (N, 2) full-frame (height, width), train only
     ring_slots: int = RING_SLOTS  # host buffers of a streamed split
+    shard: Shard = Shard()  # a data-parallel process's share (data.shards); all of it by default
 
     def __post_init__(self) -> None:
         if self.placement not in (RESIDENT, STREAMED):
@@ -93,16 +95,19 @@ class CachedSplit:
 
     def __len__(self) -> int:
         n = self.images.shape[0]
-        return n // self.batch_size if self.train else math.ceil(n / self.batch_size)
+        if self.train:  # whole global batches (batch_size is the per-process share)
+            return n // (self.batch_size * self.shard.count)
+        return math.ceil(self.shard.size(n) / self.batch_size)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         n = self.images.shape[0]
         if self.train:
-            order = torch.randperm(n, generator=self.generator)[: len(self) * self.batch_size]
+            whole = len(self) * self.batch_size * self.shard.count
+            order = self.shard.take(torch.randperm(n, generator=self.generator)[:whole])
             seed = int(torch.randint(2**62, (1,), generator=self.generator))
-            self.augment_generator.manual_seed(seed)
+            self.augment_generator.manual_seed(self.shard.seed(seed))
         else:
-            order = torch.arange(n)
+            order = self.shard.take(torch.arange(n))
         batches = self._resident(order) if self.placement == RESIDENT else self._streamed(order)
         for batch, targets, sizes in batches:
             if self.train:

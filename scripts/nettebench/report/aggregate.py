@@ -44,6 +44,7 @@ from nettebench.report.tables.accuracy import accuracy_markdown
 from nettebench.report.tables.conditions import timing_conditions_markdown
 from nettebench.report.tables.cpu_vs_gpu import cpu_vs_gpu_markdown
 from nettebench.report.tables.machines import machines_markdown
+from nettebench.report.tables.scaling import scaling_markdown
 from nettebench.report.tables.throughput import throughput_markdown
 from nettebench.report.tables.time import time_markdown
 from nettebench.report.tables.time_to_accuracy import time_to_accuracy_markdown
@@ -108,6 +109,7 @@ def aggregate(
         "timing_conditions": timing_conditions_markdown(runs),
         "time_by_machine": machines_markdown(runs),
         "time_to_accuracy": time_to_accuracy_markdown(runs),
+        "scaling": scaling_markdown(runs),
     }
     texts["runs_html"] = T.csv_to_html(texts["runs"], "Runs", _RUNS_NOTE, empty=NO_CELLS_NOTE)
     texts.update({f"{name}_html": T.markdown_to_html(texts[name]) for name in MARKDOWN_TABLES})

@@ -63,6 +63,7 @@ from nettebench.report.plotting import (
     save,
     style,
 )
+from nettebench.report.scaling_figure import plot_scaling
 from nettebench.report.setups import SETUP_COLUMNS
 from nettebench.study import outputs
 
@@ -351,6 +352,7 @@ def make_figures(
             "accuracy_curves": plot_accuracy(epochs),
             "throughput": plot_throughput(runs),
             "time_to_accuracy": plot_time_to_accuracy(runs),
+            "scaling": plot_scaling(runs),
         }
         for name in FIGURE_NAMES:
             written[name] = save(drawn[name], out_dir, name)

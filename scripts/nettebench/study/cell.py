@@ -81,6 +81,10 @@ class CellSpec:
     # installed, or a package environment named under `environments:` (pinned packages from the
     # registry, installed into a prefix of their own that the cell puts first on its path)
     environment: str = "installed"
+    # Data-parallel processes (torchrun's --nproc-per-node): one per GPU (NCCL) or CPU process
+    # (gloo) under DistributedDataParallel; batch_size stays the global batch, split across them
+    # (nettebench.training.distributed). 1, the default, is the plain single-process cell.
+    processes: int = 1
     # The machine or site label of the run (top-level `machine:`): part of the path and hash
     # only when set, so results of two clusters never land on each other's paths.
     machine: str | None = None

@@ -64,7 +64,14 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     ),
     # The report's front page: the headline table and the throughput figure on one page.
     "front_page": (*_REPORT, "report/front_page.py"),
-    "figures": (*_REPORT, "report/figures.py", "report/facets.py", "report/plotting.py"),
+    "figures": (
+        *_REPORT,
+        "report/figures.py",
+        "report/facets.py",
+        "report/plotting.py",
+        "report/scaling_figure.py",  # and the scaling table's rows it draws
+        "report/tables/scaling.py",
+    ),
     "profile_aggregate": (*_REPORT, "report/tables/kernels.py", "profiling/"),
     "profile_figures": (*_REPORT, "report/kernel_figure.py", "report/plotting.py", "profiling/"),
     # A library build depends on its own steps alone, so no other edit rebuilds a library.

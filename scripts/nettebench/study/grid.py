@@ -36,7 +36,7 @@ LR_SCHEDULES = ("step", "cosine")
 AMP_BACKENDS = ("native", "apex")
 LOADERS = ("pil", "cached")
 STORE_PLACEMENTS = ("auto", "device", "host")
-_POSITIVE_INTS = ("epochs", "image_size")
+_POSITIVE_INTS = ("epochs", "image_size", "processes")
 _BOOLEANS = ("deterministic", "pretrained", "compile", "cudnn_benchmark")
 _NON_NEGATIVE_INTS = ("workers", "seed")
 _NON_NEGATIVE_NUMBERS = ("momentum", "weight_decay")
@@ -119,6 +119,11 @@ def build_cell(
         raise ConfigError(
             f"{section}: store_placement {cell.store_placement} needs loader cached "
             f"(the {cell.loader} loader has no decoded store to place)"
+        )
+    if cell.processes > 1 and cell.batch_size != "auto" and cell.batch_size % cell.processes:
+        raise ConfigError(
+            f"{section}: batch_size {cell.batch_size} does not split over {cell.processes} "
+            "processes (it is the global batch: use a multiple of processes)"
         )
     if cell.max_steps is not None and cell.max_steps < 1:
         raise ConfigError(f"{section}.max_steps must be >= 1 or null, got {cell.max_steps!r}")

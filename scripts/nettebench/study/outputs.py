@@ -29,3 +29,6 @@ FRONT_PAGE = "results/front_page.html"
 TABLE_NAMES += ("time_by_machine", "time_to_accuracy")
 FIGURE_NAMES = ("time_by_model_precision", "speedup_over_O0", "accuracy_curves", "throughput")
 FIGURE_NAMES += ("time_to_accuracy",)
+# Data-parallel cells against their one-process twins (report.tables.scaling).
+TABLE_NAMES += ("scaling",)
+FIGURE_NAMES += ("scaling",)

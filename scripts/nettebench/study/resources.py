@@ -8,6 +8,11 @@ on the slow side: compute rates are those of the study's own slowest hardware (i
 its 4-vCPU VM), the total is doubled, and nothing asks for less than :data:`MIN_RUNTIME_MIN`.
 A cell that still needs more gets it with ``--set-resources cell_train:runtime=...``.
 
+A data-parallel cell (``processes: N``) runs N processes on one node: its job asks for N GPUs
+(``gpu``, which the SLURM executor submits as ``--gpus=N``), N times the CPUs and the
+per-process memory (the decoded store once: its pages are shared), and the time of N devices
+sharing the work at perfect scaling (``SAFETY`` covers an efficiency down to one half).
+
 The workflow calls these functions while it plans (rules/common.smk), so this module imports
 nothing heavy: no torch, no torchvision, no pandas.
 """
@@ -130,8 +135,13 @@ def uses_gpu(cell: CellSpec) -> bool:
 
 
 def cpus(cell: CellSpec) -> int:
-    """One CPU per DataLoader worker, plus the training process itself."""
-    return cell.workers + 1
+    """One CPU per DataLoader worker, plus the training process itself, for each process."""
+    return (cell.workers + 1) * cell.processes
+
+
+def gpus(cell: CellSpec) -> int:
+    """One GPU per process of a cell that trains on a GPU, none otherwise."""
+    return cell.processes if uses_gpu(cell) else 0
 
 
 def _batch(cell: CellSpec) -> int:
@@ -144,9 +154,10 @@ def _pixels(cell: CellSpec) -> float:
 
 
 def train_memory_mb(cell: CellSpec, images: tuple[int, int], *, workers: bool = True) -> int:
-    """Host memory for training the cell (or, ``workers=False``, for its ceiling bench)."""
+    """Host memory for training the cell (or, ``workers=False``, for its ceiling bench): each
+    process's (its share of the batch, its workers), and a ``cached`` cell's store once."""
     cost = model_cost(cell.model)
-    batch = _batch(cell)
+    batch = max(1, _batch(cell) // cell.processes)
     gpu = uses_gpu(cell)
     mb = BASE_MB + (CUDA_HOST_MB if gpu else 0)
     # weights, gradients, momentum and one copy (fp32); on a GPU only the host-side copy
@@ -156,10 +167,12 @@ def train_memory_mb(cell: CellSpec, images: tuple[int, int], *, workers: bool = 
     if workers:
         batch_mb = batch * 3 * cell.image_size**2 * 4 / 2**20
         mb += cell.workers * (WORKER_MB + PREFETCH_BATCHES * batch_mb)
-        if cell.loader == "cached":  # the decoded store, mapped or copied into host memory
-            side = cell.store_resolution()
-            train_images, val_images = images  # train keeps whole frames, val a square
-            mb += (train_images * store_frame_width(side) + val_images * side) * side * 3 / 2**20
+    if cell.processes > 1:  # every process's, and the job's own (torchrun's agent)
+        mb = mb * cell.processes + BASE_MB
+    if workers and cell.loader == "cached":  # the decoded store, mapped or copied into host memory
+        side = cell.store_resolution()
+        train_images, val_images = images  # train keeps whole frames, val a square
+        mb += (train_images * store_frame_width(side) + val_images * side) * side * 3 / 2**20
     return _round_mb(max(MIN_MEM_MB, mb * MEM_SAFETY))
 
 
@@ -168,8 +181,10 @@ def _round_mb(mb: float) -> int:
 
 
 def _img_s(cell: CellSpec, flops_per_image: float, cores: int) -> float:
-    """Images per second of the model alone on the cell's device (slow-hardware rates)."""
-    rate = GPU_TFLOPS * 1e12 if uses_gpu(cell) else CPU_GFLOPS_PER_CORE * 1e9 * cores
+    """Images per second of the model alone on the cell's devices (slow-hardware rates; the
+    ``cores`` of every process on a CPU)."""
+    gpu = GPU_TFLOPS * 1e12 * cell.processes
+    rate = gpu if uses_gpu(cell) else CPU_GFLOPS_PER_CORE * 1e9 * cores
     return rate / flops_per_image
 
 
@@ -181,7 +196,8 @@ def train_seconds(cell: CellSpec, images: tuple[int, int], cores: int) -> float:
         train_images = min(train_images, cell.max_steps * batch)
         val_images = min(val_images, cell.max_steps * batch)
     forward = model_cost(cell.model).gflops * 1e9 * _pixels(cell)
-    loader = max(cell.workers, 1) * LOADER_IMG_S_PER_WORKER.get(cell.loader, 60.0)
+    workers = max(cell.workers, 1) * cell.processes
+    loader = workers * LOADER_IMG_S_PER_WORKER.get(cell.loader, 60.0)
     train_rate = min(_img_s(cell, 3 * forward, cores), loader)  # forward + backward
     val_rate = min(_img_s(cell, forward, cores), loader)
     epoch_s = train_images / train_rate + val_images / val_rate
@@ -212,7 +228,7 @@ def train_job(cell: CellSpec, images: tuple[int, int], *, ceiling: bool = False)
         cpus=cores,
         mem_mb=train_memory_mb(cell, images),
         runtime=_minutes(seconds),
-        gpu=int(uses_gpu(cell)),
+        gpu=gpus(cell),
     )
 
 
@@ -224,7 +240,7 @@ def bench_job(cell: CellSpec) -> JobResources:
         cpus=cores,
         mem_mb=train_memory_mb(cell, (0, 0), workers=False),
         runtime=_minutes(bench_seconds(cell, cores)),
-        gpu=int(uses_gpu(cell)),
+        gpu=gpus(cell),
     )
 
 

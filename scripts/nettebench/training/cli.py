@@ -48,7 +48,7 @@ from nettebench.models.errors import PretrainedWeightsUnavailable
 from nettebench.records import conditions, environment
 from nettebench.records import files as records
 from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
-from nettebench.training import checkpoint, finished, outcome, validity
+from nettebench.training import checkpoint, distributed, finished, launch, outcome, validity
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
 from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_name
 
@@ -80,7 +80,8 @@ def resolve_device(requested: str) -> torch.device:
         requested = "cuda" if torch.cuda.is_available() else "cpu"
     if torch.device(requested).type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("error: device cuda was asked for but torch sees no CUDA GPU")
-    return torch.empty(0, device=requested).device
+    # one GPU per process of a data-parallel cell (cuda:LOCAL_RANK)
+    return distributed.local_device(torch.empty(0, device=requested).device)
 
 
 def run_cell(
@@ -126,8 +127,9 @@ def run_cell(
     started_at = process_start_time() if started_at is None else started_at
     out_dir = Path(out_dir)
     if threads:
-        torch.set_num_threads(threads)
+        torch.set_num_threads(distributed.threads_share(threads))  # a process's share
     device = resolve_device(cell.device)
+    distributed.join(cell, device)  # processes > 1: this worker's process group
     if stamp is None:
         stamp_for_resume = validity.key(
             cell, device=device, data=data, store_dir=store_dir, builds_dir=builds_dir
@@ -144,13 +146,15 @@ def run_cell(
     )  # fmt: skip
     trained_at = time.time()
     extra_files: tuple[Path, ...] = ()
-    if after_epochs is not None:
+    if after_epochs is not None and distributed.runs_after_epochs(result["status"]):
         gc.collect()  # the cell's model, optimiser and loaders go before anything else runs
         if device.type == "cuda":
             torch.cuda.empty_cache()
         record["environment"] = collecting.result()
         extra_files = tuple(after_epochs(device, record, _measured_s(result)) or ())
-    return outcome.finish(
+    if not distributed.writes_results(result["status"]):  # rank 0 writes a data-parallel cell's
+        return distributed.rank_record(record, result, started_at)
+    record = outcome.finish(
         record,
         out_dir,
         started_at,
@@ -161,6 +165,8 @@ def run_cell(
         extra_files=extra_files,
         **result,
     )
+    distributed.after_outcome(record)
+    return record
 
 
 # A hook run right after a cell's epochs: (device, record, epochs_s) -> the files it wrote.
@@ -194,7 +200,7 @@ def _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir
             data_path=data,
             store_dir=store_dir,
             stop=stop,
-            probe=conditions.Probe(gpu=conditions.gpu_target(device)),
+            probe=conditions.Probe(gpu=conditions.gpu_target(device), pid=distributed.job_pid()),
             resume_key=key,
         )
     except (torch.OutOfMemoryError, MemoryError) as error:
@@ -309,6 +315,7 @@ def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> i
     if args.dataset is None:
         args.dataset = load_data_root(args.data).name
     cell = cell_from_args(args)
+    launch.prepare(cell, args.threads)  # processes > 1: the environment its processes will see
     key = result_key(cell, args)
     try:
         retrain = finished.retrain_requested(args.retrain)
@@ -321,6 +328,8 @@ def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> i
                 return 0
         for line in checkpoint.discard_stale(args.out_dir, key, retrain):
             print(line, file=sys.stderr, flush=True)
+        if distributed.launches(cell):  # processes > 1: torchrun runs this command N times
+            return launch.launch(parser.prog, argv, cell, args.threads, args.out_dir)
         hook = after_epochs(args) if after_epochs else None
         record = _run(cell, args, started_at, stop, key, hook)
     except Interrupted as interrupted:

@@ -33,7 +33,7 @@ from nettebench.records import conditions
 from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec
-from nettebench.training import checkpoint
+from nettebench.training import checkpoint, distributed
 from nettebench.training.apex import ApexTrainingStep, require_apex_amp
 from nettebench.training.interrupts import StopOnSignal, stop_between_batches
 from nettebench.training.loop import (
@@ -104,9 +104,9 @@ def make_runner(cell: CellSpec, device: torch.device, num_classes: int, batch_si
     model = build_model(cell.model, num_classes, pretrained=cell.pretrained)
     if cell.amp_backend == "apex":
         require_apex_amp()  # fails with what to do instead, before any work
-        return ApexTrainingStep(model, mode, device, **kwargs)
+        return distributed.wrap(ApexTrainingStep(model, mode, device, **kwargs))
 
-    return TrainingStep(model, mode, device, compile=cell.compile, **kwargs)
+    return distributed.wrap(TrainingStep(model, mode, device, compile=cell.compile, **kwargs))
 
 
 def choose_batch_size(
@@ -130,8 +130,9 @@ def choose_batch_size(
         while True:
             try:
                 runner = make_runner(trial_cell, device, num_classes, batch)
-                images = torch.randn(batch, 3, cell.image_size, cell.image_size)
-                targets = torch.randint(0, num_classes, (batch,), device=device)
+                local = distributed.local_batch(batch)  # each process's share of the batch
+                images = torch.randn(local, 3, cell.image_size, cell.image_size)
+                targets = torch.randint(0, num_classes, (local,), device=device)
                 for _ in range(2):
                     runner.step(runner.prepare_inputs(images), targets)
                 return batch
@@ -148,10 +149,14 @@ def choose_batch_size(
 
 
 def current_store(cell: CellSpec, data_path, store_dir: Path):
-    """The cell's decoded store, opened: built first when missing or stale."""
+    """The cell's decoded store, opened: built first when missing or stale (by one process of
+    a data-parallel cell, while the others wait)."""
     resolution = cell.store_resolution()
-    if not store.store_is_current(store_dir, data_path, resolution, "shorter_side"):
-        store_build.build_store(data_path, store_dir, resolution=resolution)
+    stale = not store.store_is_current(store_dir, data_path, resolution, "shorter_side")
+    if distributed.any_rank(stale):
+        if distributed.is_writer():
+            store_build.build_store(data_path, store_dir, resolution=resolution)
+        distributed.barrier()
     return store.open_store(store_dir)
 
 
@@ -266,6 +271,8 @@ def fit(
     # store is built for nothing.
     runner = make_runner(cell, device, num_classes, batch_size)
     loaders = build_loaders(cell, data_root, data_path, batch_size, device, store_dir)
+    loaders = distributed.shard(loaders, batch_size)  # processes > 1: this one's share
+    local_batch = distributed.local_batch(batch_size)
     result = FitResult(batch_size, None, 0.0, placement=loaders.placement)
     # A resident store is allocated before the epochs and stays: reported apart, so that the
     # peak memory of pil and cached cells compares the training's own.
@@ -280,11 +287,11 @@ def fit(
         result.earlier_wall_s = saved["wall_s"]
         print(f"resumed from the checkpoint after epoch {len(rows)}", flush=True)
     if cell.compile:
-        result.compile_s = compile_warmup(runner, batch_size, cell.image_size)
+        result.compile_s = compile_warmup(runner, local_batch, cell.image_size)
         print(f"compiled the model in {result.compile_s:.1f} s (apart from the epochs)", flush=True)
 
     steps_per_epoch = len(loaders.train)
-    train_batches = stop_between_batches(loaders.train, stop)
+    train_batches = stop_between_batches(loaders.train, distributed.agreed(stop))
     val_batches = stop_between_batches(loaders.val, stop)
     if stop:
         stop.defer()  # from here on a signal ends the epochs before the next batch
@@ -312,17 +319,21 @@ def fit(
                 warmup_steps=warmup_steps if epoch == first_epoch else 0,
                 progress=progress,
             )
+        train = distributed.combine_train(train)  # over every process
         val = evaluate(
-            runner,
+            distributed.local_model(runner),
             val_batches,
             total_steps=len(loaders.val),
             max_steps=cell.max_steps,
-            pad_to=val_padding(cell, device, batch_size),
+            pad_to=val_padding(cell, device, local_batch),
         )
+        val = distributed.combine_val(val, loaders.val)
         peak_mb = peak_memory_mb(device) - store_mb
         rows.append(epoch_row(epoch + 1, lr, train, val, peak_mb, steps_per_epoch))
         if probe:
             rows[-1].update(conditions.epoch_columns(probe.stop(epoch_window)))
+        if not distributed.is_writer():
+            continue  # rank 0 writes a data-parallel cell's epochs and checkpoints
         records.write_epochs(out_dir, rows)
         log_epoch(cell, rows[-1])
         if epoch + 1 < cell.epochs:  # after the last one the results are written instead

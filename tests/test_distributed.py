@@ -1,0 +1,339 @@
+"""Data-parallel cells for real on the CPU: two gloo processes under torchrun, one thread each.
+
+They learn like the one-process twin with the same global batch, write one set of results
+(rank 0), stop together on SIGINT, go with their job when it is killed outright, resume from the
+checkpoint, and a process that dies ends the cell with an error that names it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from nettebench.datasets.synthetic import generate
+from nettebench.report.collect import read_cells, runs_frame
+from nettebench.report.tables.scaling import scaling_frame
+from nettebench.study.cell import CellSpec
+from nettebench.training import launch
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="gloo processes under torchrun")
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """A small learnable synthetic dataset: 4 classes, 320 train and 100 val images at 40 px."""
+    root = tmp_path_factory.mktemp("dp")
+    generate(root, name="dp", size=40, train_images=320, val_images=100, num_classes=4, jobs=1)
+    return root / "dataset.json"
+
+
+def cell(**overrides) -> CellSpec:
+    values = dict(
+        dataset="dp", model="resnet18", batch_size=32, epochs=3, image_size=32, workers=0,
+        lr=0.04, processes=2,
+    )  # fmt: skip
+    return CellSpec(**{**values, **overrides})
+
+
+def command(tree: Path, out: Path, spec: CellSpec) -> list[str]:
+    return [
+        sys.executable, "-m", "nettebench.benchmarks.cell_job", "--data", str(tree),
+        "--out-dir", str(out), "--ceiling", str(out / "ceiling.json"),
+        "--threads", str(spec.processes),  # one thread per process, as the workflow asks
+        "--ceiling-steps", "3", "--ceiling-warmup-steps", "1", *spec.cli_args(),
+    ]  # fmt: skip
+
+
+def run(tree: Path, out: Path, spec: CellSpec) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        command(tree, out, spec), capture_output=True, text=True, timeout=600, check=False
+    )
+
+
+def start(tree: Path, out: Path, spec: CellSpec) -> subprocess.Popen:
+    return subprocess.Popen(
+        command(tree, out, spec), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+
+
+def workers_of(job: int) -> list[int]:
+    """The trainer processes torchrun started for the job (its direct children)."""
+    found = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == job:
+            found.append(int(stat.parent.name))
+    return found
+
+
+def wait_for(path: Path, job: subprocess.Popen, seconds: float = 300) -> None:
+    deadline = time.monotonic() + seconds
+    while not path.exists():
+        assert job.poll() is None, job.stdout.read()
+        assert time.monotonic() < deadline, f"no {path.name} after {seconds} s"
+        time.sleep(0.2)
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def gone_within(pids: list[int], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while any(alive(pid) for pid in pids):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.2)
+    return True
+
+
+def top1s(out: Path) -> list[float]:
+    lines = (out / "epochs.csv").read_text().splitlines()
+    column = lines[0].split(",").index("val_top1")
+    return [float(line.split(",")[column]) for line in lines[1:]]
+
+
+def test_two_processes_learn_like_one_and_fill_the_scaling_table(tree, tmp_path):
+    """The same global batch of 32 (16 per process): top-1 within the seeds' noise of the
+    1-process twin; rank 0 alone writes the results; a rerun restores them in the job."""
+    runs = {
+        name: run(tree, tmp_path / name, spec)
+        for name, spec in {
+            "one": cell(processes=1),
+            "one_seed1": cell(processes=1, seed=1),
+            "two": cell(),
+        }.items()
+    }
+    for name, done in runs.items():
+        assert done.returncode == 0, (name, done.stderr)
+    assert "data-parallel: torchrun" in runs["two"].stderr
+    assert "--nproc-per-node=2" in runs["two"].stderr
+    metrics = {name: json.loads((tmp_path / name / "metrics.json").read_text()) for name in runs}
+    two = metrics["two"]
+    assert two["cell"]["processes"] == 2 and two["status"] == "ok"
+    assert two["summary"]["batch_size_used"] == 32  # the global batch
+    top1 = {name: m["summary"]["final_top1"] for name, m in metrics.items()}
+    noise = abs(top1["one"] - top1["one_seed1"])
+    best = {name: m["summary"]["best_top1"] for name, m in metrics.items()}
+    # every run learns (4 classes: chance is 25 %; measured 59, 36 and 71 % after 3 epochs)
+    assert min(best.values()) >= 30, best
+    assert abs(top1["two"] - top1["one"]) <= max(2 * noise, 20), top1
+    ceiling = json.loads((tmp_path / "two" / "ceiling.json").read_text())
+    assert ceiling["status"] == "ok" and ceiling["cell"]["processes"] == 2
+    assert ceiling["batch_size"] == 32
+    table = scaling_frame(runs_frame(read_cells([tmp_path / n / "metrics.json" for n in runs])))
+    row = table[table["processes"] == 2].iloc[0]
+    assert row["efficiency"] == pytest.approx(
+        two["summary"]["train_img_s"] / (2 * row["twin_img_s"])
+    )
+    # a rerun restores the finished cell in the job itself: no process is started
+    again = run(tree, tmp_path / "two", cell())
+    assert again.returncode == 0 and "restored" in again.stderr, again.stderr
+    assert "torchrun" not in again.stderr
+
+
+def test_sigint_stops_every_process_within_seconds(tree, tmp_path):
+    out = tmp_path / "cell"
+    job = start(tree, out, cell(epochs=30))
+    wait_for(out / "checkpoint.pt", job)
+    workers = workers_of(job.pid)
+    assert len(workers) == 2
+    sent = time.monotonic()
+    job.send_signal(signal.SIGINT)
+    code = job.wait(timeout=60)
+    log = job.stdout.read()
+    assert code == 128 + signal.SIGINT, log
+    assert time.monotonic() - sent < 30
+    assert gone_within(workers, 5)
+    assert "interrupted by SIGINT" in log and "stopped in all 2 processes" in log
+    assert (out / "checkpoint.pt").is_file() and not (out / "metrics.json").exists()
+
+
+def test_a_killed_job_takes_its_processes_along_and_the_rerun_resumes(tree, tmp_path):
+    out = tmp_path / "cell"
+    spec = cell(epochs=3)
+    job = start(tree, out, spec)
+    wait_for(out / "checkpoint.pt", job)
+    workers = workers_of(job.pid)
+    job.kill()  # SIGKILL: no handler runs in the job
+    job.wait()
+    assert gone_within(workers, 15)  # each had asked for a SIGTERM when its parent dies
+    resumed = run(tree, out, spec)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resumed from the checkpoint after epoch" in resumed.stdout + resumed.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["summary"]["resumed_from_epoch"] >= 1
+    assert len(top1s(out)) == 3
+
+
+def test_a_process_that_dies_ends_the_cell_with_an_error_naming_it(tree, tmp_path):
+    out = tmp_path / "cell"
+    job = start(tree, out, cell(epochs=30))
+    wait_for(out / "checkpoint.pt", job)
+    workers = sorted(workers_of(job.pid))
+    environ = Path(f"/proc/{workers[1]}/environ").read_bytes().split(b"\0")
+    rank = next(e for e in environ if e.startswith(b"RANK=")).decode().split("=")[1]
+    os.kill(workers[1], signal.SIGKILL)
+    code = job.wait(timeout=60)
+    log = job.stdout.read()
+    assert code == 1, log
+    assert f"process {rank} of 2" in log and "was killed by SIGKILL" in log
+    assert "the others were stopped" in log
+    assert gone_within(workers, 5)
+
+
+def test_torchrun_command_shares_the_threads():
+    args = launch.torchrun_args("nettebench.benchmarks.cell_job", ["--x", "1"], 4, 16)
+    assert "--nproc-per-node=4" in args and "--max-restarts=0" in args
+    assert args[-2:] == ["--x", "1"]  # the job's own options, unchanged: the same key
+    assert args[args.index("-m") + 1] == "nettebench.benchmarks.cell_job"
+    assert launch.process_threads(3, 2) == 1 and launch.process_threads(1, 4) == 1
+    assert launch.module_of("python -m nettebench.training") == "nettebench.training"
+
+
+def _one_step(rank: int, world: int, init: str, out: str) -> None:
+    """One SGD step of a small model (no batch norm) on this rank's half of a fixed batch."""
+    import torch
+    import torch.distributed as dist
+
+    from nettebench.study import precision
+    from nettebench.training import distributed
+    from nettebench.training.step import TrainingStep
+
+    os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 4, 3), torch.nn.ReLU(), torch.nn.Flatten(), torch.nn.Linear(144, 3)
+    )
+    images, targets = torch.randn(8, 3, 8, 8), torch.randint(0, 3, (8,))
+    step = TrainingStep(
+        model, precision.get("O0"), torch.device("cpu"), lr=0.5, momentum=0.9, weight_decay=0
+    )
+    runner = distributed.wrap(step)
+    share = distributed.local_batch(8)
+    rows = slice(rank * share, (rank + 1) * share)
+    runner.step(images[rows], targets[rows])
+    if rank == 0:
+        torch.save(runner.state_dict()["model"], out)
+    dist.destroy_process_group()
+
+
+def test_two_processes_take_the_step_one_process_takes_on_the_whole_batch(tmp_path):
+    """DDP's all-reduced gradient of two half batches is the gradient of the global batch: the
+    weights after one step equal the one-process step's, and the checkpoint keys are plain."""
+    import torch
+    import torch.multiprocessing as mp
+
+    init = f"file://{tmp_path / 'rendezvous'}"
+    mp.spawn(_one_step, args=(2, init, str(tmp_path / "two.pt")), nprocs=2)
+    mp.spawn(
+        _one_step, args=(1, f"file://{tmp_path / 'alone'}", str(tmp_path / "one.pt")), nprocs=1
+    )
+    two, one = torch.load(tmp_path / "two.pt"), torch.load(tmp_path / "one.pt")
+    assert list(two) == list(one) == ["0.weight", "0.bias", "3.weight", "3.bias"]
+    for name in one:
+        assert torch.allclose(two[name], one[name], atol=1e-6), name
+
+
+@pytest.mark.workflow
+def test_the_workflow_submits_a_data_parallel_cell_with_a_gpu_per_process(tmp_path):
+    """What the executor gets for the job (SLURM's plugin submits gpu=N as --gpus=N, mem_mb as
+    --mem): N GPUs, the memory of N processes, and the trainer's --processes N. (The CPUs, N x
+    (workers + 1) on a cluster, are every core in a local run: tests/test_resources.py.)"""
+    from tests.workflow_helpers import copy_workflow, snakemake, write_config
+
+    workdir = copy_workflow(tmp_path)
+    config = write_config(
+        workdir,
+        {
+            "datasets": {"syn": {"synthetic": {"size": 40, "train_images": 64, "val_images": 16}}},
+            "matrix": {
+                "model": "resnet18",
+                "batch_size": 32,
+                "epochs": 1,
+                "workers": 3,
+                "processes": [1, 4],
+            },
+        },  # fmt: skip
+    )
+    dry = snakemake(
+        workdir, "-n", "-p", "--configfile", str(config), "--replace-workflow-config",
+        "--cores", "2", "--resources", "gpu=4",
+    ).stdout  # fmt: skip
+    jobs = dry.split("rule cell_train:")[1:]
+
+    def output(block):
+        return block.split("output:")[1].splitlines()[0]
+
+    def shell(block):
+        return block.split("Shell command:")[1].splitlines()[0]
+
+    four = next(block for block in jobs if "/processes~4/" in output(block))
+    one = next(block for block in jobs if "/processes~4/" not in output(block))
+
+    def asked(block):
+        return dict(re.findall(r"(\w+)=(\d+)", block.split("resources:")[1].splitlines()[0]))
+
+    resources = {"four": asked(four), "one": asked(one)}
+    assert resources["four"]["gpu"] == "4" and resources["one"]["gpu"] == "1"
+    assert int(resources["four"]["mem_mb"]) > 3 * int(resources["one"]["mem_mb"])
+    assert "--processes 4" in shell(four) and "--processes" not in shell(one)
+
+
+def _failure(codes: dict[int, int]):
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError, ProcessFailure
+
+    failures = {rank: ProcessFailure(rank, 1000 + rank, code, "") for rank, code in codes.items()}
+    return ChildFailedError("cell_job", failures)
+
+
+def test_an_out_of_memory_recorded_by_any_process_is_the_cells_result(tmp_path, capsys):
+    """The process that ran out of memory wrote metrics.json and exited with OOM_EXIT (so the
+    agent stopped the others, which may wait for it in an all-reduce): the job succeeds."""
+    from nettebench.training import distributed
+
+    started = time.time() - 1
+    (tmp_path / "metrics.json").write_text(json.dumps({"status": "oom"}))
+    failure = _failure({0: 143, 1: distributed.OOM_EXIT})
+    assert launch._failed(cell(), tmp_path, failure, started) == 0
+    assert "oom:" in capsys.readouterr().err
+    # an older metrics.json (an earlier run's) is not this launch's outcome
+    assert launch._failed(cell(), tmp_path, failure, time.time() + 60) == 1
+
+
+def test_a_stop_every_process_ended_on_is_an_interruption(tmp_path, capsys):
+    assert launch._failed(cell(), tmp_path, _failure({0: 130, 1: 130}), time.time()) == 130
+    assert "stopped in all 2 processes" in capsys.readouterr().err
+
+
+def test_processes_that_ran_out_of_memory_write_their_outcome_and_end(monkeypatch):
+    from nettebench.training import distributed
+
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("RANK", "1")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert distributed.writes_results("oom") and not distributed.writes_results("ok")
+    assert not distributed.runs_after_epochs("oom") and distributed.runs_after_epochs("ok")
+    with pytest.raises(SystemExit) as ended:
+        distributed.after_outcome({"status": "oom"})
+    assert ended.value.code == distributed.OOM_EXIT
+    assert distributed.threads_share(4) == 2 and distributed.local_batch(32) == 16
+    with pytest.raises(distributed.DistributedError, match="does not split over 2"):
+        distributed.local_batch(33)
