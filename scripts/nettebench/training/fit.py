@@ -28,7 +28,7 @@ from nettebench.data import store, store_build
 from nettebench.data.cached import build_cached_loaders
 from nettebench.data.pil import build_pil_loaders
 from nettebench.models.build import build_model
-from nettebench.records import conditions
+from nettebench.records import conditions, spread
 from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec
@@ -319,6 +319,8 @@ def epoch_row(epoch: int, lr: float, train, val, peak_mem_mb: float, steps: int)
         "train_images": train.images,
         "peak_mem_mb": peak_mem_mb,
         "extrapolated": train.extrapolated or val.extrapolated,
+        "step_ms": spread.step_ms_text(train.step_s),  # the steady steps' times (spread)
+        "_step_images": train.step_images,
         "_steps_run": train.steps_run,
         "_steps_per_epoch": steps,
     }
