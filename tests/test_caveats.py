@@ -166,3 +166,47 @@ def test_the_front_page_embeds_the_figure_and_keeps_its_top_in_view(tmp_path):
     # Snakemake's landing panel centres a tall description and cuts its top off: undone
     assert "div.h-screen.items-center { align-items: flex-start; }" in page
     assert compose("", b"", caption="a <b>").count("a &lt;b&gt;") == 2
+
+
+def test_above_the_ceiling_is_impossible_only_beyond_both_spreads(tmp_path):
+    """The ceiling's fast end is 2000 / 0.97 = 2,062 img/s. A cell whose median is 2,300 but
+    whose interval reaches down to 2,000 may be noise: its share stays, with the words why. A
+    doctored record whose whole interval sits above the fast end cannot be true: ✗."""
+    noisy = F.make_cell(
+        tmp_path, precision="O0", train_img_s=2300.0,
+        summary_extra={"train_img_s_low": 2000.0, "train_img_s_high": 2500.0},
+    )  # fmt: skip
+    F.make_ceiling(noisy, img_s=2000.0)
+    doctored = F.make_cell(
+        tmp_path, precision="O1", train_img_s=2300.0,
+        summary_extra={"train_img_s_low": 2080.0, "train_img_s_high": 2500.0},
+    )  # fmt: skip
+    F.make_ceiling(doctored, img_s=2000.0)
+    runs, text = _tables(tmp_path, [noisy, doctored])
+    within, beyond = _row(runs, "O0"), _row(runs, "O1")
+    assert within["above_ceiling"] == False and pd.isna(within["implausible"])  # noqa: E712
+    assert "within both spreads" in within["ceiling_exceeded"]
+    assert beyond["above_ceiling"] == True and pd.isna(beyond["ceiling_exceeded"])  # noqa: E712
+    assert "its interval from 2,080" in beyond["implausible"]
+    share = text["throughput"].split("## Share of the compute ceiling")[1].split("## Compute")[0]
+    assert "115.0" in share and share.count(C.IMPOSSIBLE_MARK) >= 1
+    assert "1 cell(s) have a figure that cannot be true" in text["headline"]
+
+
+def test_a_first_epoch_faster_than_the_later_ones_is_variation_not_impossible(tmp_path):
+    """Records made before epoch_variation wrote it as an anomaly; neither is ✗ now."""
+    old = F.make_cell(
+        tmp_path, precision="O0",
+        summary_extra={"anomalies": [
+            "first epoch 1.0 s faster than the later epochs' median 4.2 s (noise 0.2 s): "
+            "conditions changed between epochs"
+        ]},
+    )  # fmt: skip
+    new = F.make_cell(
+        tmp_path, precision="O1",
+        summary_extra={"epoch_variation": "epoch-to-epoch variation: the first epoch took 3.2 s"},
+    )  # fmt: skip
+    runs, text = _tables(tmp_path, [old, new])
+    assert runs["implausible"].isna().all()
+    assert "cannot be true" not in text["headline"]
+    assert _row(runs, "O1")["epoch_variation"].startswith("epoch-to-epoch variation")

@@ -30,6 +30,7 @@ from nettebench.study.precision import PRECISIONS, emulated_reason
 
 INTERFERENCE_MARK = "‡"  # suffix: timed under interference
 IMPOSSIBLE_MARK = "✗"  # in place of a figure that cannot be true as measured
+UNSTABLE_MARK = "§"  # suffix: the cell's steps spread by a tenth of their mean or more
 EMULATED_LABEL = "(emulated)"  # after a precision's name in a column header
 
 # The columns runs.csv gets, after the ceiling's (report.collect.CEILING_COLUMNS).
@@ -193,6 +194,30 @@ def cell_caveat(seeds: Sequence[Mapping[str, Any]], subject: str) -> tuple[bool,
     impossible = subject == "share" and any(_flag(s.get("above_ceiling")) for s in seeds)
     disturbed = any(_flag(s.get(column)) for s in seeds for column in SUBJECTS[subject])
     return impossible, INTERFERENCE_MARK if disturbed else ""
+
+
+def own_interval(ok: Any, columns: tuple[str, str]) -> tuple[float, float] | None:
+    """A one-seed cell's own interval (its ``columns``, low and high), when it has one."""
+    low, high = (ok[c].iloc[0] if c in ok and len(ok) else None for c in columns)
+    low, high = _number(low), _number(high)
+    return None if low is None or high is None else (low, high)
+
+
+def unstable_reasons(seeds: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The ``unstable`` texts of a table cell's finished seeds (seed-prefixed when several)."""
+    texts = [(s.get("seed"), _text(s.get("unstable"))) for s in seeds]
+    texts = [(seed, text) for seed, text in texts if text]
+    if len(seeds) == 1:
+        return [text for _, text in texts]
+    return [f"seed {seed}: {text}" for seed, text in texts]
+
+
+def unstable_note(reasons: Sequence[str]) -> str:
+    return (
+        f"{UNSTABLE_MARK} unstable: the cell's steady steps spread by a tenth of their mean or "
+        "more (standard deviation >= 10 % of the mean, pyperf's rule), so one number describes "
+        "them poorly; its interval still holds. " + "; ".join(reasons) + "."
+    )
 
 
 def emulated_header(precision: str, seeds: Sequence[Mapping[str, Any]]) -> str:
