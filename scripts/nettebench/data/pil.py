@@ -33,6 +33,9 @@ class Loaders:
     # cached loader: where its store is, "resident" (the training device's memory; on a CPU,
     # host memory) or "streamed" (host memory, streamed to the GPU); None for the pil loader
     placement: str | None = None
+    # batches in the full validation set when ``val`` is its max_steps sample (data.val_sample),
+    # so validation time is extrapolated to the full set; None when ``val`` is the full set
+    val_steps_full: int | None = None
 
 
 def build_pil_loaders(

@@ -24,7 +24,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from nettebench.data import store, store_build
+from nettebench.data import store, store_build, val_sample
 from nettebench.data.cached import build_cached_loaders
 from nettebench.data.pil import build_pil_loaders
 from nettebench.models.build import build_model
@@ -165,13 +165,20 @@ def compile_warmup(runner, batch_size: int, image_size: int) -> float:
 
 def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device, store_dir: Path):
     """The cell's input pipeline: the reference PIL loader, or batches from the decoded store
-    (``data_path``, the dataset.json or tree the cell was given, identifies the store's source)."""
+    (``data_path``, the dataset.json or tree the cell was given, identifies the store's source).
+    With ``max_steps`` validation reads a fixed class-balanced sample
+    (:mod:`nettebench.data.val_sample`), and ``val_steps_full`` keeps the full set's batches."""
+    sample = val_sample.sample_size(cell.max_steps, batch_size)
     if cell.loader == "cached":
         resolution = cell.store_resolution()
         if not store.store_is_current(store_dir, data_path, resolution, "shorter_side"):
             store_build.build_store(data_path, store_dir, resolution=resolution)
-        return build_cached_loaders(
-            store.open_store(store_dir),
+        opened = store.open_store(store_dir)
+        full_val = len(opened.val_labels)
+        if sample is not None:
+            opened = val_sample.balanced_store(opened, sample)
+        loaders = build_cached_loaders(
+            opened,
             image_size=cell.image_size,
             batch_size=batch_size,
             device=device,
@@ -179,8 +186,11 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
             workers=cell.workers,
             placement=cell.store_placement,
         )
+        if sample is not None:
+            loaders.val_steps_full = -(-full_val // batch_size)
+        return loaders
 
-    return build_pil_loaders(
+    loaders = build_pil_loaders(
         data_root.train_dir,
         data_root.val_dir,
         image_size=cell.image_size,
@@ -189,6 +199,10 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
         pin_memory=device.type == "cuda",
         skip=data_root.skipped,
     )
+    if sample is not None:
+        loaders.val_steps_full = len(loaders.val)
+        loaders.val = val_sample.balanced_loader(loaders.val, sample)
+    return loaders
 
 
 def fit(
@@ -275,7 +289,7 @@ def fit(
         val = evaluate(
             runner,
             val_batches,
-            total_steps=len(loaders.val),
+            total_steps=loaders.val_steps_full or len(loaders.val),
             max_steps=cell.max_steps,
             pad_to=val_padding(cell, device, batch_size),
         )
