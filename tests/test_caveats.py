@@ -73,7 +73,8 @@ def test_interference_is_marked_in_every_table_that_shows_the_number(tmp_path):
     assert "1 of 2 measured timed windows ran under interference" in conditions
     assert "| quiet |" in conditions
     front = text["headline"]
-    assert front.startswith('<p class="caveats">')
+    assert front.startswith('<p class="answer">')  # the answer in words, then the caveats
+    assert front.index('<p class="answer">') < front.index('<p class="caveats">')
     assert "1 of 2 cells were timed under interference" in front
     assert "<h2>Time by model and precision</h2>" in front and "<table>" in front
 

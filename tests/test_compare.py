@@ -66,3 +66,44 @@ def test_a_cells_img_s_shows_its_interval_and_an_unstable_cell_its_cause(tmp_pat
     assert f"100 [90-110]{C.UNSTABLE_MARK} |" in rates
     assert f"{C.UNSTABLE_MARK} unstable" in rates and f"resnet18 O1: {why}" in rates
     assert "order-statistic (binomial) 95 % interval of the median" in text["throughput"]
+
+
+def _cpu_cell(tmp_path, precision, loader, blocks, env=None):
+    return F.make_cell(
+        tmp_path,
+        precision=precision,
+        device_type="cpu",
+        env=env,
+        extra_cell={"loader": loader},
+        train_img_s=sum(blocks) / len(blocks),
+        summary_extra={"train_block_img_s": blocks},
+    )
+
+
+def test_the_front_page_answers_in_words_only_what_the_data_support(tmp_path):
+    emulated = {"cpu_capability": "AVX2", "bf16_native": False}
+    cached = [1.1 * r for r in STEADY]
+    bf16 = [0.18 * r for r in STEADY]
+    paths = [
+        _cpu_cell(tmp_path, "O0", "pil", STEADY, emulated),
+        _cpu_cell(tmp_path, "O0", "cached", cached, emulated),
+        _cpu_cell(tmp_path, "bf16", "pil", bf16, emulated),
+    ]
+    _, text = _tables(tmp_path, paths)
+    front = text["headline"]
+    speedup = stats.ratio_interval(cached, STEADY)
+    assert (
+        f"On a CPU ({F.CPU_MODEL}), <code>cached</code> trains resnet18 (precision O0) "
+        f"{speedup.ratio:.2f}x faster than <code>pil</code> (95 % interval "
+        f"{speedup.low:.2f}-{speedup.high:.2f}x over their steady steps)."
+    ) in front
+    assert "bf16 is emulated on this CPU: 0.18x O0 on resnet18 (loader pil)" in front
+    assert front.index('<p class="answer">') < front.index('<p class="caveats">')
+
+
+def test_a_difference_within_the_noise_is_not_stated_as_one(tmp_path):
+    same = [r * (1 + (-1) ** i * 0.08) for i, r in enumerate(STEADY)]
+    paths = [_cpu_cell(tmp_path, "O0", "pil", STEADY), _cpu_cell(tmp_path, "O0", "cached", same)]
+    _, text = _tables(tmp_path, paths)
+    assert "faster than" not in text["headline"] and "slower than" not in text["headline"]
+    assert "at speeds the noise cannot tell apart" in text["headline"]
