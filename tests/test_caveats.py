@@ -6,10 +6,12 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 import record_factory as F
+from matplotlib.text import Text
 
 from nettebench.report import caveats as C
 from nettebench.report.aggregate import aggregate
 from nettebench.report.facets import caveat_marks
+from nettebench.report.figures import plot_throughput
 
 BUSY = ("other processes used 48% of the job's 16 CPUs (460.8 CPU-s in 60.0 s)",)
 
@@ -211,3 +213,40 @@ def test_a_first_epoch_faster_than_the_later_ones_is_variation_not_impossible(tm
     assert runs["implausible"].isna().all()
     assert "cannot be true" not in text["headline"]
     assert _row(runs, "O1")["epoch_variation"].startswith("epoch-to-epoch variation")
+
+
+def _drawn_texts(fig) -> list[str]:
+    return [t.get_text() for t in fig.findobj(Text) if t.get_text()]
+
+
+def test_the_drawn_throughput_figure_carries_its_marks_in_its_own_texts(tmp_path):
+    """The marks as matplotlib draws them (its Text artists), not only the frame's column."""
+    doctored = F.make_cell(
+        tmp_path, precision="O0", train_img_s=2300.0,
+        summary_extra={"train_img_s_low": 2200.0, "train_img_s_high": 2400.0},
+    )  # fmt: skip
+    F.make_ceiling(doctored, img_s=2000.0)
+    busy = F.make_cell(tmp_path, precision="O1", conditions=F.window(0.48, reasons=BUSY))
+    F.make_ceiling(busy)
+    noisy = F.make_cell(
+        tmp_path, precision="O2", train_img_s=2050.0,
+        summary_extra={"train_img_s_low": 1900.0, "train_img_s_high": 2200.0, "unstable": "x"},
+    )  # fmt: skip
+    F.make_ceiling(noisy, img_s=2000.0)
+    runs, _ = _tables(tmp_path, [doctored, busy, noisy])
+    texts = _drawn_texts(plot_throughput(runs))
+    over_bars = [t for t in texts if set(t) <= set("✗‡≈§")]
+    assert sorted(over_bars) == sorted([C.IMPOSSIBLE_MARK, C.INTERFERENCE_MARK, "≈§"])
+    legend = "\n".join(texts)
+    assert "✗ faster than its own ceiling beyond both spreads" in legend
+    assert "‡ timed under interference" in legend
+    assert "≈ above its ceiling's median, within both spreads" in legend
+    assert "§ unstable" in legend
+
+
+def test_a_figure_without_caveats_draws_no_marks(tmp_path):
+    quiet = F.make_cell(tmp_path, precision="O0", conditions=F.window())
+    F.make_ceiling(quiet)
+    runs, _ = _tables(tmp_path, [quiet])
+    texts = _drawn_texts(plot_throughput(runs))
+    assert not [t for t in texts if set(t) & set("✗‡≈§")]

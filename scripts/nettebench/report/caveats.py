@@ -31,6 +31,7 @@ from nettebench.study.precision import PRECISIONS, emulated_reason
 INTERFERENCE_MARK = "‡"  # suffix: timed under interference
 IMPOSSIBLE_MARK = "✗"  # in place of a figure that cannot be true as measured
 UNSTABLE_MARK = "§"  # suffix: the cell's steps spread by a tenth of their mean or more
+WITHIN_NOISE_MARK = "≈"  # suffix: above its ceiling, but within both their spreads
 EMULATED_LABEL = "(emulated)"  # after a precision's name in a column header
 
 # The columns runs.csv gets, after the ceiling's (report.collect.CEILING_COLUMNS).
@@ -194,6 +195,19 @@ def cell_caveat(seeds: Sequence[Mapping[str, Any]], subject: str) -> tuple[bool,
     impossible = subject == "share" and any(_flag(s.get("above_ceiling")) for s in seeds)
     disturbed = any(_flag(s.get(column)) for s in seeds for column in SUBJECTS[subject])
     return impossible, INTERFERENCE_MARK if disturbed else ""
+
+
+def exceeded(seeds: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any seed trained above its ceiling's median within both spreads."""
+    return any(_text(s.get("ceiling_exceeded")) for s in seeds)
+
+
+WITHIN_NOISE_NOTE = (
+    f"{WITHIN_NOISE_MARK} above 100 % within the noise: the cell's img/s is above its ceiling's "
+    "median but its interval reaches below the ceiling's fast end (the rate of its fastest "
+    "tenth of steps), so the two differ by no more than they vary (`ceiling_exceeded` in "
+    "runs.csv); not a pipeline faster than no pipeline."
+)
 
 
 def own_interval(ok: Any, columns: tuple[str, str]) -> tuple[float, float] | None:

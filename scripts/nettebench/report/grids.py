@@ -104,6 +104,7 @@ class Grid:
     impossible: bool = False
     emulated: str | None = None  # the note naming the CPU, when a column is emulated
     unstable: list[str] | None = None  # "<row> <precision>: why", for each cell marked unstable
+    within_noise: bool = False  # a share above 100 % within both spreads is marked
 
     def notes(self) -> list[str]:
         notes = []
@@ -120,6 +121,7 @@ class Grid:
         notes = [C.interference_note(self.interference)] if self.interference else []
         notes += [C.IMPOSSIBLE_NOTE] if self.impossible else []
         notes += [C.unstable_note(self.unstable)] if self.unstable else []
+        notes += [C.WITHIN_NOISE_NOTE] if self.within_noise else []
         return notes + ([self.emulated] if self.emulated else [])
 
 
@@ -154,7 +156,7 @@ def model_precision_grids(
         labels = T.row_labels(table, row_keys(runs))
         precisions = T.sort_precisions(table["precision"])
         rows, counts, approx, partial = [], [], False, False
-        marked, impossible, unstable = False, False, []
+        marked, impossible, unstable, within_noise = False, False, [], False
         for label in labels.unique():
             row = [label]
             for precision in precisions:
@@ -182,6 +184,9 @@ def model_precision_grids(
                     withheld, mark = C.cell_caveat(ok.to_dict("records"), caveats)
                     row[-1] = C.IMPOSSIBLE_MARK if withheld else text + mark
                     marked, impossible = marked or bool(mark), impossible or withheld
+                    if caveats == "share" and not withheld and C.exceeded(ok.to_dict("records")):
+                        row[-1] += C.WITHIN_NOISE_MARK
+                        within_noise = True
                     why = C.unstable_reasons(ok.to_dict("records")) if interval else []
                     if why and not withheld:
                         row[-1] += C.UNSTABLE_MARK
@@ -210,6 +215,7 @@ def model_precision_grids(
                 impossible=impossible,
                 emulated=C.emulated_note(finished.to_dict("records")) if emulated else None,
                 unstable=unstable or None,
+                within_noise=within_noise,
             )
         )
     return grids
