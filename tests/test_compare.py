@@ -107,3 +107,25 @@ def test_a_difference_within_the_noise_is_not_stated_as_one(tmp_path):
     _, text = _tables(tmp_path, paths)
     assert "faster than" not in text["headline"] and "slower than" not in text["headline"]
     assert "at speeds the noise cannot tell apart" in text["headline"]
+
+
+def test_a_loader_comparison_is_widened_by_the_drift_its_identical_ceilings_show(tmp_path):
+    """Both O0 cells' ceilings measure the same steps; 12 % apart, they say the machine drifted
+    between the two jobs by that much, so a 10 % difference is no longer supported."""
+    cached = [1.1 * r for r in STEADY]
+    pil = _cpu_cell(tmp_path, "O0", "pil", STEADY)
+    F.make_ceiling(pil, img_s=200.0)
+    fast = _cpu_cell(tmp_path, "O0", "cached", cached)
+    F.make_ceiling(fast, img_s=224.0)
+    _, text = _tables(tmp_path, [pil, fast])
+    front = text["headline"]
+    assert "faster than" not in front and "noise cannot tell apart" in front
+    assert "widened by the 12% their identical ceilings differed" in front
+    # the same cells with agreeing ceilings: the 10 % stands
+    (tmp_path / "b").mkdir()
+    pil = _cpu_cell(tmp_path / "b", "O0", "pil", STEADY)
+    F.make_ceiling(pil, img_s=200.0)
+    fast = _cpu_cell(tmp_path / "b", "O0", "cached", cached)
+    F.make_ceiling(fast, img_s=201.0)
+    _, text = _tables(tmp_path / "b", [pil, fast])
+    assert "1.10x faster than <code>pil</code>" in text["headline"]

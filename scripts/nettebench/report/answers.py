@@ -11,6 +11,7 @@ reader never quotes noise as a result. A precision the CPU emulated says so firs
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 import pandas as pd
@@ -18,7 +19,7 @@ import pandas as pd
 from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.compare import BASELINE_PRECISION, cells_speedup, seconds
+from nettebench.report.compare import BASELINE_PRECISION, ceiling_drift, cells_speedup, seconds
 from nettebench.report.grids import GROUP_KEYS, device_title, groups, row_keys
 
 REFERENCE_LOADER = "pil"
@@ -44,6 +45,9 @@ def verdict(reference: pd.DataFrame, other: pd.DataFrame) -> tuple[float, str, b
         if within.low is None:
             return within.ratio, "too few steps for an interval", None
         how = f"95 % interval {within.low:.2f}-{within.high:.2f}x over their steady steps"
+        drift = ceiling_drift(reference, other)
+        if drift is not None:
+            how += f", widened by the {math.expm1(drift):.0%} their identical ceilings differed"
         return within.ratio, how, within.supported
     base, found = seconds(reference), seconds(other)
     if not base or not found:

@@ -15,6 +15,7 @@ version against the first) and the report's front page (each loader against the 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -64,13 +65,39 @@ def ratio_text(found: stats.Ratio) -> str:
     return text if found.supported else f"{text} {stats.NOT_SUPPORTED_MARK}"
 
 
+# What makes two cells' compute ceilings the same measurement (their ratio should be 1).
+SAME_CEILING = ("model", "precision", "batch_size", "image_size", "device_type")
+
+
+def ceiling_drift(reference: pd.DataFrame, other: pd.DataFrame) -> float | None:
+    """|log| of the ratio of two single-seed cells' compute ceilings when both measured the
+    same thing (same model, precision, batch, image size, device: a loader comparison), so any
+    difference between them is the machine drifting between the two jobs; else None."""
+    a, b = (cells[cells["status"] == records.STATUS_OK] for cells in (reference, other))
+    if len(a) != 1 or len(b) != 1 or "ceiling_img_s" not in a:
+        return None
+    if any(str(a[k].iloc[0]) != str(b[k].iloc[0]) for k in SAME_CEILING if k in a):
+        return None
+    ceilings = pd.to_numeric(pd.concat([a["ceiling_img_s"], b["ceiling_img_s"]]), errors="coerce")
+    if ceilings.isna().any() or (ceilings <= 0).any():
+        return None
+    return abs(math.log(ceilings.iloc[0] / ceilings.iloc[1]))
+
+
 def cells_speedup(reference: pd.DataFrame, other: pd.DataFrame) -> stats.Ratio | None:
     """The within-cell comparison of two single-seed cells (other's steady rate over the
-    reference's: above 1, other is faster); None when a side has several seeds or no steps."""
+    reference's: above 1, other is faster); None when a side has several seeds or no steps.
+
+    The steps' interval says what the noise within the two jobs allows; between the jobs the
+    machine itself may drift (another tenant, the clock). Where both cells measured the same
+    compute ceiling in their own jobs, the ceilings' disagreement is that drift, and the
+    interval is widened by it on both sides (``stats.widen``)."""
     base, found = single_blocks(reference), single_blocks(other)
     if base is None or found is None:
         return None
-    return stats.ratio_interval(found, base)
+    result = stats.ratio_interval(found, base)
+    drift = ceiling_drift(reference, other)
+    return result if drift is None else stats.widen(result, drift)
 
 
 def cells_speedup_text(

@@ -46,8 +46,10 @@ COMPARISON_NOTE = (
     "a side). With one seed a side the speed-up is that of the two cells' steady training "
     "rates, `1.10x [1.04-1.16]`: the ratio of the geometric means of their block rates (img/s "
     "of 10 consecutive runs of steady steps each) with Welch's 95 % interval on their "
-    f"logarithms, {NOT_SUPPORTED_MARK} when the interval holds 1; it says what the noise within "
-    "the two runs allows, not how a rerun would vary (more seeds, `seed: [0, 1, 2]`, say that). "
+    "logarithms, widened on both sides by how far the two cells' compute ceilings differed where "
+    "they measured the same thing (drift of the machine between the two jobs), and "
+    f"{NOT_SUPPORTED_MARK} when it holds 1; it says what the noise within and between the two "
+    "jobs allows, not how a rerun would vary (more seeds, `seed: [0, 1, 2]`, say that). "
     f"{UNTESTED_MARK}: records without step times and one seed a side: nothing to test."
 )
 
@@ -227,6 +229,15 @@ def ratio_interval(a: Iterable[Any], b: Iterable[Any], confidence: float = CONFI
     p = t_two_sided_p((sa.mean - sb.mean) / se, df)
     low, high = math.exp(sa.mean - sb.mean - half), math.exp(sa.mean - sb.mean + half)
     return Ratio(ratio, low, high, df, p, not low <= 1 <= high)
+
+
+def widen(found: Ratio, log_margin: float) -> Ratio:
+    """``found`` with its interval widened by ``log_margin`` on the log scale on both sides
+    (a known systematic uncertainty, such as drift between two jobs), its verdict redone."""
+    if found.low is None or log_margin <= 0:
+        return found
+    low, high = found.low * math.exp(-log_margin), found.high * math.exp(log_margin)
+    return Ratio(found.ratio, low, high, found.df, found.p, not low <= 1 <= high)
 
 
 # ------------------------------------------------------------------------------------ as text
