@@ -140,7 +140,7 @@ def _precision_sentences(where: str, table: pd.DataFrame, keys: list[str]) -> li
             if emulated:
                 ratio, how, _ = result
                 found.append(
-                    f"{where}{precision} is emulated on this CPU: {ratio:.2f}x "
+                    f"{where}{precision} is emulated: {ratio:.2f}x "
                     f"{BASELINE_PRECISION} on {subject} ({how})."
                 )
             else:
