@@ -136,7 +136,11 @@ def _strip_docstrings(tree: ast.Module) -> ast.Module:
         first = body[0] if isinstance(body, list) and body else None
         value = first.value if isinstance(first, ast.Expr) else None
         if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            body[0] = ast.Pass()
+            # the module's goes (``from __future__`` must stay first); a function keeps a body
+            if isinstance(node, ast.Module) or len(body) > 1:
+                del body[0]
+            else:
+                body[0] = ast.Pass()
     return tree
 
 
@@ -160,6 +164,17 @@ def run_tests(base: Path, code: Path, tests: list[str], select: str | None = Non
     except subprocess.TimeoutExpired:
         return False  # a mutant that hangs the tests is caught
     return done.returncode == 0
+
+
+def unparsed_passes(base: Path, module: Path, tests: list[str], select: str | None) -> bool:
+    """The control: the module as the mutants are written (docstrings out, ``ast.unparse``)
+    but unmutated must pass its tests, or every mutant would look killed."""
+    relative = module.resolve().relative_to(ROOT)
+    tree = _strip_docstrings(ast.parse((base / relative).read_text(encoding="utf-8")))
+    with tempfile.TemporaryDirectory(prefix="mutant-") as tmp:
+        shutil.copytree(base / "scripts", Path(tmp) / "scripts")
+        (Path(tmp) / relative).write_text(ast.unparse(ast.fix_missing_locations(tree)))
+        return run_tests(base, Path(tmp), tests, select)
 
 
 def mutation_run(
@@ -196,6 +211,10 @@ def main() -> int:
     args = parser.parse_args()
     base = snapshot()
     for target in args.targets:
+        module = target.split("=", 1)[0]
+        if not unparsed_passes(base, Path(module), target.split("=", 1)[1].split(","), args.select):
+            print(f"{module}: its tests fail on the unparsed, unmutated code", file=sys.stderr)
+            return 1
         module, tests = target.split("=", 1)
         if not run_tests(base, base, tests.split(","), args.select):
             print(f"{module}: its tests fail on the unmutated code", file=sys.stderr)
