@@ -6,7 +6,14 @@ the wall time; each job's seconds (Snakemake's ``benchmark:`` files and the log'
 the load average before and after and the share of the CPUs other processes took during the
 run (``/proc/stat`` minus the run's own process tree, as the trainer measures its epochs); the
 CPU as the records describe it; and what the tables printed: time, train img/s, ceiling, share
-of the ceiling, and the caveats (interference, impossible figures, emulated precisions).
+of the ceiling, and the caveats (interference, impossible figures, emulated precisions);
+each cell's spread (steady img/s with its 95 % interval, the steps' sd / mean, unstable) and
+the report's answer in words (one sentence per comparison, with its interval and verdict).
+
+``--runs N`` runs the quick start N times in a row, each in a fresh copy, and ends with the
+table a note needs: per cell and run, seconds for the epochs and steady img/s with its interval
+and marks (``✗`` impossible, ``‡`` interference, ``§`` unstable, ``~`` extrapolated), then
+each run's comparisons and whether all runs agree on the direction of every supported one.
 
 ``--avx2`` makes an AVX-512/AMX machine behave like an AVX2-only CPU (no native bf16), the case
 the quick start is sized for: ``ATEN_CPU_CAPABILITY=avx2`` (torch's own kernels) and
@@ -14,15 +21,17 @@ the quick start is sized for: ``ATEN_CPU_CAPABILITY=avx2`` (torch's own kernels)
 loops beside the quick start, to see what the records and tables say under deliberate load.
 Asserts nothing (performance goals live in benchmarks, not in timed tests)::
 
-    python tests/bench_quickstart.py --avx2 [--interfere 1] [--keep DIR] [--json OUT]
+    python tests/bench_quickstart.py --avx2 [--runs 3] [--interfere 1] [--keep DIR] [--json OUT]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import html
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -61,16 +70,63 @@ def _table_lines(workdir: Path, name: str, contains: str) -> list[str]:
     return [line for line in path.read_text().splitlines() if contains in line]
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
-    )
-    parser.add_argument("--avx2", action="store_true", help="cap torch and oneDNN at AVX2")
-    parser.add_argument("--interfere", type=int, default=0, help="busy loops run beside it")
-    parser.add_argument("--keep", type=Path, help="run in this folder and keep it")
-    parser.add_argument("--json", type=Path, help="also write the numbers here")
-    args = parser.parse_args()
+def _number(value) -> float | None:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
 
+
+def cell_text(row: dict) -> str:
+    """``13.2 s, 127 [120-133] img/s`` plus marks: one cell of the runs-side-by-side table."""
+    seconds, rate = _number(row.get("time_for_epochs_s")), _number(row.get("train_img_s"))
+    if seconds is None or rate is None:
+        return row.get("status") or ""
+    low, high = _number(row.get("train_img_s_low")), _number(row.get("train_img_s_high"))
+    spread = f" [{low:.0f}-{high:.0f}]" if low is not None and high is not None else ""
+    marks = "~" if row.get("extrapolated") == "True" else ""
+    text = f"{marks}{seconds:.1f} s, {rate:.0f}{spread} img/s"
+    if row.get("implausible"):
+        text += " **✗**"
+    if row.get("interference") == "True" or row.get("ceiling_interference") == "True":
+        text += " ‡"
+    if row.get("unstable"):
+        text += f" § (sd/mean {float(row['train_step_cv']):.0%})"
+    return text
+
+
+def cell_name(row: dict) -> str:
+    kind = "CPU baseline" if row.get("kind") == "cpu_baseline" else "cell"
+    steps = f" (max_steps {row['max_steps']})" if row.get("max_steps") not in ("", None) else ""
+    return f"{kind} {row.get('precision')} `{row.get('loader')}`{steps}"
+
+
+def answers(workdir: Path) -> list[str]:
+    """The report's answer in words (results/tables/headline.html's answer paragraphs)."""
+    text = (workdir / "results" / "tables" / "headline.html").read_text(encoding="utf-8")
+    found = re.findall(r'<p class="answer">(.*?)</p>', text)
+    return [html.unescape(re.sub(r"</?code>", "`", line)) for line in found]
+
+
+# A supported comparison's sentence (report/answers.py): who, on what, faster or slower.
+SUPPORTED = re.compile(
+    r"^On (?P<where>.*?), (?P<other>\S+) trains (?P<subject>.*?) (?:\d+\.\d+x )?"
+    r"(?P<direction>faster|slower) than (?P<reference>[^ :]+)"
+)
+
+
+def directions(sentences: list[str]) -> dict[str, str]:
+    """Per supported comparison ("`cached` vs `pil` on resnet18 ..."), faster or slower."""
+    found = {}
+    for line in sentences:
+        match = SUPPORTED.match(line)
+        if match:
+            key = f"{match['other']} vs {match['reference']} on {match['subject']}"
+            found[key] = match["direction"]
+    return found
+
+
+def run_once(args) -> dict:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(AVX2_ONLY if args.avx2 else {})}
     tmp = None if args.keep else tempfile.mkdtemp(prefix="quickstart-")
     workdir = copy_workflow(args.keep or Path(tmp))
@@ -104,7 +160,7 @@ def main() -> int:
         process.kill()
     if returncode != 0:
         print(output[-4000:])
-        return returncode
+        raise SystemExit(returncode)
 
     with open(workdir / "results" / "tables" / "runs.csv", encoding="utf-8") as handle:
         runs = list(csv.DictReader(handle))
@@ -135,6 +191,15 @@ def main() -> int:
                     "ceiling_img_s",
                     "ceiling_share",
                     "final_top1",
+                    "train_img_s_low",
+                    "train_img_s_high",
+                    "train_steps_steady",
+                    "train_step_cv",
+                    "unstable",
+                    "epoch_variation",
+                    "extrapolated",
+                    "max_steps",
+                    "status",
                     "interference",
                     "interference_reasons",
                     "ceiling_interference",
@@ -148,12 +213,62 @@ def main() -> int:
         "share_table": _table_lines(workdir, "throughput", "| resnet18"),
         "timed_windows": _table_lines(workdir, "timing_conditions", "| resnet18"),
         "log_lines": len(snakemake_log(workdir).splitlines()),
+        "answers": answers(workdir),
+        "table_cells": {cell_name(row): cell_text(row) for row in runs},
     }
-    print(json.dumps(summary, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(summary, indent=2) + "\n")
     if tmp:
         shutil.rmtree(tmp, ignore_errors=True)
+    return summary
+
+
+def side_by_side(summaries: list[dict]) -> str:
+    """The note's table: one row per cell, one column per run; then the comparisons."""
+    names = list(dict.fromkeys(n for s in summaries for n in s["table_cells"]))
+    runs = range(1, len(summaries) + 1)
+    lines = ["| cell | " + " | ".join(f"run {i}" for i in runs) + " |"]
+    lines.append("|---" * (len(summaries) + 1) + "|")
+    lines.append(
+        "| wall (load before) | "
+        + " | ".join(f"{s['wall_s']:.0f} s ({s['loadavg_before']})" for s in summaries)
+        + " |"
+    )
+    for name in names:
+        cells = [s["table_cells"].get(name, "") for s in summaries]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for i, s in zip(runs, summaries, strict=True):
+        lines.append(f"\nrun {i}:")
+        lines += [f"- {line}" for line in s["answers"]]
+    found = [directions(s["answers"]) for s in summaries]
+    keys = set().union(*found)
+    flips = [k for k in keys if len({d.get(k) for d in found} - {None}) > 1]
+    impossible = sum(text.count("✗") for s in summaries for text in s["table_cells"].values())
+    lines.append(
+        f"\nsupported comparisons: {len(keys)}; directions that flip between runs: "
+        f"{len(flips)}{' (' + '; '.join(sorted(flips)) + ')' if flips else ''}; "
+        f"cells with ✗: {impossible}"
+    )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+    )
+    parser.add_argument("--avx2", action="store_true", help="cap torch and oneDNN at AVX2")
+    parser.add_argument("--interfere", type=int, default=0, help="busy loops run beside it")
+    parser.add_argument("--keep", type=Path, help="run in this folder and keep it")
+    parser.add_argument("--json", type=Path, help="also write the numbers here")
+    parser.add_argument("--runs", type=int, default=1, help="quick starts in a row (fresh copies)")
+    args = parser.parse_args()
+    if args.keep and args.runs > 1:
+        parser.error("--keep keeps one run's folder: use it with --runs 1")
+    summaries = []
+    for _ in range(args.runs):
+        summaries.append(run_once(args))
+        print(json.dumps(summaries[-1], indent=2), flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(summaries, indent=2) + "\n")
+    print(side_by_side(summaries))
     return 0
 
 

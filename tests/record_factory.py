@@ -140,6 +140,7 @@ def make_cell(
     schema_version: int = records.SCHEMA_VERSION,
     write_epochs: bool = True,
     conditions: dict[str, Any] | None = None,
+    summary_extra: dict[str, Any] | None = None,
 ) -> Path:
     """Write one fake cell under ``root`` and return its metrics.json path.
 
@@ -147,7 +148,8 @@ def make_cell(
     the CPU; a non-ok ``status`` writes None summaries and a header-only epochs.csv, as the
     trainer does. ``max_steps`` makes the cell extrapolated. ``conditions`` (see
     :func:`window`) is the record's optional ``conditions``; without it the record has none, as
-    records written before timing conditions were measured.
+    records written before timing conditions were measured. ``summary_extra`` overrides summary
+    values of an ok cell (its spread: ``train_img_s_low``, ``train_block_img_s``, ...).
     """
     cpu = kind == "cpu_baseline"
     device_type = device_type or ("cpu" if cpu else "cuda")
@@ -228,6 +230,7 @@ def make_cell(
             peak_mem_mb=peak_mem_for(model, batch_size),
             resumed_from_epoch=None,
         )
+        summary.update(summary_extra or {})
     elif message is None:
         message = {
             "oom": f"CUDA out of memory at batch_size={batch_size}; try a smaller batch_size",

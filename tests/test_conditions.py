@@ -287,3 +287,40 @@ def test_a_listed_process_this_namespace_shows_is_another_process_not_the_job():
     found = probe.stop(probe.start(gpu=True), gpu=True)
     assert found["gpu_other_processes"] == 1
     assert found["gpu_visibility"] == "nvidia-smi (processes hidden)"
+
+
+_QUIET = {"cpus": 2, "wall_s": 10.0, "other_cpu_share": 0.0, "other_cpu_s": 0.0}
+
+
+@pytest.mark.parametrize(
+    ("values", "expected", "words"),
+    [
+        # other processes' share of the job's CPUs: more than 10 %, and at least 0.1 CPU-s
+        ({"other_cpu_share": 0.0999, "other_cpu_s": 2.0}, False, None),
+        ({"other_cpu_share": 0.10, "other_cpu_s": 2.0}, False, None),  # "more than": not at
+        ({"other_cpu_share": 0.1001, "other_cpu_s": 2.0}, True, "10% of the job's 2 CPUs"),
+        ({"other_cpu_share": 0.5, "other_cpu_s": 0.0999}, False, None),
+        ({"other_cpu_share": 0.5, "other_cpu_s": 0.10}, True, "50% of the job's 2 CPUs"),
+        # the hypervisor's steal: more than 5 % of the CPUs' time
+        ({"steal_share": 0.0499}, False, None),
+        ({"steal_share": 0.05}, False, None),
+        ({"steal_share": 0.0501}, True, "the hypervisor stole 5%"),
+        # the cgroup's throttling: more than 5 % of the window
+        ({"throttled_s": 0.499}, False, None),
+        ({"throttled_s": 0.5}, False, None),
+        ({"throttled_s": 0.501}, True, "throttled for 0.5 s of 10.0 s"),
+        ({"throttled_s": 5.0, "wall_s": 0.0}, False, None),  # no window, no share
+        # another process on the job's GPU: above 5 % SM, or its utilisation hidden
+        ({"gpu_other_processes": 1, "gpu_other_util": 4.99}, False, None),
+        ({"gpu_other_processes": 1, "gpu_other_util": 5.0}, False, None),
+        ({"gpu_other_processes": 1, "gpu_other_util": 5.01}, True, "up to 5% SM"),
+        ({"gpu_other_processes": 2, "gpu_other_util": None}, True, "not visible"),
+        ({"gpu_other_processes": 0, "gpu_other_util": 80.0}, False, None),
+    ],
+)
+def test_every_threshold_from_both_sides(values, expected, words):
+    found = C.verdict({**_QUIET, **values})
+    assert found["interference"] is expected
+    assert len(found["interference_reasons"]) == int(expected)
+    if words:
+        assert words in found["interference_reasons"][0]

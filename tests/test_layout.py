@@ -24,6 +24,8 @@ HEAVY = ("torch", "torchvision", "pandas", "numpy", "PIL", "matplotlib", "seabor
 PARSE_TIME = (
     "nettebench.study.workflow",
     "nettebench.study.code_groups",
+    "nettebench.study.config_file",
+    "nettebench.study.job_signals",
     "nettebench.study.resources",
     "nettebench.study.outputs",
     "nettebench.datasets.catalog",
@@ -58,6 +60,30 @@ def _loaded_after_import(modules: tuple[str, ...], watch: tuple[str, ...]) -> li
 
 def test_parse_time_modules_import_nothing_heavy():
     assert _loaded_after_import(PARSE_TIME, HEAVY) == []
+
+
+def _workflow_imports() -> set[str]:
+    """Every nettebench module the Snakefile and rules/*.smk import (a ``from package import
+    name`` counts ``package.name`` when that is a module)."""
+    found = set()
+    root = PACKAGE_DIR.parent.parent
+    for path in [root / "Snakefile", *sorted((root / "rules").glob("*.smk"))]:
+        for line in path.read_text().splitlines():
+            words = line.split()
+            if len(words) >= 4 and words[0] == "from" and words[1].startswith("nettebench"):
+                names = " ".join(words[3:]).replace(",", " ").split()
+                names = [n for n in names if n not in ("as", "(", ")")]
+                found.add(words[1])
+                base = PACKAGE_DIR.parent.joinpath(*words[1].split("."))
+                found |= {f"{words[1]}.{n}" for n in names if (base / f"{n}.py").exists()}
+    return found - {"nettebench.study"}
+
+
+def test_the_parse_time_list_holds_every_module_the_workflow_imports():
+    """So a module the rules import (study/job_signals.py, study/config_file.py) cannot start
+    importing numpy unseen: it is in PARSE_TIME, which the test above imports."""
+    assert {"nettebench.study.job_signals", "nettebench.study.config_file"} <= _workflow_imports()
+    assert _workflow_imports() <= set(PARSE_TIME)
 
 
 @pytest.mark.parametrize("command", CELL_COMMANDS)

@@ -1,7 +1,11 @@
-"""The timed loops' validation: a short last batch padded to the batch shape, masked out of the
-metrics (CPU; on a GPU the point is that cuDNN and torch.compile see a single shape)."""
+"""The timed loops: validation's short last batch padded to the batch shape, masked out of the
+metrics (CPU; on a GPU the point is that cuDNN and torch.compile see a single shape); the steady
+step times (the loader's start-up and warm-up left out, extrapolation from steady steps only)
+and the step clock, with its GPU branch's CPU twin."""
 
 from __future__ import annotations
+
+import time
 
 import pytest
 import torch
@@ -10,8 +14,15 @@ from torch import nn
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec
 from nettebench.training.fit import val_padding
-from nettebench.training.loop import PADDING_TARGET, evaluate, pad_batch
+from nettebench.training.loop import (
+    LOADER_STARTUP_STEPS,
+    PADDING_TARGET,
+    evaluate,
+    pad_batch,
+    train_epoch,
+)
 from nettebench.training.step import TrainingStep
+from nettebench.training.step_clock import StepClock
 
 CLASSES = 7  # top-5 of 7 classes is not trivially 100 %
 
@@ -63,3 +74,80 @@ def test_padding_rows_are_zero_images_with_the_ignored_target():
 def test_validation_is_padded_where_a_second_shape_costs_time(device, compile, expected):
     cell = CellSpec(dataset="d", batch_size=64, compile=compile)
     assert val_padding(cell, torch.device(device), 64) == expected
+
+
+class _SlowStart:
+    """Batches whose first costs ``startup`` seconds (worker start-up), the rest ``each``."""
+
+    def __init__(self, count=30, startup=0.3, each=0.01):
+        self.batches, self.startup, self.each = _val_batches((4,) * count), startup, each
+
+    def __len__(self):
+        return len(self.batches)
+
+    def __iter__(self):
+        for index, batch in enumerate(self.batches):
+            time.sleep(self.startup if index == 0 else self.each)
+            yield batch
+
+
+def test_steady_steps_exclude_the_loaders_start_up_in_every_epoch():
+    runner = _runner()
+    found = train_epoch(runner, _SlowStart(6), steps_per_epoch=6, max_steps=None, warmup_steps=0)
+    assert len(found.step_s) == 6 - LOADER_STARTUP_STEPS and found.step_images == [4] * 5
+    assert found.seconds - sum(found.step_s) >= 0.3  # the start-up step is not among them
+    assert found.img_s == pytest.approx(sum(found.step_images) / sum(found.step_s))
+    warm = train_epoch(runner, _SlowStart(6), steps_per_epoch=6, max_steps=None, warmup_steps=3)
+    assert len(warm.step_s) == 3  # the first epoch's warm-up is longer than the start-up
+
+
+def test_an_extrapolated_epoch_scales_its_steady_steps_not_the_start_up():
+    """max_steps: 3 of 30 steps run; the 27 missing ones cost the mean steady step, so the
+    start-up (1 s here) counts once, as in a full epoch (averaged in, it added 9 s more)."""
+    found = train_epoch(
+        _runner(), _SlowStart(30, startup=1.0), steps_per_epoch=30, max_steps=3, warmup_steps=0
+    )
+    assert found.extrapolated and found.steps_run == 3 and len(found.step_s) == 2
+    measured = found.seconds - 27 * sum(found.step_s) / 2
+    first_step = measured - sum(found.step_s)  # the start-up step: 1 s wait plus its compute
+    assert 1.0 <= first_step < 1.0 + 2.0
+
+
+def test_step_clock_reads_cuda_events_once_at_the_end(monkeypatch):
+    """The GPU branch's CPU twin: each mark records an event (no synchronisation), and the
+    step times are read from consecutive events' elapsed_time after the epoch."""
+    recorded = []
+
+    class Event:
+        def __init__(self, enable_timing):
+            assert enable_timing
+            self.at = None
+
+        def record(self, stream):
+            self.at = 0.25 * len(recorded)  # ms: steps of 250 ms in event time
+            recorded.append(stream)
+
+        def elapsed_time(self, other):
+            return 1000 * (other.at - self.at)
+
+    monkeypatch.setattr(torch.cuda, "Event", Event)
+    monkeypatch.setattr(torch.cuda, "current_stream", lambda device: f"stream of {device}")
+    monkeypatch.setattr(
+        torch.cuda, "synchronize", lambda *a: pytest.fail("no sync per step"), raising=False
+    )
+    clock = StepClock(torch.device("cuda", 1))
+    clock.start()
+    for _ in range(3):
+        clock.mark()
+    assert recorded == ["stream of cuda:1"] * 4
+    assert clock.seconds() == pytest.approx([0.25, 0.25, 0.25])
+
+
+def test_step_clock_on_a_cpu_times_each_step():
+    clock = StepClock(torch.device("cpu"))
+    clock.start()
+    for pause in (0.02, 0.05):
+        time.sleep(pause)
+        clock.mark()
+    first, second = clock.seconds()
+    assert 0.02 <= first < second and second >= 0.05

@@ -67,3 +67,62 @@ def test_comparison_marks():
     # no spread on either side: equal is not a difference, anything else is exact
     assert stats.welch([5.0, 5.0], [5.0, 5.0]).supported is False
     assert stats.welch([5.0, 5.0], [6.0, 6.0]).supported is True
+
+
+def test_welch_df_against_nists_unequal_variance_example():
+    """NIST/SEMATECH e-Handbook of Statistical Methods, section 7.3.1 ("Do two processes have
+    the same mean?"), the AUTO83B.DAT example: miles per gallon of 249 US cars (mean 20.14458,
+    sd 6.41470) against 79 Japanese cars (mean 30.48101, sd 6.10771); with unequal variances
+    T = -12.94627 and nu = 136.8750 (the pooled test's 326 would not match)."""
+    us, japan = (249, 20.14458, 6.41470), (79, 30.48101, 6.10771)
+    df = stats.welch_df(us[2] ** 2, us[0], japan[2] ** 2, japan[0])
+    assert df == pytest.approx(136.8750, abs=5e-4)
+    t = (us[1] - japan[1]) / math.sqrt(us[2] ** 2 / us[0] + japan[2] ** 2 / japan[0])
+    assert t == pytest.approx(-12.94627, abs=5e-4)
+
+
+# Wikipedia, "Welch's t-test", Examples: the third pair (unequal sizes and variances), for
+# which it gives Welch t = -2.22, df = 24.5, p = 0.036 (Student's t-test: df 28, p 0.128).
+WIKI_A = [19.8, 20.4, 19.6, 17.8, 18.5, 18.9, 18.3, 18.9, 19.5, 22.0]
+WIKI_B = [28.2, 26.6, 20.1, 23.3, 25.2, 22.1, 17.7, 27.6, 20.6, 13.7]
+WIKI_B += [23.2, 17.5, 20.6, 18.0, 23.9, 21.6, 24.3, 20.4, 23.9, 13.3]
+
+
+def test_welch_test_against_a_published_unequal_size_example():
+    found = stats.welch(WIKI_A, WIKI_B)
+    assert found.p == pytest.approx(0.0355, abs=5e-4) and found.supported
+    a, b = stats.summarize(WIKI_A), stats.summarize(WIKI_B)
+    assert stats.welch_df(a.sd**2, a.n, b.sd**2, b.n) == pytest.approx(24.52, abs=0.01)
+
+
+def test_a_side_without_spread_adds_nothing_to_welchs_df():
+    assert stats.welch_df(0.0, 5, 4.0, 9) == pytest.approx(8.0)
+    assert stats.welch_df(4.0, 5, 0.0, 9) == pytest.approx(4.0)
+
+
+def test_ratio_interval_is_welchs_interval_on_the_logs():
+    a = [math.exp(x) for x in WIKI_B]  # logs are the published samples: the interval is theirs
+    b = [math.exp(x) for x in WIKI_A]
+    found = stats.ratio_interval(a, b)
+    sa, sb = stats.summarize(WIKI_B), stats.summarize(WIKI_A)
+    se = math.sqrt(sa.sd**2 / sa.n + sb.sd**2 / sb.n)
+    half = stats.t_quantile(0.975, 24.5246) * se
+    diff = sa.mean - sb.mean
+    assert found.ratio == pytest.approx(math.exp(diff))
+    assert (found.low, found.high) == pytest.approx((math.exp(diff - half), math.exp(diff + half)))
+    assert found.df == pytest.approx(24.52, abs=0.01) and found.p == pytest.approx(0.0355, abs=5e-4)
+    assert found.supported is True  # the interval excludes 1: p < 0.05 says the same
+
+
+def test_ratio_interval_verdicts():
+    fast, slow = [110, 112, 108, 111, 109], [100, 101, 99, 100, 100]
+    assert stats.ratio_interval(fast, slow).supported is True
+    assert stats.ratio_interval(slow, fast).ratio == pytest.approx(1 / 1.1, rel=1e-3)
+    noisy = [90, 130, 105, 120, 95]
+    found = stats.ratio_interval(noisy, slow)
+    assert found.low < 1 < found.high and found.supported is False
+    one = stats.ratio_interval([100.0], slow)
+    assert one.ratio == pytest.approx(1.0, rel=0.01) and one.low is None and one.supported is None
+    assert stats.ratio_interval([], slow).ratio is None
+    exact = stats.ratio_interval([2.0, 2.0], [1.0, 1.0])
+    assert (exact.ratio, exact.low, exact.supported) == (2.0, 2.0, True)

@@ -117,11 +117,19 @@ def test_the_quickstart_says_what_it_was_timed_in_and_leads_with_the_answer(quic
     # the report's front page: caveats line, headline table, the figure, then the prose
     report = (results / "report.html").read_text()
     start = report.index("var workflow_desc")
+    answer = report.index("answer", start)  # the answer's paragraphs (their class) lead
     caveats = report.index("Caveats: ", start)
     headline = report.index("Time by model and precision", start)
     figure = report.index("data:image/png;base64,", start)
     prose = report.index("turns a hand-run deep-learning benchmarking study", start)
-    assert caveats < headline < figure < prose
+    assert answer < caveats < headline < figure < prose
+    # the answer in words: the loaders compared, bf16 against O0, each with its interval
+    front = (results / "tables" / "headline.html").read_text()
+    assert front.count('<p class="answer">') == 2 and front.count("95 % interval") == 2
+    # every timed cell carries its spread: 6+ steady steps, so a 95 % interval of its median
+    assert (matrix["train_steps_steady"] >= 6).all()
+    assert (matrix["train_img_s_low"] <= matrix["train_img_s"]).all()
+    assert (matrix["train_img_s"] <= matrix["train_img_s_high"]).all()
 
 
 def test_nothing_to_do_after_a_full_run(quickstart):

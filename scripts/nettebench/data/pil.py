@@ -37,6 +37,9 @@ class Loaders:
     # bytes the loaders hold on the training device for the whole run (a resident store), which
     # the trainer reports apart from the training's own peak memory
     device_bytes: int = 0
+    # batches in the full validation set when ``val`` is its max_steps sample (data.val_sample),
+    # so validation time is extrapolated to the full set; None when ``val`` is the full set
+    val_steps_full: int | None = None
 
 
 def build_pil_loaders(

@@ -60,7 +60,8 @@ SUMMARY_KEYS = (
     # for a resumed cell, plus what earlier processes spent on the epochs they finished
     "time_for_epochs_s",  # float: sum of epoch wall times = the study's "seconds for N epochs"
     "epoch_s_median",  # float: median epoch wall time
-    "train_img_s",  # float: median over epochs of steady-state training images per second
+    # float: median per-step img/s over the steady steps of all epochs (epochs.csv step_ms)
+    "train_img_s",
     "data_wait_share",  # float in [0, 1]: share of training time spent waiting for data
     "final_top1",  # float: val top-1 (%) after the last epoch
     "final_top5",  # float: val top-5 (%) after the last epoch
@@ -70,7 +71,7 @@ SUMMARY_KEYS = (
     "steady_epoch_s",  # float: median wall time of the epochs after the first
     # float >= 0: first epoch's wall time minus steady_epoch_s (warm-up); never negative: a
     # first epoch faster than the steady ones is no overhead (and, beyond the noise below, a
-    # sign that conditions changed between epochs: see "anomalies")
+    # sign of epoch-to-epoch variation: see "epoch_variation")
     "first_epoch_overhead_s",
     # float | None: its noise: the largest deviation of a later epoch from steady_epoch_s (how
     # far an epoch moves with no warm-up at all); None with fewer than two later epochs
@@ -86,6 +87,20 @@ SUMMARY_KEYS = (
     # float | None: device memory (MB) of a resident store on a GPU, allocated before the epochs
     # and left out of peak_mem_mb (so pil and cached cells compare); None when there is none
     "store_mem_mb",
+    # the spread of train_img_s (records.spread): its 95 % order-statistic interval (None with
+    # fewer than 6 steady steps), how many steady steps, their sd / mean, and the img/s of 10
+    # consecutive blocks of them (the samples comparisons test: report.stats.ratio_interval)
+    "train_img_s_low",
+    "train_img_s_high",
+    "train_steps_steady",
+    "train_step_cv",
+    "train_block_img_s",
+    # text | None: the steps spread by a tenth of their mean or more (pyperf's rule), with the
+    # spread and its cause where the timing conditions know it
+    "unstable",
+    # text | None: epoch-to-epoch variation worth a word (a first epoch faster than the later
+    # ones), with its size: noise between epochs, not a figure that cannot be true
+    "epoch_variation",
 )
 
 # Columns of epochs.csv, in order.
@@ -111,6 +126,9 @@ EPOCH_COLUMNS = (
     "other_cpu_share",
     "steal_share",
     "interference",
+    # the epoch's steady steps (after warm-up and the loader's start-up), each step's time in
+    # ms, space-separated: the samples of the cell's img/s and its interval (records.spread)
+    "step_ms",
 )
 
 

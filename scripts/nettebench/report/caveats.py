@@ -6,10 +6,15 @@ into marks in the tables (by :mod:`nettebench.report.grids`) and the report:
 - **Interference** (``‡``): the cell's epochs (or its ceiling's timed steps) ran while other
   processes took the job's CPUs, the hypervisor stole time, or another process used its GPU
   (``conditions`` in metrics.json and ceiling.json, :mod:`nettebench.records.conditions`).
-- **Impossible** (``✗``): a cell faster than its own compute ceiling beyond the ceiling's noise,
-  i.e. above ``batch / p10 step time`` (the rate of the ceiling's fastest tenth of steps); and
-  the trainer's own anomalies (a first epoch faster than the steady ones beyond their noise).
-  Such a share is not printed: it only says that the two were not measured alike.
+- **Impossible** (``✗``): a cell faster than its own compute ceiling beyond both their spreads:
+  the low end of the cell's img/s interval (``train_img_s_low``, the order-statistic interval of
+  its median step rate) above the ceiling's fast end, ``batch / p10 step time`` (the rate of the
+  ceiling's fastest tenth of steps). Such a share is not printed: it only says that the two were
+  not measured alike. A cell above its ceiling within those spreads, or beyond them while the
+  cell or its ceiling was timed under interference (the load changed between the two windows,
+  which explains it), keeps its share, with the words why (``ceiling_exceeded``, ``≈``).
+  Nothing else is called impossible: a first epoch faster than the later ones is
+  epoch-to-epoch variation (``epoch_variation``), stated with its size.
 - **Emulated** precision: bf16 on a CPU without native bf16 arithmetic
   (:func:`nettebench.study.precision.emulated_reason`), marked in the column header.
 
@@ -27,6 +32,8 @@ from nettebench.study.precision import PRECISIONS, emulated_reason
 
 INTERFERENCE_MARK = "‡"  # suffix: timed under interference
 IMPOSSIBLE_MARK = "✗"  # in place of a figure that cannot be true as measured
+UNSTABLE_MARK = "§"  # suffix: the cell's steps spread by a tenth of their mean or more
+WITHIN_NOISE_MARK = "≈"  # suffix: above its ceiling, but within both their spreads
 EMULATED_LABEL = "(emulated)"  # after a precision's name in a column header
 
 # The columns runs.csv gets, after the ceiling's (report.collect.CEILING_COLUMNS).
@@ -45,10 +52,16 @@ CAVEAT_COLUMNS = (
     "ceiling_timed_from",
     "ceiling_timed_to",
     "ceiling_fast_img_s",  # batch / p10 step time: the ceiling's fast end (its noise)
-    "above_ceiling",  # bool | None: train_img_s > ceiling_fast_img_s
+    "above_ceiling",  # bool | None: train_img_s_low > ceiling_fast_img_s (beyond both spreads)
+    "ceiling_exceeded",  # text | None: above the ceiling's median img/s, within both spreads
     "implausible",  # text | None: every figure of this cell that cannot be true, and why
     "precision_emulated",  # text | None: why the precision ran emulated
 )
+
+# The trainer's anomaly text for a first epoch faster than the later ones, as records made
+# before ``summary.epoch_variation`` wrote into ``summary.anomalies``: variation, not impossible
+# (runs.csv's ``epoch_variation`` comes from the summary; such an old record leaves it empty).
+_OLD_VARIATION_START = "first epoch "
 
 
 def _number(value: Any) -> float | None:
@@ -101,26 +114,67 @@ def caveat_columns(record: Mapping[str, Any], ceiling: Mapping[str, Any] | None)
         "ceiling_timed_to": (ceiling_found or {}).get("ended_at"),
         "ceiling_fast_img_s": None,
         "above_ceiling": None,
+        "ceiling_exceeded": None,
         "implausible": None,
         "precision_emulated": None,
     }
-    reasons = [str(text) for text in summary.get("anomalies") or []]
-    fast = ceiling_fast_end(ceiling)
-    train = _number(summary.get("train_img_s"))
-    if record.get("status") == "ok" and fast is not None and train is not None:
-        row["ceiling_fast_img_s"] = fast
-        row["above_ceiling"] = train > fast
-        if train > fast:
-            reasons.append(
-                f"trained at {train:,.0f} img/s, above its own compute ceiling "
-                f"({_number(ceiling.get('img_s')):,.0f} img/s, {fast:,.0f} at the fast end of its "
-                "noise): the two were not measured in comparable conditions"
-            )
+    anomalies = [str(text) for text in summary.get("anomalies") or []]
+    reasons = [text for text in anomalies if not text.startswith(_OLD_VARIATION_START)]
+    disturbed = bool(row["interference"]) or bool(row["ceiling_interference"])
+    row.update(ceiling_verdict(record, summary, ceiling, disturbed=disturbed))
+    if row["above_ceiling"]:
+        reasons.append(row.pop("_reason"))
+    row.pop("_reason", None)
     row["implausible"] = "; ".join(reasons) or None
     precision = (record.get("cell") or {}).get("precision")
     if precision in PRECISIONS and device:
         row["precision_emulated"] = emulated_reason(precision, device, env.get("bf16_native"))
     return row
+
+
+def ceiling_verdict(
+    record: Mapping[str, Any],
+    summary: Mapping[str, Any],
+    ceiling: Mapping[str, Any] | None,
+    *,
+    disturbed: bool = False,
+) -> dict[str, Any]:
+    """``ceiling_fast_img_s``, ``above_ceiling`` and ``ceiling_exceeded`` of one ok cell.
+
+    Beyond both spreads: the slow end of the cell's interval (its median itself when it has
+    none: fewer than 6 steady steps) above the ceiling's fast end. A median above the ceiling's
+    median but not beyond both spreads is said in words and keeps its figure; so is one beyond
+    them when the cell or its ceiling was ``disturbed`` (timed under interference): the load
+    changed between the two windows, which explains it, so it is not impossible."""
+    fast = ceiling_fast_end(ceiling)
+    train = _number(summary.get("train_img_s"))
+    if record.get("status") != "ok" or fast is None or train is None:
+        return {}
+    low = _number(summary.get("train_img_s_low"))
+    slow_end = train if low is None else min(low, train)
+    middle = _number(ceiling.get("img_s")) or fast
+    beyond = slow_end > fast
+    found: dict[str, Any] = {"ceiling_fast_img_s": fast, "above_ceiling": beyond and not disturbed}
+    spread = "" if low is None else f" (its interval from {low:,.0f})"
+    if beyond and disturbed:
+        found["ceiling_exceeded"] = (
+            f"trained at {train:,.0f} img/s{spread}, above its ceiling ({middle:,.0f} img/s, "
+            f"fast end {fast:,.0f}), but the cell or its ceiling was timed under interference: "
+            "the load changed between the two, so the share is noise, not an impossibility"
+        )
+    elif beyond:
+        found["_reason"] = (
+            f"trained at {train:,.0f} img/s{spread}, above its own compute ceiling "
+            f"({middle:,.0f} img/s, {fast:,.0f} at the fast end of its noise): the two were not "
+            "measured in comparable conditions"
+        )
+    elif train > middle:
+        found["ceiling_exceeded"] = (
+            f"trained at {train:,.0f} img/s{spread}, above its ceiling's median {middle:,.0f} "
+            f"but within both spreads (the ceiling's fast end is {fast:,.0f}): noise, the share "
+            "is over 100 % by no more than the two vary"
+        )
+    return found
 
 
 # ----------------------------------------------------------------------- marks in the tables
@@ -159,6 +213,43 @@ def cell_caveat(seeds: Sequence[Mapping[str, Any]], subject: str) -> tuple[bool,
     return impossible, INTERFERENCE_MARK if disturbed else ""
 
 
+def exceeded(seeds: Sequence[Mapping[str, Any]]) -> bool:
+    """Whether any seed trained above its ceiling's median within both spreads."""
+    return any(_text(s.get("ceiling_exceeded")) for s in seeds)
+
+
+WITHIN_NOISE_NOTE = (
+    f"{WITHIN_NOISE_MARK} above 100 % within the noise: the cell's img/s is above its ceiling's "
+    "median but its interval reaches below the ceiling's fast end (the rate of its fastest "
+    "tenth of steps), so the two differ by no more than they vary (`ceiling_exceeded` in "
+    "runs.csv); not a pipeline faster than no pipeline."
+)
+
+
+def own_interval(ok: Any, columns: tuple[str, str]) -> tuple[float, float] | None:
+    """A one-seed cell's own interval (its ``columns``, low and high), when it has one."""
+    low, high = (ok[c].iloc[0] if c in ok and len(ok) else None for c in columns)
+    low, high = _number(low), _number(high)
+    return None if low is None or high is None else (low, high)
+
+
+def unstable_reasons(seeds: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The ``unstable`` texts of a table cell's finished seeds (seed-prefixed when several)."""
+    texts = [(s.get("seed"), _text(s.get("unstable"))) for s in seeds]
+    texts = [(seed, text) for seed, text in texts if text]
+    if len(seeds) == 1:
+        return [text for _, text in texts]
+    return [f"seed {seed}: {text}" for seed, text in texts]
+
+
+def unstable_note(reasons: Sequence[str]) -> str:
+    return (
+        f"{UNSTABLE_MARK} unstable: the cell's steady steps spread by a tenth of their mean or "
+        "more (standard deviation >= 10 % of the mean, pyperf's rule), so one number describes "
+        "them poorly; its interval still holds. " + "; ".join(reasons) + "."
+    )
+
+
 def emulated_header(precision: str, seeds: Sequence[Mapping[str, Any]]) -> str:
     """A column's header: ``bf16 (emulated)`` when any finished cell below ran it emulated."""
     if any(_text(s.get("precision_emulated")) for s in seeds):
@@ -186,8 +277,9 @@ def interference_note(subject: str) -> str:
 
 
 IMPOSSIBLE_NOTE = (
-    f"{IMPOSSIBLE_MARK} not shown: the cell trained faster than its own compute ceiling, beyond "
-    "the ceiling's noise (above the rate of its fastest tenth of steps), which cannot be true of "
+    f"{IMPOSSIBLE_MARK} not shown: the cell trained faster than its own compute ceiling beyond "
+    "both their spreads (the slow end of the cell's interval above the rate of the ceiling's "
+    "fastest tenth of steps), with neither timed under interference, which cannot be true of "
     "two measurements made alike; the reason is in `implausible` in runs.csv."
 )
 

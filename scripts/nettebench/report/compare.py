@@ -3,13 +3,19 @@ seeds support that it is faster at all (:mod:`nettebench.report.stats`).
 
 A speed-up is the ratio of mean seconds over seeds, ``reference / other`` (above 1: the other
 cell is faster); it carries ``(ns)`` when Welch's t-test on the per-seed seconds does not
-support a difference and ``(n=1)`` when one side has a single seed. Used by the time table
-(each precision against O0), the machines table (each setup against the first) and the version
-table (each version against the first).
+support a difference. With a single seed on a side the seeds cannot be tested, but the cell's
+own steady steps can: the speed-up is then the ratio of the two cells' steady training rates
+with its 95 % interval (:func:`nettebench.report.stats.ratio_interval` on their block rates,
+``summary.train_block_img_s``), ``1.10x [1.04-1.16]``, and ``(ns)`` when the interval holds 1.
+Only records without step times still print ``(n=1)``. Used by the time table (each precision
+against O0), the machines table (each setup against the first), the version table (each
+version against the first) and the report's front page (each loader against the first).
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Iterable
 from typing import Any
 
@@ -28,6 +34,82 @@ def seconds(cells: pd.DataFrame, value: str = "time_for_epochs_s") -> list[float
     """The per-seed values of the finished cells among ``cells``."""
     ok = cells[cells["status"] == records.STATUS_OK]
     return stats.finite(ok[value])
+
+
+def block_rates(value: Any) -> list[float]:
+    """A cell's ``train_block_img_s`` as numbers (a list in a fresh frame, JSON in runs.csv)."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return []
+    return stats.finite(value) if isinstance(value, list | tuple) else []
+
+
+def single_blocks(cells: pd.DataFrame) -> list[float] | None:
+    """The block rates of the one finished seed among ``cells``; None unless exactly one."""
+    ok = cells[cells["status"] == records.STATUS_OK]
+    if len(ok) != 1 or "train_block_img_s" not in ok:
+        return None
+    return block_rates(ok["train_block_img_s"].iloc[0]) or None
+
+
+def ratio_text(found: stats.Ratio) -> str:
+    """``1.10x [1.04-1.16]`` or ``0.98x [0.91-1.05] (ns)`` (just ``1.10x`` without an
+    interval)."""
+    if found.ratio is None:
+        return ""
+    if found.low is None:
+        return f"{found.ratio:.2f}x {stats.UNTESTED_MARK}"
+    text = f"{found.ratio:.2f}x [{found.low:.2f}-{found.high:.2f}]"
+    return text if found.supported else f"{text} {stats.NOT_SUPPORTED_MARK}"
+
+
+# What makes two cells' compute ceilings the same measurement (their ratio should be 1).
+SAME_CEILING = ("model", "precision", "batch_size", "image_size", "device_type")
+
+
+def ceiling_drift(reference: pd.DataFrame, other: pd.DataFrame) -> float | None:
+    """|log| of the ratio of two single-seed cells' compute ceilings when both measured the
+    same thing (same model, precision, batch, image size, device: a loader comparison), so any
+    difference between them is the machine drifting between the two jobs; else None."""
+    a, b = (cells[cells["status"] == records.STATUS_OK] for cells in (reference, other))
+    if len(a) != 1 or len(b) != 1 or "ceiling_img_s" not in a:
+        return None
+    if any(str(a[k].iloc[0]) != str(b[k].iloc[0]) for k in SAME_CEILING if k in a):
+        return None
+    ceilings = pd.to_numeric(pd.concat([a["ceiling_img_s"], b["ceiling_img_s"]]), errors="coerce")
+    if ceilings.isna().any() or (ceilings <= 0).any():
+        return None
+    return abs(math.log(ceilings.iloc[0] / ceilings.iloc[1]))
+
+
+def cells_speedup(reference: pd.DataFrame, other: pd.DataFrame) -> stats.Ratio | None:
+    """The within-cell comparison of two single-seed cells (other's steady rate over the
+    reference's: above 1, other is faster); None when a side has several seeds or no steps.
+
+    The steps' interval says what the noise within the two jobs allows; between the jobs the
+    machine itself may drift (another tenant, the clock). Where both cells measured the same
+    compute ceiling in their own jobs, the ceilings' disagreement is that drift, and the
+    interval is widened by it on both sides (``stats.widen``)."""
+    base, found = single_blocks(reference), single_blocks(other)
+    if base is None or found is None:
+        return None
+    result = stats.ratio_interval(found, base)
+    drift = ceiling_drift(reference, other)
+    return result if drift is None else stats.widen(result, drift)
+
+
+def cells_speedup_text(
+    reference: pd.DataFrame, other: pd.DataFrame, value: str = "time_for_epochs_s", **kwargs
+) -> str:
+    """:func:`speedup_text` of two groups of cells (their seeds): Welch on the seeds' ``value``
+    where both sides have several, else the within-cell ratio of steady rates and its interval."""
+    within = cells_speedup(reference, other)
+    if within is None:
+        return speedup_text(seconds(reference, value), seconds(other, value), **kwargs)
+    text = ratio_text(within)
+    return T.APPROX_MARK + text if kwargs.get("approx") and text else text
 
 
 def speedup_text(reference: Iterable[Any], other: Iterable[Any], *, approx: bool = False) -> str:
@@ -63,7 +145,7 @@ def speedup_grids(
                 extrapolated = any(
                     map(T.as_bool, pd.concat([base, seeds])["extrapolated"])
                 ) and bool(reference and values)
-                text = speedup_text(reference, values, approx=extrapolated)
+                text = cells_speedup_text(base, seeds, value, approx=extrapolated)
                 if not text:
                     text = T.outcome_cell(list(seeds["status"]), None, str)
                     not_ok |= text in T.OUTCOME_TEXT.values()

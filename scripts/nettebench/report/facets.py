@@ -46,6 +46,7 @@ def bar_frame(
     hue: str = "precision",
     outline: str | None = None,
     status: str = "status",
+    interval: tuple[str, str] | None = None,
 ) -> pd.DataFrame:
     columns = {
         "label": frame["label"],
@@ -56,19 +57,29 @@ def bar_frame(
     if outline is not None and outline in frame:  # an older runs.csv has no ceiling columns
         columns["outline"] = pd.to_numeric(frame[outline], errors="coerce")
         columns["mark"] = caveat_marks(frame)
+    if interval is not None and all(c in frame for c in interval):  # a cell's own interval
+        columns["low"], columns["high"] = (
+            pd.to_numeric(frame[c], errors="coerce") for c in interval
+        )
     return pd.DataFrame(columns)
 
 
 def caveat_marks(frame: pd.DataFrame) -> pd.Series:
-    """Per cell: ``✗`` above its own ceiling (not comparable), ``‡`` timed under interference
-    (its own or its ceiling's), else empty (report.caveats)."""
+    """Per cell: ``✗`` above its own ceiling beyond both spreads (not comparable), else ``‡``
+    timed under interference (its own or its ceiling's), ``≈`` above its ceiling within the
+    spreads, ``§`` unstable steps, or empty (report.caveats)."""
 
     def mark(row) -> str:
         if T.as_bool(row.get("above_ceiling")):
             return C.IMPOSSIBLE_MARK
+        found = ""
         if T.as_bool(row.get("interference")) or T.as_bool(row.get("ceiling_interference")):
-            return C.INTERFERENCE_MARK
-        return ""
+            found += C.INTERFERENCE_MARK
+        if not T.is_missing(row.get("ceiling_exceeded")):
+            found += C.WITHIN_NOISE_MARK
+        if not T.is_missing(row.get("unstable")):
+            found += C.UNSTABLE_MARK
+        return found
 
     return frame.apply(mark, axis=1) if len(frame) else pd.Series(dtype=object)
 

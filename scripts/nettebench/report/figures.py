@@ -275,7 +275,13 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
         hues = matrix_hues + sorted(set(frame["hue"]) - set(matrix_hues))
         grouped_bars(
             ax,
-            F.bar_frame(frame, "train_img_s", hue="hue", outline="ceiling_img_s"),
+            F.bar_frame(
+                frame,
+                "train_img_s",
+                hue="hue",
+                outline="ceiling_img_s",
+                interval=("train_img_s_low", "train_img_s_high"),
+            ),
             categories=list(frame["label"].unique()),
             hues=hues,
             colors=colors,
@@ -290,16 +296,23 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
             ax.set_yscale("log")
             ax.set_ylim(bottom=ok.min() / 3)  # bars start at the axis, so the smallest shows
         scale = ", log scale" if ax.get_yscale() == "log" else ""
-        ax.set_ylabel(f"training images / s (mean ± 95 % CI over seeds{scale})")
+        ax.set_ylabel(
+            f"training images / s (mean ± 95 % CI over seeds; one seed: median step rate, "
+            f"95 % interval{scale})"
+        )
         ax.set_title(facet_title, fontsize=9)
     fig.suptitle(title)
-    marks = set(F.caveat_marks(wanted)) - {""}
+    marks = set("".join(F.caveat_marks(wanted)))
     if marks:
         legend = {
             C.INTERFERENCE_MARK: f"{C.INTERFERENCE_MARK} timed under interference (its own or "
             "its ceiling's): see the Timing conditions table",
-            C.IMPOSSIBLE_MARK: f"{C.IMPOSSIBLE_MARK} faster than its own ceiling beyond noise: "
-            "the two were not measured alike",
+            C.IMPOSSIBLE_MARK: f"{C.IMPOSSIBLE_MARK} faster than its own ceiling beyond both "
+            "spreads: the two were not measured alike",
+            C.WITHIN_NOISE_MARK: f"{C.WITHIN_NOISE_MARK} above its ceiling's median, within "
+            "both spreads: noise, not a gain",
+            C.UNSTABLE_MARK: f"{C.UNSTABLE_MARK} unstable: its steps spread by 10 % of their "
+            "mean or more (`unstable` in runs.csv)",
         }
         text = "\n".join(legend[m] for m in sorted(marks))
         fig.supxlabel(text, fontsize=6.5, color=MARK_COLOR, ha="center")

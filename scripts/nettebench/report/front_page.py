@@ -2,10 +2,12 @@
 
 Two steps, because the figure is drawn after the tables:
 
-- the aggregation writes ``results/tables/headline.html`` (:func:`headline_html`): one line that
-  counts the caveats a reader must know before quoting a number (cells timed under
-  interference, figures withheld as impossible, precisions the CPU emulated), then the study's
-  headline table, seconds by model x precision, with its marks and footnotes;
+- the aggregation writes ``results/tables/headline.html`` (:func:`headline_html`): the answer
+  in words, one sentence per comparison, stating only the differences the data support
+  (:mod:`nettebench.report.answers`), then one line that counts the caveats a reader must
+  know before quoting a number (cells timed under interference, figures withheld as impossible,
+  precisions the CPU emulated), then the study's headline table, seconds by model x precision,
+  with its marks and footnotes;
 - rule ``front_page_write`` (``python -m nettebench.report.front_page``, :func:`compose`) adds
   the throughput-against-ceiling figure, embedded as a data URI so the report stays one file,
   into ``results/front_page.html``, which ``report/workflow.rst`` includes above its prose.
@@ -28,6 +30,7 @@ import pandas as pd
 from nettebench.records.atomic import write_text_atomic
 from nettebench.report import caveats as C
 from nettebench.report import format as T
+from nettebench.report.answers import answer_sentences
 
 
 def _demote(body: str) -> str:
@@ -76,12 +79,22 @@ def caveat_line(runs: pd.DataFrame) -> str:
     return "Caveats: " + "; ".join(parts) + "."
 
 
+def answer_html(runs: pd.DataFrame) -> str:
+    """The answer's sentences as paragraphs (backticks as code), or nothing."""
+    lines = []
+    for text in answer_sentences(runs):
+        parts = html.escape(text).split("`")
+        lines.append("".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)))
+    return "".join(f'<p class="answer">{line}</p>\n' for line in lines)
+
+
 def headline_html(runs: pd.DataFrame, headline_markdown: str) -> str:
-    """The caveats line, then the headline table's HTML (headings one level down)."""
+    """The answer in words, the caveats line, then the headline table's HTML (headings one
+    level down)."""
     _, body = T.markdown_body(headline_markdown)
     line = caveat_line(runs)
     caveats = f'<p class="caveats"><strong>{html.escape(line)}</strong></p>\n' if line else ""
-    return f"{caveats}{_demote(body)}\n"
+    return f"{answer_html(runs)}{caveats}{_demote(body)}\n"
 
 
 # Snakemake's landing panel is `flex items-center h-screen overflow-auto`: a description taller

@@ -116,6 +116,8 @@ class Grid:
     interference: str | None = None  # the subject ("cell", "ceiling", "share") when marked
     impossible: bool = False
     emulated: str | None = None  # the note naming the CPU, when a column is emulated
+    unstable: list[str] | None = None  # "<row> <precision>: why", for each cell marked unstable
+    within_noise: bool = False  # a share above 100 % within both spreads is marked
 
     def notes(self) -> list[str]:
         notes = []
@@ -131,6 +133,8 @@ class Grid:
     def caveat_notes(self) -> list[str]:
         notes = [C.interference_note(self.interference)] if self.interference else []
         notes += [C.IMPOSSIBLE_NOTE] if self.impossible else []
+        notes += [C.unstable_note(self.unstable)] if self.unstable else []
+        notes += [C.WITHIN_NOISE_NOTE] if self.within_noise else []
         return notes + ([self.emulated] if self.emulated else [])
 
 
@@ -143,6 +147,7 @@ def model_precision_grids(
     status: str = "status",
     require: str | None = None,
     caveats: str = "cell",
+    interval: tuple[str, str] | None = None,
 ) -> list[Grid]:
     """Matrix cells as model x precision tables, one per (dataset, epochs, device type, setup).
 
@@ -151,7 +156,10 @@ def model_precision_grids(
     table is left out unless some of its cells have a value in that column. ``caveats`` names
     whose timing conditions the value depends on (``cell``, ``ceiling`` or ``share``:
     :func:`nettebench.report.caveats.cell_caveat`), and a column of a precision the CPU emulated
-    says so in its header.
+    says so in its header. With ``interval`` (the low and high columns of a one-seed cell's own
+    interval, e.g. ``train_img_s_low``/``_high``), a cell of one seed shows ``146 [140-152]``;
+    a cell whose steps were unstable (runs.csv ``unstable``) is marked
+    :data:`~nettebench.report.caveats.UNSTABLE_MARK` and its reason listed under the table.
     """
     matrix = runs[runs["kind"] == "matrix"]
     grids = []
@@ -161,7 +169,7 @@ def model_precision_grids(
         labels = mark_apex_fallback(table, T.row_labels(table, row_keys(runs)))
         precisions = T.sort_precisions(table["precision"])
         rows, counts, approx, partial = [], [], False, False
-        marked, impossible = False, False
+        marked, impossible, unstable, within_noise = False, False, [], False
         for label in labels.unique():
             row = [label]
             for precision in precisions:
@@ -169,10 +177,15 @@ def model_precision_grids(
                 ok = seeds[seeds[status] == records.STATUS_OK]
                 summary = stats.summarize(ok[value])
                 extrapolated = mark_extrapolated and any(map(T.as_bool, ok["extrapolated"]))
+                within = C.own_interval(ok, interval) if summary.n == 1 and interval else None
                 text = T.outcome_cell(
                     list(seeds[status]),
                     summary.mean,
-                    lambda _mean, s=summary: stats.with_ci(s, fmt),
+                    lambda _mean, s=summary, w=within: (
+                        stats.with_ci(s, fmt)
+                        if w is None
+                        else f"{fmt(s.mean)} [{fmt(w[0])}-{fmt(w[1])}]"
+                    ),
                     approx=extrapolated,
                 )
                 row.append(text)
@@ -184,6 +197,13 @@ def model_precision_grids(
                     withheld, mark = C.cell_caveat(ok.to_dict("records"), caveats)
                     row[-1] = C.IMPOSSIBLE_MARK if withheld else text + mark
                     marked, impossible = marked or bool(mark), impossible or withheld
+                    if caveats == "share" and not withheld and C.exceeded(ok.to_dict("records")):
+                        row[-1] += C.WITHIN_NOISE_MARK
+                        within_noise = True
+                    why = C.unstable_reasons(ok.to_dict("records")) if interval else []
+                    if why and not withheld:
+                        row[-1] += C.UNSTABLE_MARK
+                        unstable += [f"{label} {precision}: {text}" for text in why]
             rows.append(row)
         finished = table[table[status] == records.STATUS_OK]
         headers = [
@@ -207,6 +227,8 @@ def model_precision_grids(
                 interference=caveats if marked else None,
                 impossible=impossible,
                 emulated=C.emulated_note(finished.to_dict("records")) if emulated else None,
+                unstable=unstable or None,
+                within_noise=within_noise,
             )
         )
     return grids

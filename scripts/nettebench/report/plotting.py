@@ -190,7 +190,7 @@ def grouped_bars(
                     offsets[i],
                     summary.mean,
                     width,
-                    yerr=summary.half_width,
+                    yerr=own_interval(seeds, summary),
                     capsize=2,
                     color=colors[hue],
                     edgecolor="0.2" if hue in hatched else "white",
@@ -239,6 +239,19 @@ def grouped_bars(
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
     )
+
+
+def own_interval(seeds: pd.DataFrame, summary) -> Any:
+    """The error bar: the 95 % CI over seeds, or with one seed its own interval (columns
+    ``low``/``high``: the order-statistic interval of its median step rate) as an asymmetric
+    bar; None without either."""
+    if summary.n != 1 or "low" not in seeds:
+        return summary.half_width
+    ok = seeds[seeds["status"] == "ok"]
+    low, high = ok["low"].iloc[0], ok["high"].iloc[0]
+    if pd.isna(low) or pd.isna(high):
+        return None
+    return [[max(summary.mean - low, 0.0)], [max(high - summary.mean, 0.0)]]
 
 
 def save(fig: Figure, out_dir: str | os.PathLike, name: str) -> list[Path]:

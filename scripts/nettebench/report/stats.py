@@ -1,4 +1,5 @@
-"""Statistics over seeds: mean and 95 % confidence interval, and whether two cells differ.
+"""Statistics over seeds and within cells: mean and 95 % confidence interval, whether two cells
+differ, and the ratio of two cells' rates with its interval.
 
 Each seed of a cell is an independent training run (a process of its own), so its seconds,
 img/s or accuracy are samples of what the cell measures. Tables print the mean over seeds with
@@ -11,7 +12,9 @@ another) is called supported by the seeds only when Welch's t-test rejects "same
 not have the same run-to-run spread. Not a rank test (Mann-Whitney, as airspeed velocity uses):
 with the 2-3 seeds a training study affords, no rank test can reach p < 0.05 (two seeds a side
 give p >= 1/3), so it would call every difference unsupported. With a single seed on either side
-nothing can be tested, and the tables say so instead of guessing.
+nothing can be tested across runs; the cells' own steady steps then give the comparison
+(:func:`ratio_interval` on each cell's block rates, :mod:`nettebench.records.spread`), which
+says what the noise within the two runs allows.
 
 The t distribution comes from the regularised incomplete beta function (no SciPy): its values
 match the published t tables to the digits shown (``tests/test_stats.py``). Pure Python, no
@@ -25,6 +28,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from nettebench.records.spread import finite
+
 CONFIDENCE = 0.95
 ALPHA = 0.05  # two-sided level of the comparisons
 NOT_SUPPORTED_MARK = "(ns)"  # the seeds do not support a difference
@@ -35,11 +40,17 @@ CI_NOTE = (
     "(Student's t, n - 1 degrees of freedom); a cell with one seed shows its value alone."
 )
 COMPARISON_NOTE = (
-    f"{NOT_SUPPORTED_MARK}: the seeds do not support a difference (Welch's t-test on the "
-    "per-seed values, two-sided, p >= 0.05; Welch because the two sides need not vary alike, "
-    f"and a t-test because no rank test can reach p < 0.05 with 2-3 seeds a side). "
-    f"{UNTESTED_MARK}: one side has a single seed, so no test was possible; run more seeds "
-    "(`seed: [0, 1, 2]`)."
+    f"{NOT_SUPPORTED_MARK}: the data do not support a difference. With several seeds a side: "
+    "Welch's t-test on the per-seed values, two-sided, p >= 0.05 (Welch because the two sides "
+    "need not vary alike, and a t-test because no rank test can reach p < 0.05 with 2-3 seeds "
+    "a side). With one seed a side the speed-up is that of the two cells' steady training "
+    "rates, `1.10x [1.04-1.16]`: the ratio of the geometric means of their block rates (img/s "
+    "of 10 consecutive runs of steady steps each) with Welch's 95 % interval on their "
+    "logarithms, widened on both sides by how far the two cells' compute ceilings differed where "
+    "they measured the same thing (drift of the machine between the two jobs), and "
+    f"{NOT_SUPPORTED_MARK} when it holds 1; it says what the noise within and between the two "
+    "jobs allows, not how a rerun would vary (more seeds, `seed: [0, 1, 2]`, say that). "
+    f"{UNTESTED_MARK}: records without step times and one seed a side: nothing to test."
 )
 
 
@@ -59,21 +70,6 @@ class Summary:
     @property
     def high(self) -> float | None:
         return None if self.half_width is None else self.mean + self.half_width
-
-
-def finite(values: Iterable[Any]) -> list[float]:
-    """The finite numbers among ``values`` (missing, text and infinities dropped)."""
-    found = []
-    for value in values:
-        if isinstance(value, bool) or value is None:
-            continue
-        try:
-            number = float(value)
-        except (TypeError, ValueError):
-            continue
-        if math.isfinite(number):
-            found.append(number)
-    return found
 
 
 def summarize(values: Iterable[Any]) -> Summary:
@@ -170,11 +166,78 @@ def welch(a: Iterable[Any], b: Iterable[Any]) -> Comparison:
         p = 1.0 if diff == 0 else 0.0
     else:
         t = diff / math.sqrt(va + vb)
-        df = (va + vb) ** 2 / (
-            (va**2 / (sa.n - 1) if va else 0.0) + (vb**2 / (sb.n - 1) if vb else 0.0)
-        )
-        p = t_two_sided_p(t, df)
+        p = t_two_sided_p(t, welch_df(sa.sd**2, sa.n, sb.sd**2, sb.n))
     return Comparison(p, p < ALPHA)
+
+
+def welch_df(var_a: float, n_a: int, var_b: float, n_b: int) -> float:
+    """Welch-Satterthwaite degrees of freedom of two samples' sample variances and sizes:
+    ``(va/na + vb/nb)^2 / ((va/na)^2/(na-1) + (vb/nb)^2/(nb-1))``; a side without spread adds
+    nothing to the denominator."""
+    va, vb = var_a / n_a, var_b / n_b
+    return (va + vb) ** 2 / (
+        (va**2 / (n_a - 1) if va else 0.0) + (vb**2 / (n_b - 1) if vb else 0.0)
+    )
+
+
+# ------------------------------------------------------------------ within-cell comparisons
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """How many times ``a`` is ``b`` (rates: above 1, a is faster), with its interval.
+
+    ``supported`` is True when the interval excludes 1, False when it includes it, None when a
+    side has fewer than two samples (no interval)."""
+
+    ratio: float | None
+    low: float | None
+    high: float | None
+    df: float | None
+    p: float | None
+    supported: bool | None
+
+
+RATIO_NOTE = (
+    "ratio of the geometric means of the two cells' block rates (img/s of 10 consecutive runs of "
+    "steady steps each, batch means, so bursts of noise that span several steps count once), "
+    "with Welch's 95 % interval on their logarithms"
+)
+
+
+def ratio_interval(a: Iterable[Any], b: Iterable[Any], confidence: float = CONFIDENCE) -> Ratio:
+    """``a / b`` for two sets of positive samples of a rate (img/s, higher is faster), with
+    Welch's interval: Welch's t on the logarithms gives the interval of the difference of mean
+    logs, whose exponential is the ratio of geometric means. Logarithms because a ratio is what
+    is compared and timings spread multiplicatively; Welch because the two cells need not
+    vary alike. For a quantity where lower is better (seconds, latency) pass ``(b, a)``."""
+    xs = [math.log(x) for x in finite(a) if x > 0]
+    ys = [math.log(y) for y in finite(b) if y > 0]
+    if not xs or not ys:
+        return Ratio(None, None, None, None, None, None)
+    sa, sb = summarize(xs), summarize(ys)
+    ratio = math.exp(sa.mean - sb.mean)
+    if sa.n < 2 or sb.n < 2:
+        return Ratio(ratio, None, None, None, None, None)
+    va, vb = sa.sd**2 / sa.n, sb.sd**2 / sb.n
+    if va + vb == 0:  # no spread on either side: the ratio is exact
+        exact = ratio != 1
+        return Ratio(ratio, ratio, ratio, None, 0.0 if exact else 1.0, exact)
+    df = welch_df(sa.sd**2, sa.n, sb.sd**2, sb.n)
+    se = math.sqrt(va + vb)
+    half = t_quantile(1 - (1 - confidence) / 2, df) * se
+    p = t_two_sided_p((sa.mean - sb.mean) / se, df)
+    low, high = math.exp(sa.mean - sb.mean - half), math.exp(sa.mean - sb.mean + half)
+    return Ratio(ratio, low, high, df, p, not low <= 1 <= high)
+
+
+def widen(found: Ratio, log_margin: float) -> Ratio:
+    """``found`` with its interval widened by ``log_margin`` on the log scale on both sides
+    (a known systematic uncertainty, such as drift between two jobs), its verdict redone."""
+    if found.low is None or log_margin <= 0:
+        return found
+    low, high = found.low * math.exp(-log_margin), found.high * math.exp(log_margin)
+    return Ratio(found.ratio, low, high, found.df, found.p, not low <= 1 <= high)
 
 
 # ------------------------------------------------------------------------------------ as text

@@ -25,11 +25,11 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from nettebench.data import store, store_build
+from nettebench.data import store, store_build, val_sample
 from nettebench.data.cached import RESIDENT, build_cached_loaders, resolve_placement, store_bytes
 from nettebench.data.pil import build_pil_loaders
 from nettebench.models.build import build_model
-from nettebench.records import conditions
+from nettebench.records import conditions, spread
 from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec
@@ -206,10 +206,17 @@ def compile_warmup(runner, batch_size: int, image_size: int) -> float:
 
 def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device, store_dir: Path):
     """The cell's input pipeline: the reference PIL loader, or batches from the decoded store
-    (``data_path``, the dataset.json or tree the cell was given, identifies the store's source)."""
+    (``data_path``, the dataset.json or tree the cell was given, identifies the store's source).
+    With ``max_steps`` validation reads a fixed class-balanced sample
+    (:mod:`nettebench.data.val_sample`), and ``val_steps_full`` keeps the full set's batches."""
+    sample = val_sample.sample_size(cell.max_steps, batch_size)
     if cell.loader == "cached":
-        return build_cached_loaders(
-            current_store(cell, data_path, store_dir),
+        opened = current_store(cell, data_path, store_dir)
+        full_val = len(opened.val_labels)
+        if sample is not None:
+            opened = val_sample.balanced_store(opened, sample)
+        loaders = build_cached_loaders(
+            opened,
             image_size=cell.image_size,
             batch_size=batch_size,
             device=device,
@@ -217,8 +224,11 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
             workers=cell.workers,
             placement=cell.store_placement,
         )
+        if sample is not None:
+            loaders.val_steps_full = -(-full_val // batch_size)
+        return loaders
 
-    return build_pil_loaders(
+    loaders = build_pil_loaders(
         data_root.train_dir,
         data_root.val_dir,
         image_size=cell.image_size,
@@ -227,6 +237,10 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
         pin_memory=device.type == "cuda",
         skip=data_root.skipped,
     )
+    if sample is not None:
+        loaders.val_steps_full = len(loaders.val)
+        loaders.val = val_sample.balanced_loader(loaders.val, sample)
+    return loaders
 
 
 def fit(
@@ -323,7 +337,7 @@ def fit(
         val = evaluate(
             distributed.local_model(runner),
             val_batches,
-            total_steps=len(loaders.val),
+            total_steps=loaders.val_steps_full or len(loaders.val),
             max_steps=cell.max_steps,
             pad_to=val_padding(cell, device, local_batch),
         )
@@ -371,6 +385,8 @@ def epoch_row(epoch: int, lr: float, train, val, peak_mem_mb: float, steps: int)
         "train_images": train.images,
         "peak_mem_mb": peak_mem_mb,
         "extrapolated": train.extrapolated or val.extrapolated,
+        "step_ms": spread.step_ms_text(train.step_s),  # the steady steps' times (spread)
+        "_step_images": train.step_images,
         "_steps_run": train.steps_run,
         "_steps_per_epoch": steps,
     }

@@ -9,8 +9,15 @@
   is added (it would serialise the GPU and the loader and slow down what is being measured).
 - The first ``warmup_steps`` of the first epoch (cuDNN autotuning, allocator growth, worker
   start-up) are excluded from images per second but stay in the epoch's wall time.
+- Every step's time is kept (:mod:`.step_clock`: CUDA events read at the end of the epoch on a
+  GPU, never a synchronisation per step; ``perf_counter`` on a CPU). The steady steps are those
+  after the warm-up and, in every epoch, after the loader's start-up (the first
+  :data:`LOADER_STARTUP_STEPS`, whose wait includes starting the workers and filling their
+  prefetch queue); their times are the samples of the cell's img/s and its interval
+  (:mod:`nettebench.records.spread`).
 - With ``max_steps`` an epoch stops early and its times are extrapolated to the full epoch from
-  the steady-state step time, and flagged as extrapolated.
+  the mean time of its steady steps (the loader's start-up counted once, as in a full epoch), and
+  flagged as extrapolated.
 """
 
 from __future__ import annotations
@@ -19,12 +26,16 @@ import itertools
 import resource
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
 from nettebench.training.data_wait import DataWait
 from nettebench.training.step import TrainingStep
+from nettebench.training.step_clock import StepClock
+
+# Steps at the start of every epoch whose time holds the loader's start-up, not steady work.
+LOADER_STARTUP_STEPS = 1
 
 
 def synchronize(device: torch.device) -> None:
@@ -60,6 +71,8 @@ class TrainEpoch:
     img_s: float
     steps_run: int
     extrapolated: bool
+    step_s: list[float] = field(default_factory=list)  # seconds of each steady step
+    step_images: list[int] = field(default_factory=list)  # images of each steady step
 
 
 @dataclass
@@ -88,11 +101,13 @@ def train_epoch(
     loss_sum = torch.zeros((), device=device)
     samples = 0
     data_wait = 0.0
-    timed_images = 0
     steps = 0
+    batches: list[int] = []
+    clock = StepClock(device)
 
     synchronize(device)
-    start = timed_start = time.perf_counter()
+    start = time.perf_counter()
+    clock.start()
     iterator = iter(loader)
     wait = DataWait(device)
     while steps < steps_limit:
@@ -105,15 +120,12 @@ def train_epoch(
         images = runner.prepare_inputs(images)
         targets = targets.to(device, non_blocking=True)
         loss = runner.step(images, targets)
+        clock.mark()
         batch = targets.shape[0]
+        batches.append(batch)
         loss_sum += loss * batch
         samples += batch
         steps += 1
-        if steps == warmup_steps:
-            synchronize(device)
-            timed_start = time.perf_counter()
-        elif steps > warmup_steps:
-            timed_images += batch
         if progress is not None:
             progress.update(1)
     synchronize(device)
@@ -122,11 +134,14 @@ def train_epoch(
     data_wait = wait.seconds()
 
     seconds = end - start
-    timed_seconds = end - timed_start
+    first_steady = steady_from(warmup_steps, steps)
+    step_s = clock.seconds()[first_steady:steps]
+    step_images = batches[first_steady:steps]
+    timed_seconds, timed_images = sum(step_s), sum(step_images)
     img_s = timed_images / timed_seconds if timed_seconds > 0 and timed_images else float("nan")
     extrapolated = steps < steps_per_epoch
     if extrapolated and steps:
-        steady_step_s = timed_seconds / max(steps - warmup_steps, 1)
+        steady_step_s = timed_seconds / len(step_s)
         missing = steps_per_epoch - steps
         data_wait *= (seconds + missing * steady_step_s) / seconds
         seconds += missing * steady_step_s
@@ -138,7 +153,15 @@ def train_epoch(
         img_s=img_s,
         steps_run=steps,
         extrapolated=extrapolated,
+        step_s=step_s,
+        step_images=step_images,
     )
+
+
+def steady_from(warmup_steps: int, steps: int) -> int:
+    """Index of an epoch's first steady step: after the warm-up and the loader's start-up, but
+    leaving at least one step of an epoch that has any."""
+    return max(0, min(max(warmup_steps, LOADER_STARTUP_STEPS), steps - 1))
 
 
 # cross_entropy's ignore_index: a padding row's target, so it counts for no loss and no hit.

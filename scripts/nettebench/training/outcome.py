@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from nettebench.records import environment
+from nettebench.records import environment, spread
 from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec
@@ -101,6 +101,8 @@ def finish(
             record["summary"]["store_mem_mb"] = fit.store_mem_mb
             earlier_wall_s = fit.earlier_wall_s
         record["conditions"] = run_conditions(fit.conditions if fit else None, rows)
+        if rows:
+            record["summary"]["unstable"] = unstable_text(record["summary"], record["conditions"])
         record["environment"] = collecting.result()
         ended_at = time.time() if ended_at is None else ended_at
         record["summary"]["wall_s"] = earlier_wall_s + ended_at - started_at
@@ -136,31 +138,83 @@ def run_conditions(
 
 
 def first_epoch_overhead(walls: list[float]) -> tuple[float | None, float | None, str | None]:
-    """(overhead, noise, anomaly) of a cell's epoch wall times.
+    """(overhead, noise, variation) of a cell's epoch wall times.
 
     The overhead is the first epoch's time beyond the median of the later ones, never below 0.
     Its noise is the largest deviation of a later epoch from that median. A first epoch faster
-    than the fastest later one by more than the noise (and more than a tenth of an epoch: two
-    or three later epochs say little about their spread) cannot be warm-up: conditions changed
-    between epochs, which the anomaly text says (None when nothing is wrong)."""
+    than the fastest later one by more than the noise (and more than a tenth of an epoch) is
+    epoch-to-epoch variation, said with its size (the variation text; None otherwise): on a
+    shared machine the later epochs can be slowed as well as the first, so it is noise between
+    epochs, not a figure that cannot be true."""
     later = walls[1:]
     if not later:
         return None, None, None
     steady = statistics.median(later)
     noise = max(abs(w - steady) for w in later) if len(later) > 1 else None
     excess = walls[0] - steady
-    anomaly = None
-    margin = max(noise or 0.0, ANOMALY_FLOOR * steady)
+    variation = None
+    margin = max(noise or 0.0, VARIATION_FLOOR * steady)
     if noise is not None and walls[0] < min(later) - margin:
-        anomaly = (
-            f"first epoch {-excess:.1f} s faster than the later epochs' median {steady:.1f} s "
-            f"(noise {noise:.1f} s): conditions changed between epochs"
+        variation = (
+            f"epoch-to-epoch variation: the first epoch took {walls[0]:.1f} s, "
+            f"{-excess:.1f} s ({-excess / steady:.0%}) less than the later epochs' median "
+            f"{steady:.1f} s (they ranged {min(later):.1f}-{max(later):.1f} s)"
         )
-    return max(excess, 0.0), noise, anomaly
+    return max(excess, 0.0), noise, variation
 
 
-# A first epoch must be this share of an epoch faster than every later one to be an anomaly.
-ANOMALY_FLOOR = 0.10
+# A first epoch this share of an epoch faster than every later one is worth a word.
+VARIATION_FLOOR = 0.10
+
+
+def steady_steps(rows: list[dict[str, Any]]) -> tuple[list[float], list[int]]:
+    """Seconds and images of every steady step of the epochs, in order (epochs.csv
+    ``step_ms``; a resumed epoch's row comes from the checkpoint with the same fields)."""
+    seconds: list[float] = []
+    images: list[int] = []
+    for row in rows:
+        found = spread.parse_step_ms(row.get("step_ms"))
+        counts = list(row.get("_step_images") or [])
+        if len(counts) != len(found):  # an older row: its images spread evenly over its steps
+            each = (row.get("train_images") or 0) / max(len(found), 1)
+            counts = [each] * len(found)
+        seconds += found
+        images += counts
+    return seconds, images
+
+
+def step_spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The summary's img/s figures from the steady steps: the median per-step rate with its
+    interval, the steps' sd / mean, and the block rates comparisons test."""
+    seconds, images = steady_steps(rows)
+    if not seconds:
+        return {}
+    found = spread.median_interval(spread.rates(seconds, images))
+    times = spread.median_interval(seconds)
+    return {
+        "train_img_s": found.value,
+        "train_img_s_low": found.low,
+        "train_img_s_high": found.high,
+        "train_steps_steady": found.n,
+        "train_step_cv": times.cv,
+        "train_block_img_s": spread.block_rates(seconds, images),
+    }
+
+
+def unstable_text(summary: dict[str, Any], found: dict[str, Any] | None) -> str | None:
+    """Why the cell's steps are too spread to quote as one number (pyperf's rule: sd >= 10 %
+    of the mean), with the cause where the timing conditions know one; None when stable."""
+    cv = summary.get("train_step_cv")
+    if cv is None or cv < spread.UNSTABLE_CV:
+        return None
+    text = (
+        f"unstable: its {summary.get('train_steps_steady')} steady steps spread {cv:.0%} "
+        f"(sd / mean >= {spread.UNSTABLE_CV:.0%})"
+    )
+    reasons = (found or {}).get("interference_reasons") or []
+    if reasons:
+        return f"{text}; timed under interference: {'; '.join(map(str, reasons))}"
+    return f"{text}; no interference was measured, so the cause is within the job"
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -169,12 +223,8 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     last = rows[-1]
     later = [r["wall_s"] for r in rows[1:]]
     steady = statistics.median(later) if later else None
-    overhead, noise, anomaly = first_epoch_overhead([r["wall_s"] for r in rows])
-    if any(r["extrapolated"] for r in rows):
-        # epochs scaled from a few steps: the first from its post-warm-up steps, the later ones
-        # from all of theirs (loader start included), so the two do not compare
-        anomaly = None
-    return {
+    overhead, noise, variation = first_epoch_overhead([r["wall_s"] for r in rows])
+    found = {
         "epochs_run": len(rows),
         "steps_per_epoch": last["_steps_per_epoch"],
         "steps_timed": last["_steps_run"],
@@ -182,6 +232,7 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "wall_s": None,
         "time_for_epochs_s": sum(r["wall_s"] for r in rows),
         "epoch_s_median": statistics.median(r["wall_s"] for r in rows),
+        # records without step times: the median over epochs, as before
         "train_img_s": statistics.median(img_s) if img_s else None,
         "data_wait_share": sum(r["data_wait_s"] for r in rows) / train_s if train_s else None,
         "final_top1": last["val_top1"],
@@ -192,9 +243,18 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "steady_epoch_s": steady,
         "first_epoch_overhead_s": overhead,
         "first_epoch_overhead_noise_s": noise,
-        "anomalies": [anomaly] if anomaly else [],
+        "anomalies": [],
         "peak_mem_mb": max(r["peak_mem_mb"] for r in rows),
         "resumed_from_epoch": None,
         "compile_s": None,
         "store_mode": None,
+        "train_img_s_low": None,
+        "train_img_s_high": None,
+        "train_steps_steady": None,
+        "train_step_cv": None,
+        "train_block_img_s": None,
+        "unstable": None,
+        "epoch_variation": variation,
     }
+    found.update(step_spread(rows))
+    return found

@@ -13,7 +13,7 @@ import pandas as pd
 from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.compare import seconds, speedup_text
+from nettebench.report.compare import cells_speedup_text
 from nettebench.report.grids import APPROX_NOTE, LEGEND, groups, no_matrix, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, varying
 
@@ -98,11 +98,14 @@ def machines_markdown(runs: pd.DataFrame) -> str:
                     approx |= text.startswith(T.APPROX_MARK)
                     not_ok |= text in T.OUTCOME_TEXT.values()
                     row.append(text)
-                base = seconds(by_setup[reference])
                 for setup in setups[1:]:
                     pair = pd.concat([by_setup[reference], by_setup[setup]])
                     extrapolated = any(map(T.as_bool, pair["extrapolated"]))
-                    row.append(speedup_text(base, seconds(by_setup[setup]), approx=extrapolated))
+                    row.append(
+                        cells_speedup_text(
+                            by_setup[reference], by_setup[setup], approx=extrapolated
+                        )
+                    )
                 rows.append(row)
         notes = ([APPROX_NOTE] if approx else []) + ([LEGEND] if not_ok else [])
         body = T.pipe_table(header, rows, "l" + "r" * (len(header) - 1))

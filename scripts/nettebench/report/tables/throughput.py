@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pandas as pd
 
+from nettebench.records.spread import INTERVAL_NAME
 from nettebench.report import format as T
 from nettebench.report.grids import (
     CEILING_NOTE,
@@ -21,7 +22,13 @@ def throughput_markdown(runs: pd.DataFrame) -> str:
     img/s) appear only when some matrix cell has a ``ceiling.json``; otherwise one line says
     that no ceilings were measured.
     """
-    rate = model_precision_grids(runs, "train_img_s", T.fmt_rate, mark_extrapolated=False)
+    rate = model_precision_grids(
+        runs,
+        "train_img_s",
+        T.fmt_rate,
+        mark_extrapolated=False,
+        interval=("train_img_s_low", "train_img_s_high"),
+    )
     wait = model_precision_grids(runs, "data_wait_share", T.fmt_percent, mark_extrapolated=False)
     ceiling_grids = {
         "share": model_precision_grids(
@@ -44,8 +51,10 @@ def throughput_markdown(runs: pd.DataFrame) -> str:
     }
     counts = [c for g in rate for c in g.seed_counts]
     note = (
-        "Training images per second (median over epochs of the steady-state rate, warm-up "
-        "excluded, `summary.train_img_s`), the percentage of training time spent waiting for "
+        "Training images per second (`summary.train_img_s`: the median per-step rate over the "
+        "steady steps of all epochs, warm-up and each epoch's loader start-up excluded; a cell "
+        f"of one seed shows `median [low-high]`, the {INTERVAL_NAME} over its steps, "
+        "`train_img_s_low`/`_high`), the percentage of training time spent waiting for "
         "the input pipeline (`summary.data_wait_share`) and, where measured, the same img/s as a "
         f"percentage of the compute ceiling, {T.seeds_note(counts)}."
     )

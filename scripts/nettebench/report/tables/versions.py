@@ -18,7 +18,7 @@ import pandas as pd
 from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.compare import seconds, speedup_text
+from nettebench.report.compare import cells_speedup_text
 from nettebench.report.grids import APPROX_NOTE, LEGEND, device_title, groups, no_matrix, row_keys
 from nettebench.report.setups import HARDWARE_COLUMNS, SETUP_COLUMNS, describe, varying
 
@@ -136,13 +136,12 @@ def library_versions_markdown(runs: pd.DataFrame) -> str:
                         counts += [summary.n] if summary.n else []
                         approx |= row[-1].startswith(T.APPROX_MARK)
                         not_ok |= row[-1] in T.OUTCOME_TEXT.values()
-                    reference = seconds(by_version[first])
                     for version in versions[1:]:
                         pair = pd.concat([by_version[first], by_version[version]])
                         row.append(
-                            speedup_text(
-                                reference,
-                                seconds(by_version[version]),
+                            cells_speedup_text(
+                                by_version[first],
+                                by_version[version],
                                 approx=any(map(T.as_bool, pair["extrapolated"])),
                             )
                         )

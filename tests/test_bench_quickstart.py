@@ -1,0 +1,51 @@
+"""The quick-start benchmark's report (tests/bench_quickstart.py): the runs-side-by-side table
+a note needs and the check that supported comparisons keep their direction across runs."""
+
+from __future__ import annotations
+
+from tests import bench_quickstart as B
+
+PIL_FASTER = (
+    "On a CPU (X), `pil` trains resnet18 (precision O0) 1.12x faster than `cached` "
+    "(95 % interval 1.05-1.19x over their steady steps)."
+)
+PIL_SLOWER = (
+    "On a CPU (X), `pil` trains resnet18 (precision O0) slower than `cached`: 0.90x its speed "
+    "(95 % interval 0.85-0.95x over their steady steps)."
+)
+NOISE = "On a CPU (X), `pil` and `cached` train resnet18 at speeds the noise cannot tell apart"
+
+
+def _run(answers, rate="127", marks=None):
+    row = {
+        "kind": "matrix", "precision": "O0", "loader": "pil", "max_steps": "",
+        "time_for_epochs_s": "13.2", "train_img_s": rate, "train_img_s_low": "120",
+        "train_img_s_high": "133", "extrapolated": "False", "implausible": marks or "",
+        "interference": "False", "ceiling_interference": "False", "unstable": "",
+        "train_step_cv": "0.04",
+    }  # fmt: skip
+    return {
+        "wall_s": 100.0,
+        "loadavg_before": "0.50 0.40 0.30",
+        "answers": answers,
+        "table_cells": {B.cell_name(row): B.cell_text(row)},
+    }
+
+
+def test_directions_read_only_supported_comparisons():
+    assert B.directions([PIL_FASTER, NOISE]) == {
+        "`pil` vs `cached` on resnet18 (precision O0)": "faster"
+    }
+    assert B.directions([PIL_SLOWER]) == {"`pil` vs `cached` on resnet18 (precision O0)": "slower"}
+
+
+def test_the_side_by_side_table_names_flips_and_impossible_cells():
+    table = B.side_by_side([_run([PIL_FASTER]), _run([PIL_SLOWER], marks="above its ceiling")])
+    assert (
+        "| cell O0 `pil` | 13.2 s, 127 [120-133] img/s | 13.2 s, 127 [120-133] img/s **✗** |"
+        in (table)
+    )
+    assert "| wall (load before) | 100 s (0.50 0.40 0.30) |" in table
+    assert "directions that flip between runs: 1" in table and "cells with ✗: 1" in table
+    steady = B.side_by_side([_run([PIL_FASTER]), _run([PIL_FASTER, NOISE])])
+    assert "directions that flip between runs: 0" in steady and "cells with ✗: 0" in steady

@@ -1,0 +1,131 @@
+"""Comparisons that say whether the noise allows them: a single-seed speed-up carries the
+within-cell interval of its steady rates and a verdict; a cell's img/s its own interval; an
+unstable cell its mark and cause (report/compare.py, report/grids.py, report/tables)."""
+
+from __future__ import annotations
+
+import pandas as pd
+import record_factory as F
+
+from nettebench.report import caveats as C
+from nettebench.report import stats
+from nettebench.report.aggregate import aggregate
+
+STEADY = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8, 100.1, 99.9]
+
+
+def _tables(tmp_path, paths):
+    written = aggregate(paths, tmp_path / "tables")
+    return pd.read_csv(written["runs"]), {n: p.read_text() for n, p in written.items()}
+
+
+def _cell(tmp_path, precision, blocks, **summary):
+    return F.make_cell(
+        tmp_path,
+        precision=precision,
+        train_img_s=sum(blocks) / len(blocks),
+        summary_extra={"train_block_img_s": blocks, **summary},
+    )
+
+
+def _speedups(text):
+    return text["time_by_model_precision"].split("## Speed-up over O0")[1]
+
+
+def test_a_single_seed_speedup_carries_its_interval_and_verdict(tmp_path):
+    faster = [1.5 * r for r in STEADY]  # O1: 1.5x
+    same = [r * (1 + (-1) ** i * 0.08) for i, r in enumerate(STEADY)]  # O2: noise around 1x
+    paths = [_cell(tmp_path, "O0", STEADY), _cell(tmp_path, "O1", faster)]
+    paths.append(_cell(tmp_path, "O2", same))
+    _, text = _tables(tmp_path, paths)
+    table = _speedups(text)
+    found = stats.ratio_interval(faster, STEADY)
+    assert f"{found.ratio:.2f}x [{found.low:.2f}-{found.high:.2f}] |" in table  # supported
+    noise = stats.ratio_interval(same, STEADY)
+    assert noise.low < 1 < noise.high
+    assert f"[{noise.low:.2f}-{noise.high:.2f}] {stats.NOT_SUPPORTED_MARK}" in table
+    assert f"x {stats.UNTESTED_MARK}" not in table  # one seed a side, yet tested in the cells
+    assert "Welch's 95 % interval" in text["time_by_model_precision"]
+
+
+def test_records_without_step_times_still_say_n_1(tmp_path):
+    paths = [F.make_cell(tmp_path, precision=p) for p in ("O0", "O1")]
+    _, text = _tables(tmp_path, paths)
+    assert f"x {stats.UNTESTED_MARK}" in _speedups(text)
+
+
+def test_a_cells_img_s_shows_its_interval_and_an_unstable_cell_its_cause(tmp_path):
+    why = "unstable: its 42 steady steps spread 14% (sd / mean >= 10%); timed under interference"
+    paths = [
+        _cell(tmp_path, "O0", STEADY, train_img_s_low=96.4, train_img_s_high=103.6),
+        _cell(tmp_path, "O1", STEADY, train_img_s_low=90.0, train_img_s_high=110.0, unstable=why),
+    ]
+    _, text = _tables(tmp_path, paths)
+    rates = text["throughput"].split("## Training throughput")[1].split("## Time waiting")[0]
+    assert "| 100 [96-104] |" in rates
+    assert f"100 [90-110]{C.UNSTABLE_MARK} |" in rates
+    assert f"{C.UNSTABLE_MARK} unstable" in rates and f"resnet18 O1: {why}" in rates
+    assert "order-statistic (binomial) 95 % interval of the median" in text["throughput"]
+
+
+def _cpu_cell(tmp_path, precision, loader, blocks, env=None):
+    return F.make_cell(
+        tmp_path,
+        precision=precision,
+        device_type="cpu",
+        env=env,
+        extra_cell={"loader": loader},
+        train_img_s=sum(blocks) / len(blocks),
+        summary_extra={"train_block_img_s": blocks},
+    )
+
+
+def test_the_front_page_answers_in_words_only_what_the_data_support(tmp_path):
+    emulated = {"cpu_capability": "AVX2", "bf16_native": False}
+    cached = [1.1 * r for r in STEADY]
+    bf16 = [0.18 * r for r in STEADY]
+    paths = [
+        _cpu_cell(tmp_path, "O0", "pil", STEADY, emulated),
+        _cpu_cell(tmp_path, "O0", "cached", cached, emulated),
+        _cpu_cell(tmp_path, "bf16", "pil", bf16, emulated),
+    ]
+    _, text = _tables(tmp_path, paths)
+    front = text["headline"]
+    speedup = stats.ratio_interval(cached, STEADY)
+    assert (
+        f"On a CPU ({F.CPU_MODEL}), <code>cached</code> trains resnet18 (precision O0) "
+        f"{speedup.ratio:.2f}x faster than <code>pil</code> (95 % interval "
+        f"{speedup.low:.2f}-{speedup.high:.2f}x over their steady steps)."
+    ) in front
+    assert f"On a CPU ({F.CPU_MODEL}), bf16 is emulated: 0.18x O0 on resnet18 (loader pil)" in front
+    assert front.index('<p class="answer">') < front.index('<p class="caveats">')
+
+
+def test_a_difference_within_the_noise_is_not_stated_as_one(tmp_path):
+    same = [r * (1 + (-1) ** i * 0.08) for i, r in enumerate(STEADY)]
+    paths = [_cpu_cell(tmp_path, "O0", "pil", STEADY), _cpu_cell(tmp_path, "O0", "cached", same)]
+    _, text = _tables(tmp_path, paths)
+    assert "faster than" not in text["headline"] and "slower than" not in text["headline"]
+    assert "at speeds the noise cannot tell apart" in text["headline"]
+
+
+def test_a_loader_comparison_is_widened_by_the_drift_its_identical_ceilings_show(tmp_path):
+    """Both O0 cells' ceilings measure the same steps; 12 % apart, they say the machine drifted
+    between the two jobs by that much, so a 10 % difference is no longer supported."""
+    cached = [1.1 * r for r in STEADY]
+    pil = _cpu_cell(tmp_path, "O0", "pil", STEADY)
+    F.make_ceiling(pil, img_s=200.0)
+    fast = _cpu_cell(tmp_path, "O0", "cached", cached)
+    F.make_ceiling(fast, img_s=224.0)
+    _, text = _tables(tmp_path, [pil, fast])
+    front = text["headline"]
+    assert "faster than" not in front and "noise cannot tell apart" in front
+    assert "widened by the 12% their identical ceilings differed" in front
+    # the same cells with agreeing ceilings: the 10 % stands
+    (tmp_path / "b").mkdir()
+    pil = _cpu_cell(tmp_path / "b", "O0", "pil", STEADY)
+    F.make_ceiling(pil, img_s=200.0)
+    fast = _cpu_cell(tmp_path / "b", "O0", "cached", cached)
+    F.make_ceiling(fast, img_s=201.0)
+    _, text = _tables(tmp_path / "b", [pil, fast])
+    assert "1.10x faster than <code>pil</code>" in text["headline"]
