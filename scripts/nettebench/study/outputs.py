@@ -29,3 +29,6 @@ FRONT_PAGE = "results/front_page.html"
 TABLE_NAMES += ("time_by_machine", "time_to_accuracy")
 FIGURE_NAMES = ("time_by_model_precision", "speedup_over_O0", "accuracy_curves", "throughput")
 FIGURE_NAMES += ("time_to_accuracy",)
+# One code manifest per code group (nettebench.study.code_groups.write_manifest): the input by
+# which a rule depends on the package's code.
+CODE_MANIFEST_DIR = "results/code"
