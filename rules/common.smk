@@ -32,10 +32,18 @@ shell.prefix(
 
 from nettebench.study import outputs
 from nettebench.study import code_groups, config_file, job_signals
+from nettebench.study import stored as stored_study
 from nettebench.study.workflow import Study, check_top_level
 
 # A bad config ends the run with one line naming the key and what is allowed, not a traceback.
 with config_file.one_line_errors():
+    # Aggregate-only (profiles/aggregate): the study that made the results (results/study.yaml,
+    # stored by the run), with what the command line gives over it; not config.yaml.
+    if config.get("aggregate_only"):
+        _stored = stored_study.for_aggregate(workflow.config_settings.overwrite_config)
+        if _stored is not None:
+            config.clear()
+            config.update(_stored)
     check_top_level(config)
     # The schema's first error in one line (the key, what is allowed); validate() fills defaults.
     config_file.check_schema(
@@ -54,6 +62,13 @@ FIGURES = outputs.FIGURE_NAMES
 onstart:
     if not workflow.non_local_exec:
         job_signals.forward_interrupts()
+
+
+# A run that trained or aggregated stores the study it ran beside its results, so that
+# profiles/aggregate regenerates them with it (nettebench.study.stored).
+onsuccess:
+    if not STUDY.aggregate_only:
+        stored_study.save(config)
 
 
 def _report_unless_dry_run(create_report):
@@ -85,7 +100,8 @@ wildcard_constraints:
 def code(group):
     """The code a group of rules runs, as one input: the group's manifest (every module's
     sha256, nettebench.study.code_groups), rewritten here only when a module changed, so an
-    edit reruns exactly those rules and a job's `input:` line names one file, not fifty."""
+    edit reruns exactly those rules and a job's `input:` line names one file, not fifty.
+    """
     path = f"{outputs.CODE_MANIFEST_DIR}/{group}.sha256"
     code_groups.write_manifest(group, path)
     return path
@@ -280,7 +296,14 @@ def profile_summaries():
     """profile.json of every profiled cell; in aggregate-only mode, whatever is on disk; and
     every profile in the result trees listed under `merge_results:`."""
     if STUDY.aggregate_only:
-        found = sorted(glob.glob(f"{PROFILE_ROOT}/**/profile.json", recursive=True))
+        on_disk = sorted(glob.glob(f"{PROFILE_ROOT}/**/profile.json", recursive=True))
+        # the study's profiles first, in its order (as a run reads them), then any others
+        configured = (
+            [f for f in PROFILE.output_files("summary") if f in on_disk]
+            if PROFILE
+            else []
+        )
+        found = configured + [f for f in on_disk if f not in configured]
     else:
         found = PROFILE.output_files("summary") if PROFILE else []
     return found + STUDY.merged_files("profiles/**/profile.json")

@@ -248,7 +248,7 @@ def main(argv: list[str] | None = None) -> int:
                 raise ConfigError(f"{name} does not exist")
             if not isinstance(data, Mapping):
                 raise ConfigError(f"{name}: a config file holds a mapping of keys at its top")
-            _merge(config, data)
+            merge_config(config, data)
         check_schema(config)
         Study.from_config(config)
     except ConfigError as error:
@@ -258,11 +258,11 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def _merge(into: dict[str, Any], update: Mapping[str, Any]) -> None:
+def merge_config(into: dict[str, Any], update: Mapping[str, Any]) -> None:
     """Snakemake's way of merging config files: mappings key by key, anything else replaced."""
     for key, value in update.items():
         if isinstance(value, Mapping) and isinstance(into.get(key), dict):
-            _merge(into[key], value)
+            merge_config(into[key], value)
         else:
             into[key] = dict(value) if isinstance(value, Mapping) else value
 
