@@ -137,7 +137,7 @@ def grouped_bars(
     colors: dict[str, Any],
     hatched: Sequence[str] = (),
     outcomes: dict[str, str] | None = None,
-) -> None:
+) -> list[tuple[str, str, float]]:
     """Bars of the mean ``value`` per (``label``, ``hue``), error bars = the 95 % confidence
     interval of the mean over seeds (:func:`nettebench.report.stats.summarize`).
 
@@ -146,7 +146,12 @@ def grouped_bars(
     status of its own, such as ``not reached``) is written where the bar would be.
     An optional column ``outline`` (the compute ceiling) is drawn, as its mean over the seeds
     that have one, as an unfilled dashed bar over the bar, and gets a legend entry.
+
+    Bars stand on zero: a whisker stops there (no count, time or rate is negative, so a wide
+    interval of two seeds must not pull the axis to -100 img/s). Returns the bars drawn above
+    their own outline, as (label, hue, bar / outline), for the caller to comment on.
     """
+    above: list[tuple[str, str, float]] = []
     width = 0.8 / max(len(hues), 1)
     text_transform = ax.get_xaxis_transform()  # x in data, y in axes fraction
     outlined = False
@@ -186,11 +191,14 @@ def grouped_bars(
                 )
             if len(values):
                 summary = stats.summarize(values)
+                if len(outline) and outline.mean() > 0 and summary.mean > outline.mean():
+                    above.append((category, hue, summary.mean / outline.mean()))
+                whisker = summary.half_width or 0.0
                 ax.bar(
                     offsets[i],
                     summary.mean,
                     width,
-                    yerr=summary.half_width,
+                    yerr=[[min(whisker, max(summary.mean, 0.0))], [whisker]],
                     capsize=2,
                     color=colors[hue],
                     edgecolor="0.2" if hue in hatched else "white",
@@ -217,6 +225,7 @@ def grouped_bars(
                     )
     ax.set_xticks(range(len(categories)), categories, rotation=20, ha="right")
     ax.set_xlim(-0.6, len(categories) - 0.4)
+    ax.set_ylim(bottom=0)
     handles = [
         Patch(
             facecolor=colors[h],
@@ -239,6 +248,7 @@ def grouped_bars(
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
     )
+    return above
 
 
 def save(fig: Figure, out_dir: str | os.PathLike, name: str) -> list[Path]:
