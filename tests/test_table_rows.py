@@ -95,3 +95,19 @@ def test_profiles_alike_in_everything_but_their_folder_name_only_what_differs():
         "resnet18 O3 · copy-a/profiles/d/x",
         "resnet18 O3 · copy-b/profiles/d/x",
     ]
+
+
+def test_a_merged_front_page_sets_the_machines_side_by_side(merged, tmp_path):
+    headline = merged["headline"].read_text()
+    assert "Machines side by side" in headline and "<h1>" not in headline
+    single = agg.aggregate([rf.make_cell(tmp_path, seed=s) for s in (0, 1)], tmp_path / "t")
+    assert "Machines side by side" not in single["headline"].read_text()
+
+
+def test_the_caveats_line_is_red_on_its_strong_text_too():
+    """Snakemake's report styles the page with Tailwind's `prose`, which colours every
+    <strong> (--tw-prose-bold): a colour on the <p> alone left the line black."""
+    from nettebench.report import front_page
+
+    rules = [rule.strip() for rule in front_page.REPORT_CSS.split("}") if "caveats" in rule]
+    assert any("p.caveats strong" in rule and "color" in rule for rule in rules), rules
