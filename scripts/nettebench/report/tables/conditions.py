@@ -17,7 +17,7 @@ import pandas as pd
 
 from nettebench.report import caveats as C
 from nettebench.report import format as T
-from nettebench.report.grids import NO_CELLS_NOTE, row_keys
+from nettebench.report.grids import NO_CELLS_NOTE, row_keys, tell_apart
 
 _NOTE = (
     "Every timed window: the epochs of each cell (`conditions` in its metrics.json) and, beside "
@@ -45,7 +45,7 @@ def _windows(runs: pd.DataFrame) -> list[dict[str, Any]]:
         dtype=object,
     )
     # one row per record: two seeds, or two machines' copies, of a cell are rows of their own
-    names = T.tell_apart(names, runs)
+    names = tell_apart(names, runs)
     found = []
     for index, row in runs.iterrows():
         name = names[index]

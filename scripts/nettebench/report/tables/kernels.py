@@ -41,6 +41,7 @@ from nettebench.profiling.categories import CATEGORIES
 from nettebench.records import files as records
 from nettebench.report import caveats as C
 from nettebench.report import format as T
+from nettebench.report.grids import tell_apart
 from nettebench.study.cell import PARAMETER_NAMES
 
 TOP_N = 10
@@ -160,7 +161,7 @@ def _distinct_labels(frame: pd.DataFrame) -> pd.DataFrame:
     """Profiles that share a label keep a row each, named by what differs between them (seed,
     machine, device); failing all of those, by the part of their folders that differs (never
     the whole results path)."""
-    frame["label"] = T.tell_apart(frame["label"], frame, _TELL_APART)
+    frame["label"] = tell_apart(frame["label"], frame, _TELL_APART)
     for label, group in frame.groupby("label", sort=False):
         if len(group) < 2:
             continue
