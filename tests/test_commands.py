@@ -1,12 +1,13 @@
 """Every command the README shows: a --help a user can read (no reST markup, the allowed values
 of every choice, the defaults, examples on their own lines) and bad values that end in one line.
 
-Through each command's real entry point (its ``main``); the README's list of commands is read
-from the README itself, so a command it starts to show is checked too.
+Through each command's real entry point (its ``main``); the list of commands is read from the
+README itself, so a command it starts to show is checked too.
 """
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -14,23 +15,23 @@ from pathlib import Path
 
 import pytest
 
-from nettebench.benchmarks import ceiling, cell_job, loader, wallclock
-from nettebench.builds import packages
-from nettebench.profiling import cli as profiling
-from nettebench.study import config_file
-from nettebench.training import cli as training
-
 README = Path(__file__).resolve().parents[1] / "README.md"
-COMMANDS = {
-    "nettebench.training": training.main,
-    "nettebench.benchmarks.ceiling": ceiling.main,
-    "nettebench.benchmarks.cell_job": cell_job.main,
-    "nettebench.benchmarks.loader": loader.main,
-    "nettebench.benchmarks.wallclock": wallclock.main,
-    "nettebench.builds.packages": packages.main,
-    "nettebench.profiling": profiling.main,
-    "nettebench.study.config_file": config_file.main,
-}
+# Every `python -m nettebench...` the README shows (and the trainer's extension, cell_job).
+COMMANDS = sorted(
+    set(re.findall(r"python -m (nettebench[\w.]*)", README.read_text()))
+    | {"nettebench.benchmarks.cell_job"}
+)
+
+
+def entry_point(name: str):
+    """The ``main(argv)`` that ``python -m name`` runs: the module's own, or for a package
+    run through its ``__main__``, its ``cli`` module's."""
+    module = importlib.import_module(name)
+    if hasattr(module, "main"):
+        return module.main
+    return importlib.import_module(f"{name}.cli").main
+
+
 # Commands that take a cell: their precision, device and loader list the allowed values.
 CELL_COMMANDS = ("nettebench.training", "nettebench.benchmarks.ceiling", "nettebench.profiling")
 _MARKUP = re.compile(r"``|:(class|func|mod|meth|attr):`")
@@ -38,17 +39,18 @@ _MARKUP = re.compile(r"``|:(class|func|mod|meth|attr):`")
 
 def help_text(name: str, capsys) -> str:
     with pytest.raises(SystemExit) as stopped:
-        COMMANDS[name](["--help"])
+        entry_point(name)(["--help"])
     assert stopped.value.code == 0
     return capsys.readouterr().out
 
 
-def test_every_command_the_readme_shows_is_checked_here():
-    shown = set(re.findall(r"python -m (nettebench[\w.]*)", README.read_text()))
-    assert shown <= set(COMMANDS), shown - set(COMMANDS)
+def test_the_readmes_commands_are_found():
+    assert "nettebench.training" in COMMANDS and len(COMMANDS) >= 8
+    for name in COMMANDS:
+        assert callable(entry_point(name)), name
 
 
-@pytest.mark.parametrize("name", sorted(COMMANDS))
+@pytest.mark.parametrize("name", COMMANDS)
 def test_help_has_no_markup(name, capsys):
     text = help_text(name, capsys)
     assert not _MARKUP.search(text), _MARKUP.search(text)
