@@ -9,10 +9,10 @@ from pathlib import Path
 from snakemake.utils import validate
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
-# The rules run the package's code from this checkout (the same files the rules list as inputs,
-# so their rerun triggers are honest), also inside conda environments that do not install it.
-# Without conda, `python` in a rule is the interpreter running Snakemake, so an unactivated
-# virtual environment works too; under --sdm conda it is the rule's environment's own.
+# The rules run the package's code from this checkout (the modules whose digests the rules'
+# code manifests hold, so their rerun triggers are honest), also inside conda environments that
+# do not install it. Without conda, `python` in a rule is the interpreter running Snakemake, so
+# an unactivated virtual environment works too; under --sdm conda it is the rule's own.
 SCRIPTS_DIR = Path(workflow.basedir) / "scripts"
 if str(SCRIPTS_DIR) not in sys.path:
     sys.path.insert(0, str(SCRIPTS_DIR))
@@ -32,15 +32,25 @@ shell.prefix(
 
 from nettebench.study import outputs
 from nettebench.study import code_groups, config_file, job_signals
+from nettebench.study import stored as stored_study
 from nettebench.study.workflow import Study, check_top_level
 
-check_top_level(config)
-# The schema's first error in one line (the key, what is allowed), then validate() fills defaults.
-config_file.check_schema(
-    config, Path(workflow.basedir) / "schemas" / "config.schema.yaml"
-)
-validate(config, schema="../schemas/config.schema.yaml")
-STUDY = Study.from_config(config)
+# A bad config ends the run with one line naming the key and what is allowed, not a traceback.
+with config_file.one_line_errors():
+    # Aggregate-only (profiles/aggregate): the study that made the results (results/study.yaml,
+    # stored by the run), with what the command line gives over it; not config.yaml.
+    if config.get("aggregate_only"):
+        _stored = stored_study.for_aggregate(workflow.config_settings.overwrite_config)
+        if _stored is not None:
+            config.clear()
+            config.update(_stored)
+    check_top_level(config)
+    # The schema's first error in one line (the key, what is allowed); validate() fills defaults.
+    config_file.check_schema(
+        config, Path(workflow.basedir) / "schemas" / "config.schema.yaml"
+    )
+    validate(config, schema="../schemas/config.schema.yaml")
+    STUDY = Study.from_config(config)
 
 TABLES = outputs.TABLE_NAMES
 FIGURES = outputs.FIGURE_NAMES
@@ -54,16 +64,47 @@ onstart:
         job_signals.forward_interrupts()
 
 
+# A run that trained or aggregated stores the study it ran beside its results, so that
+# profiles/aggregate regenerates them with it (nettebench.study.stored).
+onsuccess:
+    if not STUDY.aggregate_only:
+        stored_study.save(config)
+
+
+def _report_unless_dry_run(create_report):
+    """The profiles' `report-after-run: true` makes Snakemake's CLI write the report after every
+    run, dry runs too (`-n` printed "Nothing to be done", then rewrote results/report.html).
+    Wrapped here so that after a dry run it is left as it was; an explicit `--report` (no
+    run before it: no executor, so no dry run) still writes it."""
+
+    def create(*args, **kwargs):
+        if workflow.dryrun:
+            print(
+                "Dry run: the report (results/report.html) is left as it is.",
+                file=sys.stderr,
+            )
+            return None
+        return create_report(*args, **kwargs)
+
+    return create
+
+
+workflow.create_report = _report_unless_dry_run(workflow.create_report)
+
+
 wildcard_constraints:
     dataset=r"[^/]+",
     cell=r"model~[^ ]+",
 
 
 def code(group):
-    """The package modules a group of rules runs: inputs, so edits rerun exactly those rules."""
-    return [
-        str(code_groups.PACKAGE_DIR / module) for module in code_groups.modules(group)
-    ]
+    """The code a group of rules runs, as one input: the group's manifest (every module's
+    sha256, nettebench.study.code_groups), rewritten here only when a module changed, so an
+    edit reruns exactly those rules and a job's `input:` line names one file, not fifty.
+    """
+    path = f"{outputs.CODE_MANIFEST_DIR}/{group}.sha256"
+    code_groups.write_manifest(group, path)
+    return path
 
 
 def final_outputs():
@@ -247,14 +288,22 @@ def cpus_per_task(wildcards, threads):
 
 from nettebench.profiling.plan import PROFILE_ROOT, ProfilePlan
 
-PROFILE = ProfilePlan.from_config(config.get("profile"), STUDY.cells["matrix"])
+with config_file.one_line_errors():
+    PROFILE = ProfilePlan.from_config(config.get("profile"), STUDY.cells["matrix"])
 
 
 def profile_summaries():
     """profile.json of every profiled cell; in aggregate-only mode, whatever is on disk; and
     every profile in the result trees listed under `merge_results:`."""
     if STUDY.aggregate_only:
-        found = sorted(glob.glob(f"{PROFILE_ROOT}/**/profile.json", recursive=True))
+        on_disk = sorted(glob.glob(f"{PROFILE_ROOT}/**/profile.json", recursive=True))
+        # the study's profiles first, in its order (as a run reads them), then any others
+        configured = (
+            [f for f in PROFILE.output_files("summary") if f in on_disk]
+            if PROFILE
+            else []
+        )
+        found = configured + [f for f in on_disk if f not in configured]
     else:
         found = PROFILE.output_files("summary") if PROFILE else []
     return found + STUDY.merged_files("profiles/**/profile.json")

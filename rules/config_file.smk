@@ -8,6 +8,7 @@ from pathlib import Path
 if str(Path(workflow.basedir) / "scripts") not in sys.path:
     sys.path.insert(0, str(Path(workflow.basedir) / "scripts"))
 
-from nettebench.study.config_file import check_yaml_file
+from nettebench.study.config_file import check_yaml_file, one_line_errors
 
-check_yaml_file("config.yaml")
+with one_line_errors():
+    check_yaml_file("config.yaml")

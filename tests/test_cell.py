@@ -11,9 +11,9 @@ from nettebench.study.cell import (
     CORE_KEYS,
     RUN_PARAMETERS,
     CellSpec,
-    add_cell_options,
     field_defaults,
 )
+from nettebench.study.cell_options import add_cell_options
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 

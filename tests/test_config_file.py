@@ -62,9 +62,11 @@ def test_a_missing_section_is_named():
     assert first_line({"datasets": BASE["datasets"]}) == "the config: 'matrix' is missing"
 
 
-def test_jsonschemas_own_account_follows_the_first_line():
+def test_a_schema_problem_is_one_line_without_the_schema():
     problem = config_file.schema_problem({**BASE, "profile": {"backend": "x"}}, SCHEMA)
-    assert "is not one of" in problem.split("\n", 1)[1]
+    assert problem == "profile.backend: 'x' is not allowed; allowed: torch, nsys, nvprof"
+    missing = config_file.schema_problem({"merge_results": ["a"]}, SCHEMA)
+    assert missing == "the config: 'datasets' is missing"
 
 
 def test_a_tab_names_the_file_line_and_column(tmp_path):
@@ -87,7 +89,8 @@ def test_a_missing_file_is_left_to_snakemake(tmp_path):
     assert config_file.check_yaml_file(tmp_path / "none.yaml") is None
 
 
-def test_the_command_checks_a_file_the_whole_way(tmp_path, capsys):
+def test_the_command_checks_a_file_the_whole_way(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no config.yaml here: the files alone
     good = tmp_path / "good.yaml"
     good.write_text("datasets: {tiny: {synthetic: {size: 16}}}\nmatrix: {epochs: 1}\n")
     assert config_file.main([str(good)]) == 0
@@ -98,3 +101,25 @@ def test_the_command_checks_a_file_the_whole_way(tmp_path, capsys):
     later = tmp_path / "later.yaml"
     later.write_text("matrix: {lr: 0.1}\n")
     assert config_file.main([str(bad), str(later)]) == 0  # merged like Snakemake merges
+
+
+def test_the_readmes_merge_file_checks_over_the_workflow_config(tmp_path, capsys, monkeypatch):
+    """compare.yaml holds merge_results and target_top1 only: like Snakemake, the command reads
+    config.yaml first; a folder that is missing is one line, never a schema dump."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "config.yaml").write_text(
+        "datasets: {tiny: {synthetic: {size: 16}}}\nmatrix: {epochs: 1}\n"
+    )
+    (tmp_path / "imports" / "t4" / "runs").mkdir(parents=True)
+    compare = tmp_path / "compare.yaml"
+    compare.write_text("merge_results: [imports/t4, imports/a100]\ntarget_top1: 75\n")
+    assert config_file.main(["compare.yaml"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("error: merge_results[1]: 'imports/a100' is not a directory")
+    (tmp_path / "imports" / "a100" / "runs").mkdir(parents=True)
+    assert config_file.main(["compare.yaml"]) == 0
+    assert capsys.readouterr().out == "ok: config.yaml + compare.yaml\n"
+    assert config_file.main(["--replace-workflow-config", "compare.yaml"]) == 1
+    err = capsys.readouterr().err
+    assert err == "error: the config: 'datasets' is missing (in compare.yaml)\n"

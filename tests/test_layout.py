@@ -28,6 +28,7 @@ PARSE_TIME = (
     "nettebench.study.job_signals",
     "nettebench.study.resources",
     "nettebench.study.outputs",
+    "nettebench.study.stored",
     "nettebench.datasets.catalog",
     "nettebench.builds.catalog",
     "nettebench.profiling.plan",

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from nettebench.study import code_groups
 from nettebench.study import workflow as study_module
 from nettebench.study.code_groups import CODE_GROUPS, PACKAGE_DIR, modules
 from nettebench.study.grid import ConfigError
@@ -200,3 +201,31 @@ def test_merged_result_trees_are_aggregated_with_the_run(tmp_path, monkeypatch):
         Study.from_config({**config, "merge_results": [str(tmp_path / "absent")]})
     with pytest.raises(ConfigError, match="has no runs/ or cpu/ folder"):
         Study.from_config({**config, "merge_results": [str(tmp_path)]})
+
+
+def test_a_groups_manifest_changes_exactly_with_its_code(tmp_path, monkeypatch):
+    """The one input by which a rule depends on its code: rewritten (new mtime) only when a
+    module of the group changed, so Snakemake reruns that group's jobs and no other."""
+    package = tmp_path / "nettebench"
+    for group in ("figures", "aggregate"):
+        for module in modules(group):
+            target = package / module
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes((PACKAGE_DIR / module).read_bytes())
+    monkeypatch.setattr(code_groups, "PACKAGE_DIR", package)
+    figures, aggregate = tmp_path / "code" / "figures.sha256", tmp_path / "code" / "agg.sha256"
+    assert code_groups.write_manifest("figures", figures)
+    assert code_groups.write_manifest("aggregate", aggregate)
+    before = figures.read_text()
+    lines = before.splitlines()
+    assert [line.split("  ")[1] for line in lines] == modules("figures")
+    assert all(len(line.split("  ")[0]) == 64 for line in lines)
+    stamps = (figures.stat().st_mtime_ns, aggregate.stat().st_mtime_ns)
+    assert not code_groups.write_manifest("figures", figures)  # unchanged code: left alone
+    with open(package / "report" / "plotting.py", "a") as handle:
+        handle.write("\n# edited\n")
+    assert code_groups.write_manifest("figures", figures)
+    assert not code_groups.write_manifest("aggregate", aggregate)  # plotting.py is not its code
+    changed = [line for line in figures.read_text().splitlines() if line not in lines]
+    assert [line.split("  ")[1] for line in changed] == ["report/plotting.py"]
+    assert aggregate.stat().st_mtime_ns == stamps[1]

@@ -137,6 +137,30 @@ def test_nothing_to_do_after_a_full_run(quickstart):
     assert planned_jobs(run_study(workdir, config, "-n")) == {}
 
 
+def test_a_dry_run_of_the_quick_start_leaves_the_report(quickstart):
+    """The profile's report-after-run used to rewrite results/report.html after `-n` too."""
+    workdir, _ = quickstart
+    report = workdir / "results" / "report.html"
+    before = report.stat().st_mtime_ns
+    result = snakemake(workdir, "--workflow-profile", "profiles/quickstart", "-n")
+    assert planned_jobs(result) == {}
+    assert "Report created" not in result.stdout + result.stderr
+    assert report.stat().st_mtime_ns == before
+
+
+def test_the_aggregate_profile_reproduces_what_the_run_wrote(quickstart):
+    """profiles/aggregate reads the study stored with the results (results/study.yaml), not
+    config.yaml: the tables stay as the run wrote them and the run's `-n` stays empty."""
+    workdir, config = quickstart
+    stored = yaml.safe_load((workdir / "results" / "study.yaml").read_text())
+    assert stored["target_top1"] == yaml.safe_load(config.read_text())["target_top1"]
+    tables = workdir / "results" / "tables"
+    before = {path.name: path.read_text() for path in tables.glob("*.md")}
+    snakemake(workdir, "--workflow-profile", "profiles/aggregate")
+    assert {path.name: path.read_text() for path in tables.glob("*.md")} == before
+    assert planned_jobs(run_study(workdir, config, "-n")) == {}
+
+
 def test_profiles_of_the_quickstart_cells(quickstart):
     workdir, _ = quickstart
     study = yaml.safe_load(QUICKSTART_STUDY.read_text())

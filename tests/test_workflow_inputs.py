@@ -74,6 +74,9 @@ def test_bad_config_fails_before_any_job_naming_key_and_allowed_values(workdir, 
     assert result.returncode != 0
     for fragment in expected:
         assert fragment in text, (fragment, text[-2000:])
+    # the answer first and alone: no "ConfigError in file .../common.smk" and no traceback
+    assert "common.smk" not in text and "Traceback" not in text and 'File "' not in text, text
+    assert [line for line in text.splitlines() if line.startswith("Config error: ")]
     assert not (workdir / "results").exists(), "no job may run on a bad config"
 
 

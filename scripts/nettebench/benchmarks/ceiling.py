@@ -6,8 +6,8 @@ channels_last and cuDNN settings are identical) trains on it over and over. The 
 this reaches is what the same model, precision and batch size could do if the input pipeline
 cost nothing, so a report can set a cell's training img/s against it::
 
-    python -m nettebench.benchmarks.ceiling --model resnet50 --precision O1 --batch-size 256 --out
-    ceiling.json
+    python -m nettebench.benchmarks.ceiling --model resnet50 --precision O1 --batch-size 256 \\
+        --out ceiling.json
 
 Timed like a GPU engineer: ``warmup_steps`` steps first (cuDNN autotuning, allocator growth) are
 not timed, the device is synchronised before the clock starts, every timed step is measured on
@@ -39,7 +39,8 @@ from nettebench.builds.activate import LibraryError
 from nettebench.datasets.info import load_data_root
 from nettebench.records import conditions, environment
 from nettebench.records import files as records
-from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
+from nettebench.study.cell import CellSpec
+from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
 from nettebench.training import distributed
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
 from nettebench.training.cli import resolve_device
@@ -303,9 +304,7 @@ def summary_line(record: dict[str, Any]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """Every CellSpec option (so a rule passes a cell's arguments as it does to the trainer),
     plus the ceiling's own."""
-    parser = argparse.ArgumentParser(
-        prog="python -m nettebench.benchmarks.ceiling", description=__doc__
-    )
+    parser = CommandParser(prog="python -m nettebench.benchmarks.ceiling", description=__doc__)
     parser.add_argument("--out", help="write the record here as JSON")
     parser.add_argument(
         "--data",
@@ -318,7 +317,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="classifier width when there is no --data (default: %(default)s, Imagenette's)",
     )
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    parser.add_argument("--warmup-steps", type=int, default=WARMUP_STEPS)
+    parser.add_argument(
+        "--warmup-steps", type=int, default=WARMUP_STEPS, help="untimed steps first"
+    )
     parser.add_argument("--steps", type=int, default=STEPS, help="timed steps")
     libraries.add_builds_dir_option(parser)
     add_cell_options(parser)

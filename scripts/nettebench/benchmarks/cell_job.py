@@ -25,7 +25,7 @@ from typing import Any
 from nettebench.benchmarks import ceiling
 from nettebench.datasets.info import load_data_root
 from nettebench.records.atomic import write_text_atomic
-from nettebench.study.cell import cell_from_args
+from nettebench.study.cell_options import cell_from_args, plain_text
 from nettebench.training import cli as trainer
 from nettebench.training import distributed
 
@@ -34,7 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The trainer's options, plus where the ceiling goes and how many steps it times."""
     parser = trainer.build_parser()
     parser.prog = "python -m nettebench.benchmarks.cell_job"
-    parser.description = __doc__
+    parser.description = plain_text(__doc__)
     parser.add_argument("--ceiling", required=True, help="where the ceiling.json goes")
     parser.add_argument("--ceiling-steps", type=int, default=ceiling.STEPS)
     parser.add_argument("--ceiling-warmup-steps", type=int, default=ceiling.WARMUP_STEPS)

@@ -13,7 +13,6 @@ Prints one line per loader and the ratio; ``--out`` also writes them as JSON.
 
 from __future__ import annotations
 
-import argparse
 import sys
 import time
 from pathlib import Path
@@ -24,6 +23,7 @@ import torch
 from nettebench.datasets.info import load_data_root
 from nettebench.records.atomic import write_json_atomic
 from nettebench.study.cell import CellSpec
+from nettebench.study.cell_options import CommandParser
 from nettebench.training.cli import resolve_device
 from nettebench.training.fit import build_loaders, seed_epoch
 from nettebench.training.loop import synchronize
@@ -92,9 +92,7 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m nettebench.benchmarks.loader", description=__doc__
-    )
+    parser = CommandParser(prog="python -m nettebench.benchmarks.loader", description=__doc__)
     parser.add_argument("--data", required=True, help="dataset.json or a train/ + val/ folder")
     parser.add_argument("--loaders", nargs="+", choices=LOADERS, default=list(LOADERS))
     parser.add_argument("--workers", type=int, default=2)

@@ -29,7 +29,8 @@ from pathlib import Path
 from typing import Any
 
 from nettebench.records.atomic import write_json_atomic
-from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
+from nettebench.study.cell import CellSpec
+from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
 
 DEFAULT_VARIANTS = ("loader=pil", "loader=cached")
 COLUMNS = (
@@ -133,11 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     trainer_args = argv[argv.index("--") + 1 :] if "--" in argv else []
     own_args = argv[: argv.index("--")] if "--" in argv else argv
-    parser = argparse.ArgumentParser(
-        prog="python -m nettebench.benchmarks.wallclock",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = CommandParser(prog="python -m nettebench.benchmarks.wallclock", description=__doc__)
     parser.add_argument("--data", required=True, help="dataset.json or a train/ + val/ folder")
     parser.add_argument("--out-dir", required=True, help="one trainer output folder per variant")
     parser.add_argument("--variants", nargs="+", type=parse_variant, default=None)

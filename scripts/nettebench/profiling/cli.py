@@ -53,7 +53,8 @@ from nettebench.profiling.external import ToolFailed, run_inner
 from nettebench.profiling.summaries import TABLE_COLUMNS, Tables, category_rows, write_csv
 from nettebench.records import conditions, environment
 from nettebench.records.atomic import write_bytes_atomic, write_json_atomic
-from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
+from nettebench.study.cell import CellSpec
+from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
 from nettebench.study.precision import unsupported_reason
 from nettebench.training.apex import ApexAmpUnavailable
 from nettebench.training.cli import resolve_device
@@ -69,14 +70,10 @@ CATEGORY_NOTES = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m nettebench.profiling",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = CommandParser(prog="python -m nettebench.profiling", description=__doc__)
     parser.add_argument("--data", required=True, help="dataset.json or a train/ + val/ folder")
     parser.add_argument("--out-dir", required=True, help="where the summaries go")
-    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND)
+    parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help="the profiler")
     parser.add_argument(
         "--warmup-steps",
         type=int,

@@ -113,13 +113,23 @@ def aggregate(
     }
     texts["runs_html"] = T.csv_to_html(texts["runs"], "Runs", _RUNS_NOTE, empty=NO_CELLS_NOTE)
     texts.update({f"{name}_html": T.markdown_to_html(texts[name]) for name in MARKDOWN_TABLES})
-    texts["headline"] = headline_html(runs, texts["time_by_model_precision"])
+    headline = texts["time_by_model_precision"]
+    if _several_setups(runs):  # a merge of machines: the front page sets them side by side too
+        headline += "\n" + texts["time_by_machine"]
+    texts["headline"] = headline_html(runs, headline)
     out = Path(out_dir)
     written = {}
     for name, text in texts.items():
         written[name] = out / OUTPUTS[name]
         records.atomic_write_text(written[name], text)
     return written
+
+
+def _several_setups(runs: pd.DataFrame) -> bool:
+    """Whether the matrix cells ran on more than one setup (machine label or environment)."""
+    if runs.empty or "setup" not in runs:
+        return False
+    return runs.loc[runs["kind"] == "matrix", "setup"].map(T.fmt_value).nunique() > 1
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -38,6 +38,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -270,10 +271,11 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
             facets.append((F.facet_title(dataset, None, part[~is_cpu[part.index]], matrix), part))
     widest = max(bar_width(f["label"].nunique(), f["hue"].nunique()) for _, f in facets)
     fig, axes = new_figure(len(facets), panel_width=widest)
+    above = []
     for ax, (facet_title, frame) in zip(axes, facets, strict=True):
         matrix_hues = T.sort_precisions(frame.loc[frame["kind"] == "matrix", "precision"])
         hues = matrix_hues + sorted(set(frame["hue"]) - set(matrix_hues))
-        grouped_bars(
+        above += grouped_bars(
             ax,
             F.bar_frame(
                 frame,
@@ -297,7 +299,7 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
             ax.set_ylim(bottom=ok.min() / 3)  # bars start at the axis, so the smallest shows
         scale = ", log scale" if ax.get_yscale() == "log" else ""
         ax.set_ylabel(
-            f"training images / s (mean ± 95 % CI over seeds; one seed: median step rate, "
+            f"training images / s\n(mean ± 95 % CI over seeds; one seed: median step rate, "
             f"95 % interval{scale})"
         )
         ax.set_title(facet_title, fontsize=9)
@@ -314,9 +316,28 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
             C.UNSTABLE_MARK: f"{C.UNSTABLE_MARK} unstable: its steps spread by 10 % of their "
             "mean or more (`unstable` in runs.csv)",
         }
-        text = "\n".join(legend[m] for m in sorted(marks))
+        notes = [legend[m] for m in sorted(marks)]
+    else:
+        notes = []
+    notes += _above_ceiling_notes(above)
+    if notes:  # wrapped to the figure's width (about 18 characters an inch at this size)
+        width = max(40, int(fig.get_figwidth() * 18))
+        text = "\n".join(textwrap.fill(note, width) for note in notes)
         fig.supxlabel(text, fontsize=6.5, color=MARK_COLOR, ha="center")
     return fig
+
+
+def _above_ceiling_notes(above: list[tuple[str, str, float]]) -> list[str]:
+    """A line naming the bars drawn above their own dashed ceiling: a pipeline cannot feed a
+    step faster than the step runs, so such a bar says the two were not measured alike (under
+    interference, say), whether or not the difference is beyond noise (✗)."""
+    if not above:
+        return []
+    bars = ", ".join(f"{label} {hue} ({ratio * 100:.1f} %)" for label, hue, ratio in above)
+    return [
+        f"above its own compute ceiling: {bars}; cell and ceiling were not measured alike, "
+        "so it is no real speed"
+    ]
 
 
 def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:

@@ -98,12 +98,14 @@ def headline_html(runs: pd.DataFrame, headline_markdown: str) -> str:
 
 
 # Snakemake's landing panel is `flex items-center h-screen overflow-auto`: a description taller
-# than the window is centred and its top cannot be scrolled to; and it is a 32rem column.
+# than the window is centred and its top cannot be scrolled to; and it is a 32rem column. Its
+# Tailwind `prose` class colours every <strong> itself (--tw-prose-bold), so the caveats line's
+# red must be set on the <strong> too, or it renders black.
 REPORT_CSS = """
 div.h-screen.items-center { align-items: flex-start; }
 div.prose.max-w-lg { max-width: 60rem; }
 .nettebench-front-page img { max-width: 100%; height: auto; }
-.nettebench-front-page p.caveats { color: #9a1b1b; }
+.nettebench-front-page p.caveats, .nettebench-front-page p.caveats strong { color: #9a1b1b; }
 .nettebench-front-page td.r, .nettebench-front-page th.r { text-align: right; }
 .nettebench-front-page code::before, .nettebench-front-page code::after { content: none; }
 """

@@ -10,7 +10,7 @@ notes every table prints under itself.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -249,3 +249,36 @@ def grid_sections(grids: list[Grid], level: int) -> list[str]:
         )
         for g in grids
     ]
+
+
+# What tells two rows of one label apart, in the order a reader looks for it: the seed, the
+# machine label (or, unlabelled, the setup: device and software), the host.
+TELL_APART = ("seed", "machine", "setup", "env_host")
+_TELL_APART_NAMES = {"env_host": "host", "device_name": ""}
+
+
+def tell_apart(
+    labels: pd.Series, frame: pd.DataFrame, columns: Sequence[str] = TELL_APART
+) -> pd.Series:
+    """``labels`` (one per row of ``frame``) with what tells rows of a repeated label apart:
+    the ``columns`` whose values differ among such rows, added to every row's label alike (so
+    a table reads one way: ``resnet18 O0 · seed 1, machine t4``). The setup is left out where
+    the machine label already differs (it names it); nothing is added when no label repeats."""
+    differing: list[str] = []
+    for _, group in frame.groupby(labels, sort=False):
+        if len(group) < 2:
+            continue
+        for column in columns:
+            values = group[column].map(T.fmt_value) if column in group else None
+            if values is not None and values.nunique() > 1 and column not in differing:
+                differing.append(column)
+    if "machine" in differing and "setup" in differing:
+        differing.remove("setup")
+    differing = [c for c in columns if c in differing]
+    if not differing:
+        return labels.copy()
+    found = labels.copy()
+    for index, row in frame.iterrows():
+        parts = [f"{_TELL_APART_NAMES.get(c, c)} {T.fmt_value(row[c])}".strip() for c in differing]
+        found[index] = f"{labels[index]} · {', '.join(parts)}"
+    return found

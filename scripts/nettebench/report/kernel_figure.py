@@ -100,7 +100,11 @@ def plot_categories(frame: pd.DataFrame) -> Figure:
         ax.set_xlim(0, max(left.max(), 1e-9) * 1.18)
         ax.set_xlabel("ms per training step")
         ax.set_title(f"{dataset}: {_TITLES.get(source, source)}", fontsize=10)
-    axes[0].legend(ncols=len(CATEGORIES), loc="lower left", bbox_to_anchor=(0, 1.12), frameon=False)
+    # One legend for the figure, above the panels, in rows of three: a single row of six
+    # entries is wider than the figure (its last entries were cut), and with many profiles
+    # a legend over the first panel took the space constrained layout needed, so it gave up.
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, ncols=3, loc="outside upper center", frameon=False, fontsize=8)
     return fig
 
 

@@ -137,7 +137,7 @@ def grouped_bars(
     colors: dict[str, Any],
     hatched: Sequence[str] = (),
     outcomes: dict[str, str] | None = None,
-) -> None:
+) -> list[tuple[str, str, float]]:
     """Bars of the mean ``value`` per (``label``, ``hue``), error bars = the 95 % confidence
     interval of the mean over seeds (:func:`nettebench.report.stats.summarize`).
 
@@ -146,7 +146,12 @@ def grouped_bars(
     status of its own, such as ``not reached``) is written where the bar would be.
     An optional column ``outline`` (the compute ceiling) is drawn, as its mean over the seeds
     that have one, as an unfilled dashed bar over the bar, and gets a legend entry.
+
+    Bars stand on zero: a whisker stops there (no count, time or rate is negative, so a wide
+    interval of two seeds must not pull the axis to -100 img/s). Returns the bars drawn above
+    their own outline, as (label, hue, bar / outline), for the caller to comment on.
     """
+    above: list[tuple[str, str, float]] = []
     width = 0.8 / max(len(hues), 1)
     text_transform = ax.get_xaxis_transform()  # x in data, y in axes fraction
     outlined = False
@@ -186,6 +191,8 @@ def grouped_bars(
                 )
             if len(values):
                 summary = stats.summarize(values)
+                if len(outline) and outline.mean() > 0 and summary.mean > outline.mean():
+                    above.append((category, hue, summary.mean / outline.mean()))
                 ax.bar(
                     offsets[i],
                     summary.mean,
@@ -217,6 +224,7 @@ def grouped_bars(
                     )
     ax.set_xticks(range(len(categories)), categories, rotation=20, ha="right")
     ax.set_xlim(-0.6, len(categories) - 0.4)
+    ax.set_ylim(bottom=0)
     handles = [
         Patch(
             facecolor=colors[h],
@@ -239,14 +247,16 @@ def grouped_bars(
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
     )
+    return above
 
 
 def own_interval(seeds: pd.DataFrame, summary) -> Any:
     """The error bar: the 95 % CI over seeds, or with one seed its own interval (columns
     ``low``/``high``: the order-statistic interval of its median step rate) as an asymmetric
-    bar; None without either."""
+    bar (never reaching below zero); None without either."""
     if summary.n != 1 or "low" not in seeds:
-        return summary.half_width
+        whisker = summary.half_width or 0.0  # clipped at zero: an axis never runs below it
+        return [[min(whisker, max(summary.mean, 0.0))], [whisker]]
     ok = seeds[seeds["status"] == "ok"]
     low, high = ok["low"].iloc[0], ok["high"].iloc[0]
     if pd.isna(low) or pd.isna(high):

@@ -12,7 +12,6 @@ Imports nothing heavy: the workflow builds every cell while it parses the config
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
@@ -164,49 +163,6 @@ def field_defaults() -> dict[str, Any]:
 
 
 PARAMETER_NAMES = tuple(field.name for field in dataclasses.fields(CellSpec))
-
-
-def add_cell_options(parser: argparse.ArgumentParser) -> None:
-    """One ``--option`` per CellSpec parameter, with its default, so the trainer and the bench
-    take exactly the arguments :meth:`CellSpec.cli_args` writes."""
-    for field in dataclasses.fields(CellSpec):
-        default = None if field.default is dataclasses.MISSING else field.default
-        parser.add_argument(
-            f"--{field.name.replace('_', '-')}",
-            type=_option_type(field.type),
-            default=default,
-            help=f"(default: {default})",
-        )
-
-
-def cell_from_args(args: argparse.Namespace, *, dataset: str | None = None) -> CellSpec:
-    """The CellSpec the parsed options describe (``dataset`` fills a missing --dataset)."""
-    values = {name: getattr(args, name) for name in PARAMETER_NAMES}
-    values["dataset"] = values["dataset"] or dataset
-    return CellSpec(**values)
-
-
-def _option_type(annotation: str):
-    """Argument type from a CellSpec annotation (``int | str`` tries int first; ``none``
-    stands for None where allowed; booleans read true/false)."""
-    kinds = annotation.split(" | ")
-
-    def parse(text: str):
-        if "None" in kinds and text.lower() == "none":
-            return None
-        if kinds[0] == "bool":
-            if text.lower() in ("true", "false"):
-                return text.lower() == "true"
-            if "str" not in kinds:
-                raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-        for kind in kinds:
-            try:
-                return {"int": int, "float": float, "str": str}[kind](text)
-            except (KeyError, ValueError):
-                continue
-        raise argparse.ArgumentTypeError(f"expected {annotation}, got {text!r}")
-
-    return parse
 
 
 def _path_value(key: str, value: Any) -> str:

@@ -5,10 +5,18 @@ editing ``training/`` or ``data/`` reruns the training cells (``data/store.py`` 
 store); editing ``builds/build.py`` rebuilds the libraries. An entry is a folder (every module in
 it, at any depth) or one module. ``tests/test_study.py`` follows each group's entry point through
 its imports and fails when a module it reaches is in no entry of the group.
+
+A rule's input is not the group's modules themselves but one manifest per group
+(:func:`write_manifest`, ``results/code/<group>.sha256``): every module's sha256, rewritten at
+parse time only when one of them changed. Snakemake sees a newer input with a new checksum and
+reruns the group's jobs, exactly as with the modules listed, while a job's ``input:`` line in
+the terminal names one file instead of fifty.
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
@@ -96,3 +104,32 @@ def modules(group: str) -> list[str]:
         else:
             found.add(entry)
     return sorted(found)
+
+
+def manifest(group: str) -> str:
+    """The group's code as text: ``<sha256>  <module>`` per module (sha256sum's format, so
+    ``sha256sum -c`` checks it from the package folder), sorted. It changes exactly when the
+    content of a module of the group changes, or a module joins or leaves it."""
+    lines = []
+    for module in modules(group):
+        digest = hashlib.sha256((PACKAGE_DIR / module).read_bytes()).hexdigest()
+        lines.append(f"{digest}  {module}\n")
+    return "".join(lines)
+
+
+def write_manifest(group: str, path: str | os.PathLike[str]) -> bool:
+    """Write the group's :func:`manifest` to ``path`` unless it already holds that text (so its
+    mtime moves only when the code did); True when it wrote. All-or-nothing (a temporary file
+    replaced into place): several Snakemake processes may parse the workflow at once."""
+    path = Path(path)
+    text = manifest(group)
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except (FileNotFoundError, UnicodeDecodeError):
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+    return True

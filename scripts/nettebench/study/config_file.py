@@ -10,26 +10,30 @@ names the key and the allowed values only deep in a long dump. Here:
   ``config.yaml line 4, column 1: found a tab character ...; YAML indents with spaces only``;
 - :func:`schema_problem` turns the schema's most relevant error into
   ``profile.backend: 'nvprof2' is not allowed; allowed: torch, nsys, nvprof``, looking inside
-  ``oneOf``/``anyOf`` for the alternative the value was meant to be (the dump follows).
+  ``oneOf``/``anyOf`` for the alternative the value was meant to be (one line, no schema dump).
 
 ``python -m nettebench.study.config_file FILE`` checks a config file the whole way (YAML, schema,
 the matrix) without Snakemake; it is how to find the line of a YAML error in a file passed with
-``--configfile``, which Snakemake reads before any of the workflow's code runs.
+``--configfile``, which Snakemake reads before any of the workflow's code runs. Like Snakemake,
+it reads the workflow's ``config.yaml`` first and merges the files over it (so a partial file
+such as the README's ``compare.yaml`` checks as the run will see it), unless told
+``--replace-workflow-config``.
 
 Imports PyYAML and jsonschema (both come with Snakemake), nothing heavy.
 """
 
 from __future__ import annotations
 
-import argparse
+import contextlib
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import jsonschema
 import yaml
 
+from nettebench.study.cell_options import CommandParser
 from nettebench.study.grid import ConfigError
 from nettebench.study.workflow import Study
 
@@ -74,6 +78,17 @@ def yaml_message(path: Path, text: str, error: yaml.MarkedYAMLError) -> str:
     return f"{path} line {mark.line + 1}, column {mark.column + 1}: {problem}{hint}\n  {line}"
 
 
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Around the workflow's parse-time checks (rules/common.smk): a :class:`ConfigError` ends
+    Snakemake with its message alone, where Snakemake would open with ``ConfigError in file
+    ".../rules/common.smk", line 43:`` and a traceback, which reads as a bug in the workflow."""
+    try:
+        yield
+    except ConfigError as error:
+        sys.exit(f"Config error: {error}")
+
+
 def load_schema(path: str | Path = SCHEMA_FILE) -> dict[str, Any]:
     return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
 
@@ -86,8 +101,8 @@ def schema_problem(config: Mapping[str, Any], schema: Mapping[str, Any]) -> str 
     if not errors:
         return None
     top = jsonschema.exceptions.best_match(errors)
-    leaf = _meant_alternative(top)
-    return f"{_summary(leaf, schema)}\n\n{top}"
+    # One line: jsonschema's own account (str(top)) would follow it with the whole schema.
+    return _summary(_meant_alternative(top), schema)
 
 
 def check_schema(config: Mapping[str, Any], schema_path: str | Path = SCHEMA_FILE) -> None:
@@ -201,36 +216,53 @@ def _show(value: Any, *, quote: bool = True) -> str:
     return str(value)
 
 
+WORKFLOW_CONFIG = "config.yaml"  # the Snakefile's `configfile:`, relative to the working directory
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Check config files as the workflow will (YAML, schema, every matrix value)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m nettebench.study.config_file", description=main.__doc__
+    """Check config files as the workflow will (YAML, schema, every matrix value): the
+    workflow's config.yaml first, then each file merged over it, as Snakemake merges
+    --configfile files."""
+    parser = CommandParser(
+        prog="python -m nettebench.study.config_file",
+        description=main.__doc__,
+        epilog="example:\n  python -m nettebench.study.config_file compare.yaml\n"
+        "  python -m nettebench.study.config_file --replace-workflow-config "
+        "profiles/quickstart/study.yaml",
     )
     parser.add_argument("files", nargs="+", help="config files, merged in order like Snakemake")
+    parser.add_argument(
+        "--replace-workflow-config",
+        action="store_true",
+        help=f"do not read {WORKFLOW_CONFIG} first (Snakemake's option of the same name)",
+    )
     args = parser.parse_args(argv)
+    names = list(args.files)
+    if not args.replace_workflow_config and Path(WORKFLOW_CONFIG).is_file():
+        names.insert(0, WORKFLOW_CONFIG)
     config: dict[str, Any] = {}
     try:
-        for name in args.files:
+        for name in names:
             data = check_yaml_file(name)
             if data is None and not Path(name).is_file():
                 raise ConfigError(f"{name} does not exist")
             if not isinstance(data, Mapping):
                 raise ConfigError(f"{name}: a config file holds a mapping of keys at its top")
-            _merge(config, data)
+            merge_config(config, data)
         check_schema(config)
         Study.from_config(config)
     except ConfigError as error:
-        print(f"error: {error}", file=sys.stderr)
+        print(f"error: {error} (in {' + '.join(names)})", file=sys.stderr)
         return 1
-    print(f"ok: {', '.join(args.files)}")
+    print(f"ok: {' + '.join(names)}")
     return 0
 
 
-def _merge(into: dict[str, Any], update: Mapping[str, Any]) -> None:
+def merge_config(into: dict[str, Any], update: Mapping[str, Any]) -> None:
     """Snakemake's way of merging config files: mappings key by key, anything else replaced."""
     for key, value in update.items():
         if isinstance(value, Mapping) and isinstance(into.get(key), dict):
-            _merge(into[key], value)
+            merge_config(into[key], value)
         else:
             into[key] = dict(value) if isinstance(value, Mapping) else value
 

@@ -176,6 +176,10 @@ def _check_value(key: str, value: Any, *, section: str, datasets: Sequence[str])
             raise ConfigError(f"{where} must be an integer >= {lowest}, got {value!r}")
 
 
+# The check of one value, also for the commands' options (nettebench.study.cell_options).
+check_value = _check_value
+
+
 def _finite_number(value: Any, *, above: float | None = None, at_least: float | None = None):
     """A real number (not a boolean, not nan or infinite) in the range asked for."""
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):

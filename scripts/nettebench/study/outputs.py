@@ -32,3 +32,6 @@ FIGURE_NAMES += ("time_to_accuracy",)
 # Data-parallel cells against their one-process twins (report.tables.scaling).
 TABLE_NAMES += ("scaling",)
 FIGURE_NAMES += ("scaling",)
+# One code manifest per code group (nettebench.study.code_groups.write_manifest): the input by
+# which a rule depends on the package's code.
+CODE_MANIFEST_DIR = "results/code"

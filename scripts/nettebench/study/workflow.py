@@ -180,7 +180,16 @@ class Study:
         mode whatever records are on disk, configured or not; and in both modes every record
         in the result trees listed under ``merge_results:``."""
         if self.aggregate_only:
-            found = records_in_tree("results")
+            # the configured cells first, in the study's order, then any others on disk: when
+            # the records are the study's own, aggregation reads them as the run did
+            found = {
+                key: _configured_first(paths, configured)
+                for (key, paths), configured in zip(
+                    records_in_tree("results").items(),
+                    (self.metrics_files(), self.ceiling_files()),
+                    strict=True,
+                )
+            }
         else:
             found = {"metrics": self.metrics_files(), "ceilings": self.ceiling_files()}
         for tree in self.merge_results:
@@ -278,6 +287,13 @@ def merge_trees(value: Any) -> list[str]:
             )
         found.append(str(path))
     return found
+
+
+def _configured_first(on_disk: list[str], configured: list[str]) -> list[str]:
+    """``on_disk`` reordered: the ``configured`` files among them in their order, then the rest."""
+    present = set(on_disk)
+    known = [path for path in configured if path in present]
+    return known + [path for path in on_disk if path not in set(known)]
 
 
 def records_in_tree(tree: str) -> dict[str, list[str]]:

@@ -47,7 +47,8 @@ from nettebench.datasets.info import load_data_root
 from nettebench.models.errors import PretrainedWeightsUnavailable
 from nettebench.records import conditions, environment
 from nettebench.records import files as records
-from nettebench.study.cell import CellSpec, add_cell_options, cell_from_args
+from nettebench.study.cell import CellSpec
+from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
 from nettebench.training import checkpoint, distributed, finished, launch, outcome, validity
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
 from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_name
@@ -230,20 +231,21 @@ def _in_background(function) -> Future:
 
 def build_parser() -> argparse.ArgumentParser:
     """Options: the data and output paths, then one per CellSpec parameter (same defaults)."""
-    parser = argparse.ArgumentParser(
-        prog="python -m nettebench.training",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+    parser = CommandParser(prog="python -m nettebench.training", description=__doc__)
     parser.add_argument(
         "--data",
         required=True,
         help="dataset.json, or a folder holding train/ and val/ class folders",
     )
     parser.add_argument("--out-dir", required=True, help="where metrics.json and epochs.csv go")
-    parser.add_argument("--kind", choices=KINDS, default="matrix")
+    parser.add_argument("--kind", choices=KINDS, default="matrix", help="the record's kind")
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
-    parser.add_argument("--warmup-steps", type=int, default=WARMUP_STEPS)
+    parser.add_argument(
+        "--warmup-steps",
+        type=int,
+        default=WARMUP_STEPS,
+        help="first-epoch steps left out of img/s",
+    )
     parser.add_argument(
         "--store",
         default=None,

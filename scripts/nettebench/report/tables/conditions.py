@@ -17,7 +17,7 @@ import pandas as pd
 
 from nettebench.report import caveats as C
 from nettebench.report import format as T
-from nettebench.report.grids import NO_CELLS_NOTE, row_keys
+from nettebench.report.grids import NO_CELLS_NOTE, row_keys, tell_apart
 
 _NOTE = (
     "Every timed window: the epochs of each cell (`conditions` in its metrics.json) and, beside "
@@ -35,11 +35,20 @@ _NOT_MEASURED = "not measured (a record from before timing conditions were recor
 def _windows(runs: pd.DataFrame) -> list[dict[str, Any]]:
     """One dict per timed window of ``runs`` (cells' epochs and ceilings' steps)."""
     labels = T.row_labels(runs, row_keys(runs)) if len(runs) else pd.Series(dtype=object)
+    names = pd.Series(
+        [
+            f"{labels[index]} {row['precision']}"
+            + (f" ({str(row['kind']).replace('_', ' ')})" if row["kind"] != "matrix" else "")
+            for index, row in runs.iterrows()
+        ],
+        index=runs.index,
+        dtype=object,
+    )
+    # one row per record: two seeds, or two machines' copies, of a cell are rows of their own
+    names = tell_apart(names, runs)
     found = []
     for index, row in runs.iterrows():
-        name = f"{labels[index]} {row['precision']}"
-        if row["kind"] != "matrix":
-            name += f" ({str(row['kind']).replace('_', ' ')})"
+        name = names[index]
         host = row.get("env_host")
         found.append(
             {

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -40,6 +41,7 @@ from nettebench.profiling.categories import CATEGORIES
 from nettebench.records import files as records
 from nettebench.report import caveats as C
 from nettebench.report import format as T
+from nettebench.report.grids import tell_apart
 from nettebench.study.cell import PARAMETER_NAMES
 
 TOP_N = 10
@@ -150,18 +152,23 @@ def cells_frame(profiles: Sequence[dict[str, Any]]) -> pd.DataFrame:
     return _distinct_labels(frame)
 
 
+# What tells two profiles of one label apart: two seeds, two machines' labels, two devices
+# (unlabelled copies from two machines merged together).
+_TELL_APART = ("seed", "machine", "device_name")
+
+
 def _distinct_labels(frame: pd.DataFrame) -> pd.DataFrame:
-    """Two profiles of one cell from two machines (unlabelled copies merged together) keep a
-    row each: the device's name, then the profile's folder, tell equal labels apart."""
-    for column in ("device_name", "path"):
-        repeated = frame["label"].duplicated(keep=False)
-        if not repeated.any():
-            break
-        frame.loc[repeated, "label"] = [
-            f"{label} · {value}"
-            for label, value in zip(
-                frame.loc[repeated, "label"], frame.loc[repeated, column], strict=True
-            )
+    """Profiles that share a label keep a row each, named by what differs between them (seed,
+    machine, device); failing all of those, by the part of their folders that differs (never
+    the whole results path)."""
+    frame["label"] = tell_apart(frame["label"], frame, _TELL_APART)
+    for label, group in frame.groupby("label", sort=False):
+        if len(group) < 2:
+            continue
+        parts = [Path(path).parts for path in group["path"]]
+        common = len(os.path.commonprefix(parts))
+        frame.loc[group.index, "label"] = [
+            f"{label} · {'/'.join(p[common:]) or '.'}" for p in parts
         ]
     return frame
 
