@@ -97,6 +97,7 @@ def run_cell(
     stop: StopOnSignal | None = None,
     stamp: dict[str, Any] | None = None,
     after_epochs: AfterEpochs | None = None,
+    weights: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train ``cell`` on the dataset at ``data``; write and return its metrics record.
 
@@ -130,7 +131,11 @@ def run_cell(
     # nvidia-smi, git and scontrol take a while: they run beside the training, not before it
     # (wall_s runs from process start), and the record waits for them only when it is written.
     collecting = _in_background(environment.collect)
-    result = _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop)
+    result = _train(
+        fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop, weights
+    )
+    if weights is not None and not Path(weights).is_file():  # no final weights: say so
+        checkpoint.save_weights(weights, None, cell.cell_id())
     trained_at = time.time()
     extra_files: tuple[Path, ...] = ()
     if after_epochs is not None:
@@ -164,7 +169,7 @@ def _measured_s(result: dict[str, Any]) -> float:
     return sum(float(row["wall_s"]) for row in result["rows"] if not row["extrapolated"])
 
 
-def _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop):
+def _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop, weights):
     """Train the cell with :func:`~nettebench.training.fit.fit`; its rows, status, message and
     fit result as :func:`outcome.finish` takes them."""
     reason = outcome.unsupported_reason(cell, device)
@@ -184,6 +189,7 @@ def _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir
             store_dir=store_dir,
             stop=stop,
             probe=conditions.Probe(gpu=conditions.gpu_target(device)),
+            weights=None if weights is None else Path(weights),
         )
     except (torch.OutOfMemoryError, MemoryError) as error:
         message = outcome.oom_message(cell, device, error)
@@ -236,6 +242,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="train even when finished.json holds this cell's result, unchanged "
         f"(also ${finished.RETRAIN_ENV}=1)",
+    )
+    parser.add_argument(
+        "--weights",
+        default=None,
+        help="also write the final weights here (fp32), for inference accuracy by precision",
     )
     libraries.add_builds_dir_option(parser)
     add_cell_options(parser)
@@ -299,7 +310,13 @@ def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> i
         builds_dir=args.builds_dir,
     )
     try:
-        if not finished.retrain_requested(args.retrain) and finished.restore(args.out_dir, stamp):
+        # weights asked for but gone: they are no result finished.json holds, so train again
+        keeps = args.weights is None or Path(args.weights).is_file()
+        if (
+            not finished.retrain_requested(args.retrain)
+            and keeps
+            and finished.restore(args.out_dir, stamp)
+        ):
             print(
                 f"restored: {cell.path()} had finished (its results are in "
                 f"{Path(args.out_dir) / finished.FINISHED_FILE}, and nothing it depends on "
@@ -340,6 +357,7 @@ def _run(cell: CellSpec, args, started_at: float, stop: StopOnSignal, stamp, hoo
         stop=stop,
         stamp=stamp,
         after_epochs=hook,
+        weights=args.weights,
     )
 
 

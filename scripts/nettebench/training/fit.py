@@ -204,6 +204,7 @@ def fit(
     store_dir: Path | None = None,
     stop: StopOnSignal | None = None,
     probe: conditions.Probe | None = None,
+    weights: Path | None = None,
 ) -> FitResult:
     """Train ``cell``, appending one row per epoch to ``rows`` (kept on an OOM).
 
@@ -297,6 +298,8 @@ def fit(
             )
     if probe and first_epoch < cell.epochs:
         result.conditions = probe.stop(run_window, gpu=True)
+    if weights is not None:  # the final weights, for inference accuracy by precision
+        checkpoint.save_weights(weights, runner.model, cell.cell_id())
     return result
 
 
