@@ -46,6 +46,8 @@ rule inference_accuracy:
     threads: job_threads(inference_resource("cpus", accuracy=True))
     resources:
         gpu=inference_resource("gpu", accuracy=True),
+        # not timed, but it would take the cores a timed job measures on: one at a time
+        timed=1,
         mem_mb=inference_resource("mem_mb", accuracy=True),
         runtime=inference_resource("runtime", accuracy=True),
         cpus_per_task=cpus_per_task,

@@ -98,6 +98,11 @@ def test_accuracy_jobs_are_the_matrix_cells_of_measured_models_with_fp32_first()
     assert [v["precision"] for v in job.variants] == ["fp32", "bf16"]
     assert job.variants[1]["channels_last"] is True  # auto: on for reduced precision
     assert "--variants fp32:0:0 bf16:1:0" in job.cli_args(64)
+    # a filter over the matrix picks the trained cells
+    only = study({**section, "accuracy": {"precision": "bf16"}}).accuracy
+    assert list(only) == ["d/model~resnet18/precision~bf16/batch~256/epochs~10/seed~0"]
+    with pytest.raises(ConfigError, match="unknown matrix parameter"):
+        study({**section, "accuracy": {"loadr": "pil"}})
     # a model no inference cell measures has no accuracy job
     assert study({"model": "resnet50", "accuracy": True}).accuracy == {}
 

@@ -42,6 +42,8 @@ class InferenceModel:
         if state_dict is not None:
             model.load_state_dict(state_dict)
         set_tf32(device, self.mode.allow_tf32)
+        if device.type == "cuda":  # autotuned convolutions, as the trainer and timm's benchmark
+            torch.backends.cudnn.benchmark = True
         model = cast_model(model.to(device, memory_format=self.memory_format), self.mode)
         self.model = model.eval()
         self.compiled = compile

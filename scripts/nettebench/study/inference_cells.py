@@ -44,7 +44,9 @@ SETTINGS = {
     "latency_queries": LATENCY_QUERIES,  # SingleStream queries at batch 1
     "max_seconds": 30.0,  # on a CPU, each timed phase stops after this long
     "warmup": 10,  # untimed batches (or queries) before each phase
-    "accuracy": False,  # keep matrix cells' final weights, evaluate them per precision
+    # keep matrix cells' final weights and evaluate them per precision: false, true (every
+    # matrix cell of a measured model) or a filter over the matrix ({loader: cached})
+    "accuracy": False,
     "accuracy_batch_size": 64,  # batch of the accuracy evaluation
 }
 
@@ -258,12 +260,29 @@ class AccuracyJob:
         )
 
 
+PARAMETERS_OF_CELLS = grid.PARAMETER_NAMES  # what an accuracy filter may name
 REFERENCE_VARIANT = {"precision": "fp32", "channels_last": False, "compile": False}
 
 
-def accuracy_jobs(cells: Sequence[InferenceSpec], trained: Sequence[CellSpec]) -> list[AccuracyJob]:
-    """The matrix cells whose model and dataset some inference cell measures, each with the
+def accuracy_jobs(
+    cells: Sequence[InferenceSpec],
+    trained: Sequence[CellSpec],
+    which: bool | Mapping[str, Any] = True,
+) -> list[AccuracyJob]:
+    """The matrix cells whose model and dataset some inference cell measures (and that match
+    ``which``, when it is a filter: every key a value or a list of values), each with the
     variants (precision, channels_last, compile) of those inference cells, fp32 first."""
+    if not which:  # false, or an empty filter: no weights are kept (rules/common.smk)
+        return []
+    if isinstance(which, Mapping):
+        unknown = sorted(set(which) - set(PARAMETERS_OF_CELLS))
+        if unknown:
+            raise ConfigError(f"inference.accuracy: unknown matrix parameter(s) {unknown}")
+        trained = [
+            cell
+            for cell in trained
+            if all(getattr(cell, k) in grid._as_list(v) for k, v in which.items())
+        ]
     jobs = []
     for cell in trained:
         mine = [c for c in cells if (c.model, c.dataset) == (cell.model, cell.dataset)]

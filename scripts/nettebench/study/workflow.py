@@ -149,7 +149,9 @@ class Study:
         self.inference = {cell.path(): cell for cell in cells}
         self.inference_settings = inference.split_section(section)[1]
         if self.inference_settings["accuracy"]:
-            jobs = inference.accuracy_jobs(cells, list(self.cells["matrix"].values()))
+            jobs = inference.accuracy_jobs(
+                cells, list(self.cells["matrix"].values()), self.inference_settings["accuracy"]
+            )
             self.accuracy = {job.path(): job for job in jobs}
 
     def inference_records(self) -> dict[str, list[str]]:
