@@ -124,8 +124,8 @@ def render_table(records: Path, model: str, modes, batches) -> str:
                 latency = (f"{ms['median']:.2f} / {ms['p90']:.2f} / {ms['p99']:.2f} "
                            f"({stream['queries']})")  # fmt: skip
             lines.append(
-                f"| {mode} | {batch} | ok | {offline['img_s']:,.0f} "
-                f"[{_num(offline['img_s_low'])}-{_num(offline['img_s_high'])}] | "
+                f"| {mode} | {batch} | ok | {_num(offline['img_s'])}"
+                f"{_interval(offline['img_s_low'], offline['img_s_high'])} | "
                 f"{_num(pipe['img_s'])} | {_pct(pipe['data_wait_share'])} | "
                 f"{offline['batch_ms']['median']:.2f} | {latency} | "
                 f"{_num(record['peak_mem_mb'])} | {anchor} |"
@@ -134,7 +134,14 @@ def render_table(records: Path, model: str, modes, batches) -> str:
 
 
 def _num(value) -> str:
-    return "" if value is None else f"{value:,.0f}"
+    if value is None:
+        return ""
+    return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
+
+
+def _interval(low, high) -> str:
+    """`` [a-b]`` (the 95 % interval of the median), or nothing when the samples were too few."""
+    return "" if low is None or high is None else f" [{_num(low)}-{_num(high)}]"
 
 
 def _pct(share) -> str:
