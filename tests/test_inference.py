@@ -117,3 +117,17 @@ def test_a_cell_without_final_weights_says_why(data, tmp_path):
     )  # fmt: skip
     record = json.loads(out.read_text())
     assert code == 0 and record["status"] == "missing" and record["rows"] == []
+
+
+def test_the_trainer_writes_weights_that_say_why_when_the_cell_did_not_run(data, tmp_path):
+    from nettebench.study.cell import CellSpec
+    from nettebench.training.cli import run_cell
+
+    if torch.cuda.is_available():
+        pytest.skip("O3 runs here")
+    cell = CellSpec("tiny", model="resnet18", precision="O3", device="cpu", epochs=1)
+    weights = tmp_path / "cell" / "weights.pt"
+    record = run_cell(cell, data, tmp_path / "cell", weights=weights)
+    assert record["status"] == "unsupported"
+    saved = accuracy.load_weights(weights)
+    assert saved == {"cell_id": cell.cell_id(), "state_dict": None}
