@@ -21,6 +21,7 @@ include: "rules/train.smk"
 include: "rules/aggregate.smk"
 include: "rules/profile.smk"
 include: "rules/builds.smk"
+include: "rules/inference.smk"
 
 
 rule all:

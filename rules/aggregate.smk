@@ -68,6 +68,7 @@ rule front_page_write:
     input:
         headline=f"results/tables/{outputs.HEADLINE_FILE}",
         figure="results/figures/throughput.png",
+        extras=front_page_extras(),
         code=code("front_page"),
     output:
         page=outputs.FRONT_PAGE,
@@ -78,4 +79,4 @@ rule front_page_write:
         "../envs/report.yaml"
     shell:
         "python -m nettebench.report.front_page --headline {input.headline}"
-        " --figure {input.figure} --out {output.page} > {log} 2>&1"
+        " --figure {input.figure} --out {output.page} --extra {input.extras:q} > {log} 2>&1"

@@ -31,6 +31,7 @@ shell.prefix(
 )
 
 from nettebench.study import outputs
+from nettebench.study import inference_cells as inference
 from nettebench.study import code_groups, config_file, job_signals
 from nettebench.study import stored as stored_study
 from nettebench.study.workflow import Study, check_top_level
@@ -54,6 +55,7 @@ with config_file.one_line_errors():
 
 TABLES = outputs.TABLE_NAMES
 FIGURES = outputs.FIGURE_NAMES
+INFERENCE_TABLES = ("inference", "inference_accuracy")
 
 
 # Ctrl-C / SIGTERM to a local run: passed on to the jobs (a training cell stops before its next
@@ -110,7 +112,9 @@ def code(group):
 def final_outputs():
     """Every cell's metrics and ceiling (unless only aggregating), the tables, the figures."""
     cells = (
-        [] if STUDY.aggregate_only else STUDY.metrics_files() + STUDY.ceiling_files()
+        []
+        if STUDY.aggregate_only
+        else STUDY.metrics_files() + STUDY.ceiling_files() + STUDY.inference_files()
     )
     tables = [
         f"results/tables/{name}.{ext}" for name in TABLES for ext in ("md", "html")
@@ -124,6 +128,7 @@ def final_outputs():
         + tables
         + figures
         + profile_outputs()
+        + inference_report_outputs()
     )
 
 
@@ -182,15 +187,16 @@ def matrix_cell_outputs():
     }
     if STUDY.ceiling:
         found["ceiling"] = f"results/runs/{{dataset}}/{{cell}}/{outputs.CEILING_FILE}"
-    return found
+    return {**found, **matrix_weights_output()}
 
 
 def cell_job(wildcards, output):
     """The command a training job runs: with a ceiling output, the trainer followed by the
     ceiling in the same process; otherwise the trainer alone."""
+    weights = weights_option(wildcards, output)
     if "ceiling" in output.keys():
-        return f"nettebench.benchmarks.cell_job --ceiling {output.ceiling}"
-    return "nettebench.training"
+        return f"nettebench.benchmarks.cell_job --ceiling {output.ceiling} {weights}".strip()
+    return f"nettebench.training {weights}".strip()
 
 
 def cell_store(kind):
@@ -382,3 +388,81 @@ def build_options(wildcards):
     options = [f"--env={key}={value}" for key, value in plan.env]
     options += [f"--pip-arg={arg}" for arg in plan.pip_args]
     return shlex.join(options)
+
+
+# -- inference cells (the config's `inference:` section; nettebench.study.inference_cells) ------
+
+
+def inference_cell(wildcards):
+    return STUDY.inference[f"{wildcards.dataset}/{wildcards.cell}"]
+
+
+def inference_args(wildcards):
+    """The measure command's cell options: its identity only, defaults implicit."""
+    return shlex.join(inference_cell(wildcards).cli_args())
+
+
+def inference_settings(wildcards):
+    """The run settings of the section (a rerun trigger as a param)."""
+    settings = STUDY.inference_settings
+    return (
+        f"--latency-queries {settings['latency_queries']} --warmup {settings['warmup']}"
+        f" --max-seconds {settings['max_seconds']:g}"
+    )
+
+
+def accuracy_job(wildcards):
+    return STUDY.accuracy[f"{wildcards.dataset}/{wildcards.cell}"]
+
+
+def accuracy_args(wildcards):
+    return accuracy_job(wildcards).cli_args(
+        STUDY.inference_settings["accuracy_batch_size"]
+    )
+
+
+def inference_resource(name, accuracy=False):
+    """Input function: one value of an inference (or accuracy) job's request."""
+
+    def value(wildcards, attempt=1):
+        cell = None if accuracy else inference_cell(wildcards)
+        request = inference.job_request(cell, STUDY.inference_settings)
+        return getattr(request.for_attempt(attempt), name)
+
+    return value
+
+
+def matrix_weights_output():
+    """cell_train's weights.pt when inference accuracy is on (opt-in: a new output reruns
+    every matrix cell once, so a config without it keeps its results valid)."""
+    if STUDY.inference_settings.get("accuracy"):
+        return {
+            "weights": f"results/runs/{{dataset}}/{{cell}}/{inference.WEIGHTS_FILE}"
+        }
+    return {}
+
+
+def weights_option(wildcards, output):
+    """--weights for a matrix cell that keeps its final weights (inference accuracy), else
+    nothing."""
+    return f"--weights {output.weights}" if "weights" in output.keys() else ""
+
+
+def inference_report_outputs():
+    """The inference tables and figure, when there are inference records to show."""
+    if not any(STUDY.inference_records().values()):
+        return []
+    tables = [
+        f"results/tables/{n}.{ext}" for n in INFERENCE_TABLES for ext in ("md", "html")
+    ]
+    figure = [
+        f"results/figures/inference_latency_throughput.{ext}" for ext in ("png", "svg")
+    ]
+    return tables + figure
+
+
+def front_page_extras():
+    """Input function of front_page_write: the inference sentence, when there is one."""
+    if not inference_report_outputs():
+        return []
+    return ["results/tables/inference_headline.html"]

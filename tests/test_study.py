@@ -26,6 +26,9 @@ ENTRY_POINTS = {
     "profile_figures": "report/kernel_figure.py",
     "builds": "builds/build.py",
     "environments": "builds/packages.py",
+    "inference": "inference/cli.py",
+    "inference_tables": "report/tables/inference.py",
+    "inference_figure": "report/inference_figure.py",
 }
 
 

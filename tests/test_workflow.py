@@ -217,6 +217,10 @@ def test_a_new_batch_size_schedules_only_new_cells_and_aggregates(quickstart):
         "cell_profile": 2,
         "profiles_aggregate": 1,
         "profiles_plot": 1,
+        # and evaluates the cached loader's final weights per inference precision
+        "inference_accuracy": 1,
+        "inference_tables": 1,
+        "inference_figure": 1,
     }
 
 
@@ -229,7 +233,11 @@ def test_editing_plotting_code_reruns_only_figures(quickstart):
     assert planned_jobs(run_study(workdir, config, "-n")) == redrawn
     # the category figure shares the study figures' plotting helpers, so it is redrawn too
     _edit(report / "plotting.py")
-    assert planned_jobs(run_study(workdir, config, "-n")) == {**redrawn, "profiles_plot": 1}
+    assert planned_jobs(run_study(workdir, config, "-n")) == {
+        **redrawn,
+        "profiles_plot": 1,
+        "inference_figure": 1,
+    }
 
 
 def test_editing_training_code_marks_training_outdated(quickstart):
@@ -246,6 +254,11 @@ def test_editing_training_code_marks_training_outdated(quickstart):
         "cell_profile": 2,
         "profiles_aggregate": 1,
         "profiles_plot": 1,
+        # inference reuses the trainer's precision step and loop helpers
+        "inference_measure": 3,
+        "inference_accuracy": 1,
+        "inference_tables": 1,
+        "inference_figure": 1,
     }
 
 

@@ -111,8 +111,9 @@ div.prose.max-w-lg { max-width: 60rem; }
 """
 
 
-def compose(headline: str, figure_png: bytes, *, caption: str) -> str:
-    """The front page: the headline fragment, then the figure (a PNG data URI) and caption."""
+def compose(headline: str, figure_png: bytes, *, caption: str, extras: tuple[str, ...] = ()) -> str:
+    """The front page: the headline fragment, ``extras`` (HTML fragments: the inference
+    sentence, nettebench.report.tables.inference), then the figure (a PNG data URI) and caption."""
     uri = "data:image/png;base64," + base64.b64encode(figure_png).decode("ascii")
     figure = (
         f'<figure><img src="{uri}" alt="{html.escape(caption)}">'
@@ -120,7 +121,7 @@ def compose(headline: str, figure_png: bytes, *, caption: str) -> str:
     )
     return (
         f'<style>{REPORT_CSS}</style>\n<div class="nettebench-front-page">\n'
-        f"{headline}{figure}</div>\n"
+        f"{headline}{''.join(extras)}{figure}</div>\n"
     )
 
 
@@ -135,11 +136,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--headline", required=True, type=Path, help="tables/headline.html")
     parser.add_argument("--figure", required=True, type=Path, help="figures/throughput.png")
     parser.add_argument("--out", required=True, type=Path)
+    parser.add_argument(
+        "--extra", nargs="*", type=Path, default=[], help="HTML fragments after the headline"
+    )
     args = parser.parse_args(argv)
     page = compose(
         args.headline.read_text(encoding="utf-8"),
         args.figure.read_bytes(),
         caption=FIGURE_CAPTION,
+        extras=tuple(path.read_text(encoding="utf-8") for path in args.extra),
     )
     write_text_atomic(args.out, page)
     return 0

@@ -21,6 +21,7 @@ from nettebench.datasets.walk import tree_stamp
 from nettebench.study import builds as build_plans
 from nettebench.study import environments as environment_plans
 from nettebench.study import grid
+from nettebench.study import inference_cells as inference
 from nettebench.study.cell import CellSpec
 from nettebench.study.grid import ConfigError
 from nettebench.study.outputs import CEILING_FILE
@@ -37,6 +38,7 @@ TOP_LEVEL_KEYS = (
     "machine",
     "merge_results",
     "target_top1",
+    "inference",
 )
 
 # Where each kind of cell lives under results/.
@@ -103,6 +105,10 @@ class Study:
     # results/ folders of other runs (copied back from other clusters) aggregated with this one
     merge_results: list[str] = field(default_factory=list)
     target_top1: float | None = None  # validation top-1 (%) whose time to reach is reported
+    # the `inference:` section: path -> cell, its run settings, and its accuracy jobs
+    inference: dict[str, inference.InferenceSpec] = field(default_factory=dict)
+    inference_settings: dict[str, Any] = field(default_factory=dict)
+    accuracy: dict[str, inference.AccuracyJob] = field(default_factory=dict)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Study:
@@ -147,7 +153,47 @@ class Study:
             "matrix": {cell.path(): cell for cell in matrix},
             "cpu_baseline": {cell.path(): cell for cell in baselines},
         }
+        study.plan_inference(config.get("inference"))
         return study
+
+    def plan_inference(self, section: Mapping[str, Any] | None) -> None:
+        """The inference cells and, with ``accuracy: true``, the accuracy jobs."""
+        if not section:
+            return
+        cells = inference.expand(section, datasets=list(self.datasets), machine=self.machine)
+        self.inference = {cell.path(): cell for cell in cells}
+        self.inference_settings = inference.split_section(section)[1]
+        if self.inference_settings["accuracy"]:
+            jobs = inference.accuracy_jobs(
+                cells, list(self.cells["matrix"].values()), self.inference_settings["accuracy"]
+            )
+            self.accuracy = {job.path(): job for job in jobs}
+
+    def inference_records(self) -> dict[str, list[str]]:
+        """The records the inference tables read: the configured cells', or in aggregate-only
+        mode whatever is on disk; and those of the trees under ``merge_results:``."""
+        cells = f"{Path(inference.ROOT).name}/**/{inference.RECORD_FILE}"
+        scores = f"{Path(inference.ACCURACY_ROOT).name}/**/{inference.ACCURACY_FILE}"
+        if self.aggregate_only:
+            found = {
+                "records": sorted(glob.glob(f"results/{cells}", recursive=True)),
+                "accuracy": sorted(glob.glob(f"results/{scores}", recursive=True)),
+            }
+        else:
+            files = self.inference_files()
+            found = {
+                "records": [f for f in files if f.endswith(inference.RECORD_FILE)],
+                "accuracy": [f for f in files if f.endswith(inference.ACCURACY_FILE)],
+            }
+        found["records"] += self.merged_files(cells)
+        found["accuracy"] += self.merged_files(scores)
+        return found
+
+    def inference_files(self) -> list[str]:
+        """Every inference cell's record, then every accuracy job's."""
+        return [f"{inference.ROOT}/{p}/{inference.RECORD_FILE}" for p in self.inference] + [
+            f"{inference.ACCURACY_ROOT}/{p}/{inference.ACCURACY_FILE}" for p in self.accuracy
+        ]
 
     # -- cells -----------------------------------------------------------------------------
 

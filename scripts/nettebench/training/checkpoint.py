@@ -153,3 +153,18 @@ def remove(out_dir: str | os.PathLike) -> None:
     except Exception as error:
         print(f"warning: the last checkpoint save had failed: {error}", file=sys.stderr)
     (Path(out_dir) / CHECKPOINT_FILE).unlink(missing_ok=True)
+
+
+def save_weights(path: str | os.PathLike, model, cell_id: str) -> Path:
+    """A finished cell's final weights in fp32 (``--weights``, for nettebench.inference's
+    accuracy by precision); ``model`` None (the cell did not finish) writes ``state_dict`` None,
+    so the declared output exists and says why it is empty."""
+    state = None
+    if model is not None:
+        state = {
+            k: v.detach().float() if v.is_floating_point() else v
+            for k, v in model.state_dict().items()
+        }
+    with open_atomic(Path(path)) as handle:
+        torch.save({"cell_id": cell_id, "state_dict": state}, handle)
+    return Path(path)

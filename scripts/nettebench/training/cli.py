@@ -99,6 +99,7 @@ def run_cell(
     stop: StopOnSignal | None = None,
     stamp: dict[str, Any] | None = None,
     after_epochs: AfterEpochs | None = None,
+    weights: str | Path | None = None,
 ) -> dict[str, Any]:
     """Train ``cell`` on the dataset at ``data``; write and return its metrics record.
 
@@ -143,8 +144,10 @@ def run_cell(
     collecting = _in_background(environment.collect)
     result = _train(
         fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop,
-        stamp_for_resume,
+        stamp_for_resume, weights,
     )  # fmt: skip
+    if weights is not None and not Path(weights).is_file():  # no final weights: say so
+        checkpoint.save_weights(weights, None, cell.cell_id())
     trained_at = time.time()
     extra_files: tuple[Path, ...] = ()
     if after_epochs is not None and distributed.runs_after_epochs(result["status"]):
@@ -182,7 +185,9 @@ def _measured_s(result: dict[str, Any]) -> float:
     return sum(float(row["wall_s"]) for row in result["rows"] if not row["extrapolated"])
 
 
-def _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop, key):
+def _train(
+    fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop, key, weights
+):
     """Train the cell with :func:`~nettebench.training.fit.fit`; its rows, status, message and
     fit result as :func:`outcome.finish` takes them."""
     reason = outcome.unsupported_reason(cell, device)
@@ -203,6 +208,7 @@ def _train(fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir
             stop=stop,
             probe=conditions.Probe(gpu=conditions.gpu_target(device), pid=distributed.job_pid()),
             resume_key=key,
+            weights=None if weights is None else Path(weights),
         )
     except (torch.OutOfMemoryError, MemoryError) as error:
         message = outcome.oom_message(cell, device, error)
@@ -265,6 +271,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="files the result depends on (the workflow passes its rule's inputs): a restore or "
         "resume needs each to hold what it held when the result was made",
     )
+    parser.add_argument(
+        "--weights",
+        default=None,
+        help="also write the final weights here (fp32), for inference accuracy by precision",
+    )
     libraries.add_builds_dir_option(parser)
     add_cell_options(parser)
     return parser
@@ -321,7 +332,9 @@ def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> i
     key = result_key(cell, args)
     try:
         retrain = finished.retrain_requested(args.retrain)
-        if not retrain:
+        # weights asked for but gone: they are no result finished.json holds, so train again
+        keeps = args.weights is None or Path(args.weights).is_file()
+        if not retrain and keeps:
             restored, said = finished.restore(args.out_dir, key)
             if said:
                 verdict = "restored" if restored else "not restored"
@@ -385,6 +398,7 @@ def _run(cell: CellSpec, args, started_at: float, stop: StopOnSignal, stamp, hoo
         stop=stop,
         stamp=stamp,
         after_epochs=hook,
+        weights=args.weights,
     )
 
 

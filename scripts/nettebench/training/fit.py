@@ -257,6 +257,7 @@ def fit(
     stop: StopOnSignal | None = None,
     probe: conditions.Probe | None = None,
     resume_key: dict[str, Any] | None = None,
+    weights: Path | None = None,
 ) -> FitResult:
     """Train ``cell``, appending one row per epoch to ``rows`` (kept on an OOM).
 
@@ -363,6 +364,8 @@ def fit(
             )
     if probe and first_epoch < cell.epochs:
         result.conditions = probe.stop(run_window, gpu=True)
+    if weights is not None and distributed.is_writer():  # for inference accuracy by precision
+        checkpoint.save_weights(weights, runner.model, cell.cell_id())
     return result
 
 

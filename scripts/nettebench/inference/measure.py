@@ -1,0 +1,182 @@
+"""What an inference cell measures: Offline throughput, the pipeline's, SingleStream latency.
+
+Three timed phases on one model (timm's ``benchmark.py`` and MLPerf Inference's scenarios):
+
+- **Offline, device batch**: the cell's batch made once on the device; ``warmup`` batches untimed
+  (cuDNN autotuning, allocator growth, a compile), then each batch timed on its own (CUDA events
+  on a GPU, a synchronised ``perf_counter`` on a CPU). img/s = batch / median batch time.
+- **Offline, through the pipeline**: the dataset's validation split as the trainer reads it
+  (ImageFolder, PIL decode, resize to image_size / 0.875, centre crop, normalise, DataLoader with
+  ``workers``), each batch moved to the device and classified; the first batch (worker start-up)
+  untimed, then one pass over the split (repeated while a GPU pass is shorter than a second),
+  capped at ``max_seconds`` on a CPU. Its img/s beside the device batch's shows what the input
+  pipeline costs; the time spent waiting for a batch is recorded apart.
+- **SingleStream** (batch-1 cells only): one query at a time, a preprocessed validation image in
+  host memory copied to the device, classified, the result copied back; each query's latency
+  from issue to result. ``latency_queries`` queries (MLPerf's minimum, 1,024, by default), fewer
+  only when a CPU reaches ``max_seconds`` first (recorded: ``capped``).
+
+Every phase keeps its samples' spread (:mod:`.samples`); the whole run records its timing
+conditions (:mod:`nettebench.records.conditions`) and peak memory.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from nettebench.inference import samples
+from nettebench.inference.model import InferenceModel
+from nettebench.training.loop import synchronize
+
+MIN_SAMPLES = 3  # a capped CPU phase still times at least this many batches
+OFFLINE_BATCHES = 50  # timed batches of the device-batch phase (fewer when capped on a CPU)
+MIN_PIPELINE_S = 1.0  # a GPU pass over the validation split shorter than this is repeated
+LATENCY_IMAGES = 64  # distinct preprocessed images the SingleStream queries cycle through
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How long each phase may take: untimed warm-up, timed samples, a CPU time cap."""
+
+    warmup: int = 10
+    max_seconds: float = 30.0
+    latency_queries: int = 1024
+    offline_batches: int = OFFLINE_BATCHES
+
+
+def offline(model: InferenceModel, batch: int, image_size: int, budget: Budget) -> dict[str, Any]:
+    """Device-batch throughput: per-batch times of a batch already on the device."""
+    images = model.prepare(torch.randn(batch, 3, image_size, image_size))
+    on_gpu = model.device.type == "cuda"
+    compile_s = model.first_call_s(images) if model.compiled else None
+    _warm(lambda: model(images), budget, on_gpu)
+    if on_gpu:
+        seconds = _cuda_times(lambda: model(images), budget.offline_batches)
+    else:
+        seconds = _cpu_times(lambda: model(images), model.device, budget.offline_batches, budget)
+    summary = samples.spread(seconds, quantiles=(0.9, 0.99))
+    return {
+        "img_s": batch / summary["median"],
+        "img_s_low": batch / summary["median_high"] if summary["median_high"] else None,
+        "img_s_high": batch / summary["median_low"] if summary["median_low"] else None,
+        "batch_ms": samples.scaled(summary, 1000),
+        "batches": len(seconds),
+        "compile_s": compile_s,
+    }
+
+
+def pipeline(model: InferenceModel, loader: Iterable, budget: Budget) -> dict[str, Any]:
+    """Throughput through the validation pipeline: decode to classification, batch by batch."""
+    on_gpu = model.device.type == "cuda"
+    batches = iter(loader)
+    first = next(batches, None)
+    if first is None:
+        return {"img_s": None, "images": 0}
+    full = first[0].shape[0]
+    model(model.prepare(first[0]))  # worker start-up and the first batch's shape: untimed
+    synchronize(model.device)
+    seconds: list[float] = []  # per batch: waiting for it, then classifying it
+    full_batches: list[float] = []
+    wait = 0.0
+    images = passes = 0
+    start = mark = time.perf_counter()
+    while True:
+        for fetched, _ in batches:
+            got = time.perf_counter()
+            wait += got - mark
+            model(model.prepare(fetched)).float().argmax(1).cpu()  # the result, on the host
+            now = time.perf_counter()
+            seconds.append(now - mark)
+            mark = now
+            images += fetched.shape[0]
+            if fetched.shape[0] == full:
+                full_batches.append(seconds[-1])
+            if not on_gpu and now - start > budget.max_seconds and len(seconds) >= MIN_SAMPLES:
+                break
+        passes += 1
+        if (seconds and (not on_gpu or mark - start >= MIN_PIPELINE_S)) or passes >= 20:
+            break
+        # a GPU pass shorter than a second, or a split of one batch: the split again (its
+        # workers' start-up now timed: the loader's workers are not persistent)
+        batches = iter(loader)
+    elapsed = mark - start
+    return {
+        "img_s": images / elapsed if images and elapsed else None,
+        "images": images,
+        "seconds": elapsed,
+        "data_wait_share": wait / elapsed if elapsed else None,
+        "passes": passes,
+        "batch_ms": samples.scaled(samples.spread(full_batches or seconds), 1000),
+    }
+
+
+def single_stream(
+    model: InferenceModel, queries: list[torch.Tensor], budget: Budget
+) -> dict[str, Any]:
+    """SingleStream: per-query latency of one image at a time, issue to result on the host."""
+    on_gpu = model.device.type == "cuda"
+    cycle = itertools.cycle(queries)
+
+    def query() -> None:
+        model(model.prepare(next(cycle))).float().cpu()
+
+    _warm(query, budget, on_gpu)
+    latencies: list[float] = []
+    start = time.perf_counter()
+    capped = False
+    while len(latencies) < budget.latency_queries:
+        issued = time.perf_counter()
+        query()
+        latencies.append(time.perf_counter() - issued)
+        if not on_gpu and time.perf_counter() - start > budget.max_seconds:
+            capped = len(latencies) < budget.latency_queries
+            break
+    summary = samples.scaled(samples.spread(latencies, quantiles=(0.9, 0.99)), 1000)
+    return {
+        "queries": len(latencies),
+        "queries_asked": budget.latency_queries,
+        "capped": capped,
+        "latency_ms": summary,
+        "qps": len(latencies) / (time.perf_counter() - start),
+    }
+
+
+def _warm(call, budget: Budget, on_gpu: bool) -> int:
+    """``budget.warmup`` untimed calls (on a CPU, stopping after a third of the time cap)."""
+    start = time.perf_counter()
+    done = 0
+    while done < budget.warmup:
+        call()
+        done += 1
+        if not on_gpu and time.perf_counter() - start > budget.max_seconds / 3:
+            break
+    return done
+
+
+def _cpu_times(call, device, count: int, budget: Budget) -> list[float]:
+    seconds: list[float] = []
+    while len(seconds) < count:
+        start = time.perf_counter()
+        call()
+        synchronize(device)
+        seconds.append(time.perf_counter() - start)
+        if len(seconds) >= MIN_SAMPLES and sum(seconds) > budget.max_seconds:
+            break
+    return seconds
+
+
+def _cuda_times(call, count: int) -> list[float]:
+    """Per-batch GPU times from CUDA events, no host synchronisation between batches."""
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(count + 1)]
+    events[0].record()
+    for index in range(count):
+        call()
+        events[index + 1].record()
+    events[-1].synchronize()
+    return [a.elapsed_time(b) / 1000 for a, b in itertools.pairwise(events)]

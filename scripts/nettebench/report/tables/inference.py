@@ -1,0 +1,362 @@
+"""Inference tables: img/s and latency by model x precision x batch, and accuracy by precision.
+
+Reads the inference cells' ``inference.json`` and the accuracy jobs' ``accuracy.json`` records
+into two tidy frames (written as ``inference.csv`` and ``inference_accuracy.csv``, which the
+latency-throughput figure reads), then writes both tables as markdown and HTML and a one-line
+summary for the report's front page::
+
+    python -m nettebench.report.tables.inference --out-dir results/tables \\
+        --records results/inference/.../inference.json --accuracy .../accuracy.json
+
+Every timing is a median with its 95 % interval (nettebench.inference.samples); a number whose
+samples spread by 10 % of their mean or more is marked unstable, one timed while other processes
+took the job's CPUs or GPU is marked as the training tables mark it (‡). Imports pandas, no torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import html
+import json
+import sys
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from nettebench.records.atomic import write_text_atomic
+from nettebench.report import caveats as C
+from nettebench.report import format as T
+
+UNSTABLE_MARK = "≈"  # the samples' std is >= 10 % of their mean
+OUTPUTS = {
+    "cells": "inference.csv",
+    "accuracy": "inference_accuracy.csv",
+    "table": "inference.md",
+    "table_html": "inference.html",
+    "accuracy_table": "inference_accuracy.md",
+    "accuracy_table_html": "inference_accuracy.html",
+    "headline": "inference_headline.html",
+}
+NOTE = (
+    "Inference cells (`results/inference/`): **Offline** images per second at the cell's batch "
+    "on a batch already on the device, and through the validation pipeline (PIL decode, resize, "
+    "centre crop, normalise, copy to the device), with the share of that time spent waiting for "
+    "data; the median time of one device batch (its latency); **SingleStream** latency "
+    "percentiles at batch 1 (a preprocessed image to the device, classified, the result back), "
+    "over the number of queries shown; peak memory (CUDA allocator, or the process's peak RSS "
+    "on a CPU). Medians with their 95 % interval in brackets (order statistics); "
+    f"{UNSTABLE_MARK}: the samples' standard deviation is at least 10 % of their mean "
+    f"(unstable); {C.INTERFERENCE_MARK}: timed while other processes used the job's CPUs or GPU."
+)
+ACCURACY_NOTE = (
+    "The final weights of each finished matrix cell (`weights.pt`), evaluated on the whole "
+    "validation split in each inference precision of its model (the reference's resize and "
+    "centre crop). Differences are from the fp32 evaluation of the same weights, in percentage "
+    "points; *changed* is the share of images whose top-1 class differs from fp32's. One image "
+    "is 100 / images points."
+)
+
+
+def _get(record: Mapping[str, Any] | None, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(record, Mapping):
+            return None
+        record = record.get(key)
+    return record
+
+
+def cells_frame(records: Iterable[tuple[str, Mapping[str, Any]]]) -> pd.DataFrame:
+    """One row per inference cell (``records``: (path, inference.json) pairs)."""
+    rows = []
+    for path, record in records:
+        cell = record.get("cell") or {}
+        rows.append(
+            {
+                "path": str(Path(path).parent),
+                "status": record.get("status"),
+                "message": record.get("message"),
+                **{k: cell.get(k) for k in ("dataset", "model", "precision", "batch_size")},
+                "image_size": cell.get("image_size"),
+                "channels_last": record.get("channels_last"),
+                "compile": cell.get("compile"),
+                "machine": cell.get("machine"),
+                "device_type": _get(record, "device", "type"),
+                "device_name": _get(record, "device", "name"),
+                "threads": _get(record, "device", "threads"),
+                "cpu_capability": _get(record, "environment", "cpu_capability"),
+                "precision_emulated": record.get("precision_emulated"),
+                "offline_img_s": _get(record, "offline", "img_s"),
+                "offline_img_s_low": _get(record, "offline", "img_s_low"),
+                "offline_img_s_high": _get(record, "offline", "img_s_high"),
+                "batch_ms": _get(record, "offline", "batch_ms", "median"),
+                "offline_unstable": _get(record, "offline", "batch_ms", "unstable"),
+                "offline_batches": _get(record, "offline", "batches"),
+                "compile_s": _get(record, "offline", "compile_s"),
+                "pipeline_img_s": _get(record, "pipeline", "img_s"),
+                "pipeline_data_wait_share": _get(record, "pipeline", "data_wait_share"),
+                "pipeline_unstable": _get(record, "pipeline", "batch_ms", "unstable"),
+                "ss_queries": _get(record, "single_stream", "queries"),
+                "ss_capped": _get(record, "single_stream", "capped"),
+                **{
+                    f"ss_{q}{end}": _get(record, "single_stream", "latency_ms", f"{q}{end}")
+                    for q in ("median", "p90", "p99")
+                    for end in ("", "_low", "_high")
+                },
+                "ss_unstable": _get(record, "single_stream", "latency_ms", "unstable"),
+                "peak_mem_mb": record.get("peak_mem_mb"),
+                "peak_mem_kind": record.get("peak_mem_kind"),
+                "interference": _get(record, "conditions", "interference"),
+                "loadavg": _get(record, "conditions", "loadavg_end"),
+            }
+        )
+    frame = pd.DataFrame(rows)
+    if frame.empty:
+        return frame
+    frame["_rank"] = frame["precision"].map(T.precision_rank)
+    frame = frame.sort_values(["device_name", "model", "_rank", "compile", "batch_size"])
+    return frame.drop(columns="_rank").reset_index(drop=True)
+
+
+def accuracy_frame(records: Iterable[tuple[str, Mapping[str, Any]]]) -> pd.DataFrame:
+    """One row per (trained cell, inference variant)."""
+    rows = []
+    for path, record in records:
+        trained = record.get("trained_cell") or {}
+        base = {
+            "path": str(Path(path).parent),
+            "model": record.get("model"),
+            "dataset": trained.get("dataset"),
+            "trained_precision": trained.get("precision"),
+            "seed": trained.get("seed"),
+            "trained_final_top1": record.get("trained_final_top1"),
+            "device_name": _get(record, "device", "name"),
+        }
+        if not record.get("rows"):
+            rows.append({**base, "status": record.get("status"), "message": record.get("message")})
+        for row in record.get("rows") or []:
+            rows.append({**base, **row})
+    return pd.DataFrame(rows)
+
+
+def _interval(value: Any, low: Any, high: Any, fmt) -> str:
+    if T.is_missing(value):
+        return ""
+    if T.is_missing(low) or T.is_missing(high):
+        return fmt(value)
+    return f"{fmt(value)} [{fmt(low)}-{fmt(high)}]"
+
+
+def _rate(value: Any) -> str:
+    if T.is_missing(value):
+        return ""
+    number = float(value)
+    return f"{number:,.0f}" if number >= 100 else f"{number:.1f}"
+
+
+def _ms(value: Any) -> str:
+    return "" if T.is_missing(value) else f"{float(value):.2f}"
+
+
+def _marks(row: Mapping[str, Any], unstable: str) -> str:
+    marks = UNSTABLE_MARK if T.as_bool(row.get(unstable)) else ""
+    return marks + (C.INTERFERENCE_MARK if T.as_bool(row.get("interference")) else "")
+
+
+def _variant(row: Mapping[str, Any]) -> str:
+    label = str(row["precision"])
+    extras = [name for name in ("channels_last", "compile") if T.as_bool(row.get(name))]
+    if not T.is_missing(row.get("precision_emulated")):
+        label += f" {C.EMULATED_LABEL}"
+    return label + (f" ({', '.join(extras)})" if extras else "")
+
+
+def inference_markdown(cells: pd.DataFrame) -> str:
+    """The inference table, one section per device."""
+    if cells.empty:
+        return T.document("Inference", NOTE, [], empty="No inference cell has run.")
+    header = [
+        "Model",
+        "Precision",
+        "Batch",
+        "img/s on device",
+        "img/s through pipeline",
+        "data wait %",
+        "batch latency ms",
+        "SingleStream p50 / p90 / p99 ms",
+        "queries",
+        "peak MB",
+    ]
+    sections = []
+    for device, group in cells.groupby("device_name", sort=False, dropna=False):
+        rows = []
+        for _, row in group.iterrows():
+            if row["status"] != "ok":
+                rows.append([row["model"], _variant(row), row["batch_size"], row["status"]])
+                continue
+            stream = " / ".join(
+                _interval(row[f"ss_{q}"], row[f"ss_{q}_low"], row[f"ss_{q}_high"], _ms)
+                for q in ("median", "p90", "p99")
+            )
+            queries = "" if T.is_missing(row["ss_queries"]) else f"{int(row['ss_queries']):,}"
+            if T.as_bool(row.get("ss_capped")):
+                queries += " (capped)"
+            rows.append(
+                [
+                    row["model"],
+                    _variant(row),
+                    T.fmt_value(row["batch_size"]),
+                    _interval(
+                        row["offline_img_s"],
+                        row["offline_img_s_low"],
+                        row["offline_img_s_high"],
+                        _rate,
+                    )
+                    + _marks(row, "offline_unstable"),
+                    _rate(row["pipeline_img_s"]) + _marks(row, "pipeline_unstable"),
+                    T.fmt_percent(row["pipeline_data_wait_share"]),
+                    _ms(row["batch_ms"]),
+                    (stream + _marks(row, "ss_unstable")) if queries else "",
+                    queries,
+                    "" if T.is_missing(row["peak_mem_mb"]) else f"{float(row['peak_mem_mb']):,.0f}",
+                ]
+            )
+        threads = group["threads"].dropna()
+        where = str(device)
+        if len(threads) and group["device_type"].iloc[0] == "cpu":
+            where += f", {int(threads.iloc[0])} threads, {group['cpu_capability'].iloc[0]}"
+        notes = [
+            f"{row['model']} {row['precision']} batch {row['batch_size']}: {row['message']}"
+            for _, row in group.iterrows()
+            if row["status"] != "ok" and not T.is_missing(row["message"])
+        ]
+        sections.append(
+            T.section(where, T.pipe_table(header, rows, "lllrrrrrrr"), notes=notes, level=2)
+        )
+    return T.document("Inference", NOTE, sections)
+
+
+def accuracy_markdown(accuracy: pd.DataFrame) -> str:
+    """Top-1/top-5 of each trained cell in each inference precision, and the change from fp32."""
+    if accuracy.empty:
+        return T.document(
+            "Accuracy by inference precision",
+            ACCURACY_NOTE,
+            [],
+            empty="No accuracy was evaluated (`inference: {accuracy: true}` keeps the matrix "
+            "cells' final weights and evaluates them).",
+        )
+    header = [
+        "Model",
+        "Trained as",
+        "Seed",
+        "Inference precision",
+        "top-1 %",
+        "top-5 %",
+        "Δ top-1 pp",
+        "Δ top-5 pp",
+        "changed %",
+        "images",
+    ]
+    rows = []
+    for _, row in accuracy.iterrows():
+        variant = "" if T.is_missing(row.get("precision")) else _variant(row)
+        if row.get("status") != "ok":
+            rows.append([row["model"], row["trained_precision"], row["seed"], variant, "",
+                         "", "", "", "", f"{row.get('status')}: {row.get('message')}"])  # fmt: skip
+            continue
+        rows.append(
+            [
+                row["model"],
+                row["trained_precision"],
+                T.fmt_value(row["seed"]),
+                variant,
+                T.fmt_accuracy(row["top1"]),
+                T.fmt_accuracy(row["top5"]),
+                _signed(row.get("top1_diff")),
+                _signed(row.get("top5_diff")),
+                T.fmt_percent(row.get("changed_share")),
+                T.fmt_value(row.get("images")),
+            ]
+        )
+    table = T.pipe_table(header, rows, "lllrrrrrrr")
+    return T.document(
+        "Accuracy by inference precision",
+        ACCURACY_NOTE,
+        [T.section("Final weights of the matrix cells", table, level=2)],
+    )
+
+
+def _signed(value: Any) -> str:
+    return "" if T.is_missing(value) else f"{float(value):+.2f}"
+
+
+def headline(cells: pd.DataFrame, accuracy: pd.DataFrame) -> str:
+    """One sentence for the front page (empty without inference cells)."""
+    done = cells[cells["status"] == "ok"] if not cells.empty else cells
+    if done.empty:
+        return ""
+    best = done.loc[done["offline_img_s"].astype(float).idxmax()]
+    parts = [
+        f"Inference: at most {_rate(best['offline_img_s'])} img/s on the device "
+        f"({best['model']} {_variant(best)}, batch {T.fmt_value(best['batch_size'])}, "
+        f"{best['device_name']}), {_rate(best['pipeline_img_s'])} through the input pipeline"
+    ]
+    stream = done[done["ss_p99"].notna()] if "ss_p99" in done else done.iloc[0:0]
+    if not stream.empty:
+        fast = stream.loc[stream["ss_median"].astype(float).idxmin()]
+        parts.append(
+            f"SingleStream p50 {_ms(fast['ss_median'])} ms, p99 {_ms(fast['ss_p99'])} ms "
+            f"({fast['model']} {_variant(fast)}, {int(fast['ss_queries']):,} queries)"
+        )
+    if not accuracy.empty and "top1_diff" in accuracy:
+        diffs = accuracy[accuracy["top1_diff"].notna()]
+        if not diffs.empty:
+            worst = diffs.loc[diffs["top1_diff"].astype(float).abs().idxmax()]
+            parts.append(
+                f"the largest top-1 change from fp32 is {_signed(worst['top1_diff'])} points "
+                f"({worst['model']} trained as {worst['trained_precision']}, served in "
+                f"{_variant(worst)})"
+            )
+    text = "; ".join(parts) + " (tables Inference and Accuracy by inference precision)."
+    return f'<p class="inference">{html.escape(text)}</p>\n'
+
+
+def _read(paths: Iterable[str]) -> list[tuple[str, dict[str, Any]]]:
+    return [(path, json.loads(Path(path).read_text(encoding="utf-8"))) for path in paths]
+
+
+def write(records: list[str], accuracy: list[str], out_dir: str | Path) -> dict[str, Path]:
+    """Every file of :data:`OUTPUTS` in ``out_dir``."""
+    cells = cells_frame(_read(records))
+    scores = accuracy_frame(_read(accuracy))
+    texts = {
+        "cells": cells.to_csv(index=False, lineterminator="\n"),
+        "accuracy": scores.to_csv(index=False, lineterminator="\n"),
+        "table": inference_markdown(cells),
+        "accuracy_table": accuracy_markdown(scores),
+        "headline": headline(cells, scores),
+    }
+    texts["table_html"] = T.markdown_to_html(texts["table"])
+    texts["accuracy_table_html"] = T.markdown_to_html(texts["accuracy_table"])
+    written = {}
+    for name, text in texts.items():
+        written[name] = Path(out_dir) / OUTPUTS[name]
+        write_text_atomic(written[name], text)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m nettebench.report.tables.inference")
+    parser.add_argument("--out-dir", required=True, type=Path)
+    parser.add_argument("--records", nargs="*", default=[], help="inference.json files")
+    parser.add_argument("--accuracy", nargs="*", default=[], help="accuracy.json files")
+    args = parser.parse_args(argv)
+    written = write(args.records, args.accuracy, args.out_dir)
+    print(f"wrote {len(written)} files in {args.out_dir}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,317 @@
+"""The config's ``inference:`` section: inference cells, their paths, and the accuracy jobs.
+
+An inference cell measures one (dataset, model, precision, batch size) and its options: Offline
+throughput at its batch, the same through the dataset's validation pipeline, SingleStream latency
+at batch 1 and peak memory (:mod:`nettebench.inference`). Its axes cross like the matrix's,
+``include:``/``exclude:`` included (:mod:`nettebench.study.grid`'s rules over these
+parameters), and its identity, path and arguments follow :class:`~.cell.CellSpec`'s:
+core keys always, any other parameter only when it differs from its default, so adding an option
+later moves no result.
+
+A few keys of the section are run settings, not axes (:data:`SETTINGS`): how many SingleStream
+queries, the CPU's time cap, and ``accuracy``, which keeps the final weights of the matrix cells of
+the same models and datasets and evaluates them in every inference precision.
+
+Imports nothing heavy: the workflow expands the section while it parses.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import shlex
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nettebench.study import grid, model_names, precision
+from nettebench.study.cell import CellSpec, _path_value
+from nettebench.study.grid import ConfigError
+
+ROOT = "results/inference"
+ACCURACY_ROOT = "results/inference_accuracy"
+RECORD_FILE = "inference.json"
+ACCURACY_FILE = "accuracy.json"
+WEIGHTS_FILE = "weights.pt"  # a matrix cell's final weights (kept when `accuracy: true`)
+CORE_KEYS = ("dataset", "model", "precision", "batch_size")
+PATH_LABELS = {"batch_size": "batch"}
+# MLPerf Inference's minimum SingleStream query count: with 1,024 latencies, ten lie beyond the
+# 99th percentile, the fewest for which its order-statistic interval is defined (inference/samples).
+LATENCY_QUERIES = 1024
+
+# Run settings of the section (not axes) and their defaults; the schema documents the same.
+SETTINGS = {
+    "latency_queries": LATENCY_QUERIES,  # SingleStream queries at batch 1
+    "max_seconds": 30.0,  # on a CPU, each timed phase stops after this long
+    "warmup": 10,  # untimed batches (or queries) before each phase
+    # keep matrix cells' final weights and evaluate them per precision: false, true (every
+    # matrix cell of a measured model) or a filter over the matrix ({loader: cached})
+    "accuracy": False,
+    "accuracy_batch_size": 64,  # batch of the accuracy evaluation
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class InferenceSpec:
+    """Every parameter of an inference cell, with its default (the schema's ``x-default``)."""
+
+    dataset: str
+    model: str = "resnet50"
+    precision: str = "fp32"
+    batch_size: int = 1
+    image_size: int = 224  # the crop; the pipeline resizes to image_size / 0.875 first
+    channels_last: bool | str = "auto"  # auto: on for the reduced-precision modes
+    compile: bool = False  # torch.compile the model (its compile time is reported apart)
+    device: str = "auto"
+    workers: int = 4  # loader workers of the pipeline measurement
+    machine: str | None = None  # the run's label (top-level `machine:`), like training cells
+
+    def uses_channels_last(self) -> bool:
+        if self.channels_last == "auto":
+            return precision.get(self.precision).reduced_precision
+        return bool(self.channels_last)
+
+    def variant(self) -> dict[str, Any]:
+        """What an accuracy evaluation varies: precision, memory format, compilation."""
+        return {
+            "precision": self.precision,
+            "channels_last": self.uses_channels_last(),
+            "compile": self.compile,
+        }
+
+    def identity(self) -> dict[str, Any]:
+        ident: dict[str, Any] = {}
+        for field in dataclasses.fields(self):
+            value = getattr(self, field.name)
+            if field.name in CORE_KEYS or value != field.default:
+                ident[field.name] = value
+        return ident
+
+    def cell_id(self) -> str:
+        blob = json.dumps({"inference": self.identity()}, sort_keys=True, default=str).encode()
+        return hashlib.sha256(blob).hexdigest()[:12]
+
+    def path(self) -> str:
+        """``<dataset>/model~<m>/precision~<p>/batch~<b>[/<key>~<v>...]`` (defaults omitted)."""
+        ident = self.identity()
+        parts = [_path_value("dataset", ident.pop("dataset"))]
+        for key in CORE_KEYS[1:]:
+            parts.append(f"{PATH_LABELS.get(key, key)}~{_path_value(key, ident.pop(key))}")
+        run = [key for key in ("machine",) if key in ident]
+        extras = sorted(key for key in ident if key not in run)
+        parts.extend(f"{key}~{_path_value(key, ident[key])}" for key in [*extras, *run])
+        return "/".join(parts)
+
+    def cli_args(self) -> list[str]:
+        args: list[str] = []
+        for key, value in self.identity().items():
+            args += [f"--{key.replace('_', '-')}", "none" if value is None else str(value)]
+        return args
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+PARAMETER_NAMES = tuple(field.name for field in dataclasses.fields(InferenceSpec))
+DEVICES = grid.DEVICES
+
+
+def field_defaults() -> dict[str, Any]:
+    return {
+        f.name: f.default
+        for f in dataclasses.fields(InferenceSpec)
+        if f.default is not dataclasses.MISSING
+    }
+
+
+def split_section(section: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(axes with include/exclude, run settings with defaults) of the ``inference:`` section."""
+    axes = dict(section or {})
+    settings = {key: axes.pop(key, default) for key, default in SETTINGS.items()}
+    if settings["latency_queries"] < 1 or settings["warmup"] < 0:
+        raise ConfigError("inference: latency_queries must be >= 1 and warmup >= 0")
+    return axes, settings
+
+
+def expand(
+    section: Mapping[str, Any] | None,
+    *,
+    datasets: Sequence[str],
+    machine: str | None = None,
+) -> list[InferenceSpec]:
+    """Every inference cell of the section, validated (values named with what is allowed)."""
+    if not section:
+        return []
+    axes, _ = split_section(section)
+    combos = _cross(axes, datasets)
+    cells: dict[str, InferenceSpec] = {}
+    for combo in combos:
+        cell = build_cell(combo, datasets=datasets, machine=machine)
+        cells.setdefault(cell.path(), cell)
+    return list(cells.values())
+
+
+def _cross(section: Mapping[str, Any], datasets: Sequence[str]) -> list[dict[str, Any]]:
+    """The matrix's crossing rules (nettebench.study.grid) over the inference parameters."""
+    section = dict(section)
+    include = _entries(section.pop("include", None), "inference.include")
+    exclude = _entries(section.pop("exclude", None), "inference.exclude")
+    axes = {"dataset": list(datasets), **_axes(section, "inference")}
+    defaults = field_defaults()
+
+    def matches(combo: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
+        return all(combo.get(k, defaults.get(k)) in grid._as_list(v) for k, v in entry.items())
+
+    combos = [c for c in grid._product(axes) if not any(matches(c, e) for e in exclude)]
+    for index, entry in enumerate(include):
+        combos.extend(grid._product({**axes, **_axes(entry, f"inference.include[{index}]")}))
+    return combos
+
+
+def _axes(mapping: Mapping[str, Any], where: str) -> dict[str, list[Any]]:
+    allowed = [name for name in PARAMETER_NAMES if name != "machine"]
+    unknown = sorted(set(mapping) - set(allowed))
+    if unknown:
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}, "
+            f"{', '.join(SETTINGS)}, include, exclude"
+        )
+    axes = {key: grid._as_list(value) for key, value in mapping.items()}
+    for key, values in axes.items():
+        if not values:
+            raise ConfigError(f"{where}.{key} is an empty list; give at least one value")
+    return axes
+
+
+def _entries(value: Any, where: str) -> list[Mapping[str, Any]]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(e, Mapping) for e in value):
+        raise ConfigError(f"{where} must be a list of mappings like {{model: resnet50}}")
+    return value
+
+
+def build_cell(
+    values: Mapping[str, Any], *, datasets: Sequence[str], machine: str | None
+) -> InferenceSpec:
+    where = "inference"
+    for key, value in values.items():
+        if key == "dataset":
+            grid._one_of(f"{where}.dataset", value, datasets, what="configured datasets")
+        elif key == "model":
+            try:
+                model_names.check_model_name(value)
+            except ValueError as error:
+                raise ConfigError(f"{where}.model: {error}") from None
+        elif key == "precision":
+            grid._one_of(f"{where}.precision", value, precision.PRECISION_NAMES)
+        elif key == "device":
+            grid._one_of(f"{where}.device", value, DEVICES)
+        elif key in ("batch_size", "image_size") or key == "workers":
+            lowest = 0 if key == "workers" else 1
+            if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
+                raise ConfigError(f"{where}.{key} must be an integer >= {lowest}, got {value!r}")
+        elif key == "channels_last":
+            if not isinstance(value, bool) and value != "auto":
+                raise ConfigError(f"{where}.channels_last must be true, false or auto")
+        elif key == "compile" and not isinstance(value, bool):
+            raise ConfigError(f"{where}.compile must be true or false, got {value!r}")
+    cell = InferenceSpec(**values, machine=machine)
+    if cell.device != "auto":
+        reason = precision.unsupported_reason(cell.precision, cell.device)
+        if reason:
+            raise ConfigError(f"{where}: {reason}")
+    cell.path()
+    return cell
+
+
+@dataclasses.dataclass(frozen=True)
+class AccuracyJob:
+    """One trained matrix cell evaluated in every inference variant of its model and dataset."""
+
+    trained: CellSpec
+    variants: tuple[dict[str, Any], ...]  # fp32 first: the reference the others differ from
+    device: str
+    image_size: int
+    workers: int = 4
+
+    def path(self) -> str:
+        return self.trained.path()
+
+    def cli_args(self, batch_size: int) -> str:
+        variants = [
+            f"{v['precision']}:{int(v['channels_last'])}:{int(v['compile'])}" for v in self.variants
+        ]
+        return shlex.join(
+            [
+                "--model",
+                self.trained.model,
+                "--image-size",
+                str(self.image_size),
+                "--device",
+                self.device,
+                "--batch-size",
+                str(batch_size),
+                "--workers",
+                str(self.workers),
+                "--variants",
+                *variants,
+            ]
+        )
+
+
+PARAMETERS_OF_CELLS = grid.PARAMETER_NAMES  # what an accuracy filter may name
+REFERENCE_VARIANT = {"precision": "fp32", "channels_last": False, "compile": False}
+
+
+def accuracy_jobs(
+    cells: Sequence[InferenceSpec],
+    trained: Sequence[CellSpec],
+    which: bool | Mapping[str, Any] = True,
+) -> list[AccuracyJob]:
+    """The matrix cells whose model and dataset some inference cell measures (and that match
+    ``which``, when it is a filter: every key a value or a list of values), each with the
+    variants (precision, channels_last, compile) of those inference cells, fp32 first."""
+    if not which:  # false, or an empty filter: no weights are kept (rules/common.smk)
+        return []
+    if isinstance(which, Mapping):
+        unknown = sorted(set(which) - set(PARAMETERS_OF_CELLS))
+        if unknown:
+            raise ConfigError(f"inference.accuracy: unknown matrix parameter(s) {unknown}")
+        trained = [
+            cell
+            for cell in trained
+            if all(getattr(cell, k) in grid._as_list(v) for k, v in which.items())
+        ]
+    jobs = []
+    for cell in trained:
+        mine = [c for c in cells if (c.model, c.dataset) == (cell.model, cell.dataset)]
+        if not mine:
+            continue
+        variants = [REFERENCE_VARIANT]
+        for candidate in mine:
+            if candidate.variant() not in variants:
+                variants.append(candidate.variant())
+        first = mine[0]
+        jobs.append(
+            AccuracyJob(cell, tuple(variants), first.device, cell.image_size, first.workers)
+        )
+    return jobs
+
+
+def job_request(cell: InferenceSpec | None, settings: Mapping[str, Any]):
+    """What an inference or accuracy job asks a cluster for: the loader's workers and one core,
+    a process with a model and its batches, and its phases' time caps (three phases; doubled,
+    as :mod:`nettebench.study.resources` does; at least its minimum)."""
+    from nettebench.study import resources
+
+    workers = cell.workers if cell else 4
+    gpu = int(cell is None or cell.device != "cpu")
+    seconds = resources.STARTUP_S + 3 * float(settings.get("max_seconds", SETTINGS["max_seconds"]))
+    return resources.JobResources(
+        cpus=workers + 1,
+        mem_mb=max(resources.MIN_MEM_MB, resources.BASE_MB + workers * resources.WORKER_MB)
+        + resources.CUDA_HOST_MB * gpu,
+        runtime=resources._minutes(seconds),
+        gpu=gpu,
+    )

@@ -1,0 +1,133 @@
+"""Inference cells on the CPU: the spreads, the three phases, accuracy by precision, weights."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+import torch
+
+from nettebench.datasets.synthetic import generate
+from nettebench.inference import accuracy, cli, measure, samples
+from nettebench.inference.model import InferenceModel
+from nettebench.study.inference_cells import InferenceSpec
+from nettebench.training import checkpoint
+
+CPU = torch.device("cpu")
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    out = tmp_path_factory.mktemp("inference-data")
+    generate(out, name="tiny", size=40, train_images=8, val_images=12, num_classes=3, jobs=1,
+             progress=False)  # fmt: skip
+    return out / "dataset.json"
+
+
+def test_median_interval_brackets_the_median_and_p99_needs_many_samples():
+    rng = random.Random(0)
+    xs = [rng.gauss(10, 0.5) for _ in range(1024)]
+    found = samples.spread(xs, quantiles=(0.9, 0.99))
+    assert found["median_low"] < found["median"] < found["median_high"]
+    assert found["p99_low"] < found["p99"] <= found["p99_high"]
+    assert found["unstable"] is False  # sd 0.5 on a mean of 10: 5 %
+    few = samples.spread(xs[:100], quantiles=(0.99,))
+    assert few["p99"] is not None and few["p99_low"] is None  # too few for an interval
+    assert samples.spread([1.0, 1.0, 2.0, 1.0])["unstable"] is True  # std >= 10 % of mean
+
+
+def test_quantile_interpolates_like_numpy():
+    assert samples.quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    assert samples.quantile([1.0, 2.0, 3.0, 4.0], 0.9) == pytest.approx(3.7)
+    assert samples.scaled({"n": 3, "median": 0.002, "unstable": False}, 1000)["median"] == 2.0
+
+
+def test_a_batch_one_cell_measures_all_three_phases(data):
+    spec = InferenceSpec("tiny", model="resnet18", batch_size=1, image_size=32, workers=0,
+                         device="cpu")  # fmt: skip
+    budget = measure.Budget(warmup=1, max_seconds=2.0, latency_queries=40, offline_batches=5)
+    record = cli.measure_cell(spec, data, budget=budget, threads=1)
+    assert record["status"] == "ok", record["message"]
+    assert record["offline"]["batches"] == 5 and record["offline"]["img_s"] > 0
+    low, high = record["offline"]["img_s_low"], record["offline"]["img_s_high"]
+    assert low is None or low <= record["offline"]["img_s"] <= high
+    assert record["pipeline"]["images"] == 11  # 12 validation images, the first one untimed
+    assert 0 <= record["pipeline"]["data_wait_share"] < 1
+    stream = record["single_stream"]
+    assert stream["queries"] == 40 or (stream["capped"] and stream["queries"] >= 1)
+    assert stream["latency_ms"]["median"] > 0 and "p99" in stream["latency_ms"]
+    assert record["environment"]["cpu_capability"] is not None  # the same records as training
+    assert record["conditions"]["wall_s"] > 0 and record["peak_mem_kind"] == "cpu_max_rss"
+    assert "SingleStream" in cli.summary_line(record)
+
+
+def test_a_larger_batch_has_no_single_stream_and_fp16_on_a_cpu_is_a_result(data):
+    budget = measure.Budget(warmup=1, max_seconds=1.0, latency_queries=5, offline_batches=3)
+    spec = InferenceSpec("tiny", model="resnet18", batch_size=4, image_size=32, workers=0)
+    record = cli.measure_cell(spec, data, budget=budget, threads=1)
+    assert record["single_stream"] is None and record["offline"]["batches"] == 3
+    assert record["pipeline"]["images"] == 8  # 12 - the first batch of 4
+    if torch.cuda.is_available():
+        pytest.skip("fp16 runs here")
+    fp16 = InferenceSpec("tiny", model="resnet18", precision="O3", image_size=32)
+    refused = cli.measure_cell(fp16, data, budget=budget)
+    assert refused["status"] == "unsupported" and "CUDA" in refused["message"]
+
+
+def test_a_one_batch_split_is_passed_over_again_so_the_pipeline_is_timed(data):
+    model = InferenceModel("resnet18", 3, "fp32", CPU, channels_last=False)
+    loader = [(torch.randn(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64))]
+    found = measure.pipeline(model, loader, measure.Budget(max_seconds=1.0))
+    assert found["passes"] == 2 and found["images"] == 4
+
+
+def test_weights_round_trip_and_fp32_matches_itself_while_bf16_reports_its_difference(
+    data, tmp_path
+):
+    torch.manual_seed(0)
+    trained = InferenceModel("resnet18", 3, "fp32", CPU, channels_last=False).model
+    path = checkpoint.save_weights(tmp_path / "weights.pt", trained, "abc")
+    saved = accuracy.load_weights(path)
+    assert saved["cell_id"] == "abc" and all(
+        v.dtype != torch.float16 for v in saved["state_dict"].values()
+    )
+    args = cli.build_parser().parse_args(
+        ["accuracy", "--data", str(data), "--weights", str(path), "--out", str(tmp_path / "a.json"),
+         "--model", "resnet18", "--image-size", "32", "--device", "cpu", "--batch-size", "5",
+         "--workers", "0", "--variants", "fp32:0:0", "fp32:1:0", "bf16:1:0", "O1:0:0"]
+    )  # fmt: skip
+    record = cli.accuracy_record(args)
+    rows = {(r["precision"], r["channels_last"]): r for r in record["rows"]}
+    assert rows[("fp32", False)]["images"] == 12
+    assert rows[("fp32", True)]["top1_diff"] == pytest.approx(0, abs=1e-9)
+    assert rows[("bf16", True)]["changed_share"] is not None
+    if not torch.cuda.is_available():
+        assert rows[("O1", False)]["status"] == "unsupported"
+
+
+def test_a_cell_without_final_weights_says_why(data, tmp_path):
+    path = checkpoint.save_weights(tmp_path / "weights.pt", None, "abc")
+    metrics = tmp_path / "metrics.json"
+    metrics.write_text(json.dumps({"status": "oom", "cell": {}, "summary": {}}))
+    out = tmp_path / "accuracy.json"
+    code = cli.main(
+        ["accuracy", "--data", str(data), "--weights", str(path), "--out", str(out),
+         "--model", "resnet18"]
+    )  # fmt: skip
+    record = json.loads(out.read_text())
+    assert code == 0 and record["status"] == "missing" and record["rows"] == []
+
+
+def test_the_trainer_writes_weights_that_say_why_when_the_cell_did_not_run(data, tmp_path):
+    from nettebench.study.cell import CellSpec
+    from nettebench.training.cli import run_cell
+
+    if torch.cuda.is_available():
+        pytest.skip("O3 runs here")
+    cell = CellSpec("tiny", model="resnet18", precision="O3", device="cpu", epochs=1)
+    weights = tmp_path / "cell" / "weights.pt"
+    record = run_cell(cell, data, tmp_path / "cell", weights=weights)
+    assert record["status"] == "unsupported"
+    saved = accuracy.load_weights(weights)
+    assert saved == {"cell_id": cell.cell_id(), "state_dict": None}
