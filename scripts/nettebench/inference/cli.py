@@ -31,7 +31,7 @@ from nettebench.inference import accuracy, measure
 from nettebench.records import conditions, environment
 from nettebench.records import files as records
 from nettebench.study import precision
-from nettebench.study.cell import _option_type
+from nettebench.study.cell_options import _option_type
 from nettebench.study.inference_cells import SETTINGS, InferenceSpec
 from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory
