@@ -87,7 +87,15 @@ def test_the_key_follows_what_the_result_depends_on(dataset, tmp_path):
     info = json.loads((dataset / "dataset.json").read_text())
     info["root"] = str(dataset / info["root"])
     (copy / "dataset.json").write_text(json.dumps(info))
-    assert key(dataset, data=copy / "dataset.json")["data"] != base["data"]
+    assert validity.first_difference(base, key(dataset, data=copy / "dataset.json")) == (
+        "data changed"
+    )
+    with_inputs = key(dataset, options={"kind": "matrix", "depends_on": ["a"]})
+    assert with_inputs == base  # the inputs are keyed by content, under "inputs"
+    assert validity.first_difference({**base, "builds": None}, base) == "builds changed"
+    assert validity.first_difference({**base, "builds": {"apex": "a"}}, base) == (
+        "builds: apex changed"
+    )
     assert set(base) == {"key_version", *validity.PARTS}
     assert base["packages"]["torch"] and base["packages"]["python"].endswith(sys.version.split()[0])
     assert base["hardware"]["device"] == "cpu"
@@ -138,17 +146,32 @@ def test_the_packages_are_the_ones_first_on_the_path(dataset, tmp_path, monkeypa
     assert validity.first_difference(before, after).startswith("packages: pillow ")
 
 
+# Variables that change torch's kernels, numerics, threads or libraries: each must reach the key.
+STEERING = (
+    "CUBLAS_WORKSPACE_CONFIG", "CUDNN_LOGINFO_DBG", "KMP_AFFINITY", "MKL_NUM_THREADS",
+    "NCCL_ALGO", "NETTEBENCH_BUILDS_DIR", "NETTEBENCH_ENVIRONMENTS_DIR", "NVIDIA_TF32_OVERRIDE",
+    "OMP_NUM_THREADS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "PYTORCH_CUDA_ALLOC_CONF",
+    "TORCH_CUDNN_V8_API_DISABLED",
+)  # fmt: skip
+
+
 def test_hardware_and_environment_variables_are_in_the_key(dataset, monkeypatch):
+    for name in ("ATEN_CPU_CAPABILITY", *STEERING):
+        monkeypatch.delenv(name, raising=False)
     base = key(dataset)
-    monkeypatch.setattr(validity, "cpu_model", lambda: "Another CPU")
-    assert validity.first_difference(base, key(dataset)).startswith("hardware: cpu ")
-    monkeypatch.undo()
+    with monkeypatch.context() as patch:
+        patch.setattr(validity, "cpu_model", lambda: "Another CPU")
+        assert validity.first_difference(base, key(dataset)).startswith("hardware: cpu ")
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
     assert validity.first_difference(base, key(dataset)) == (
         "environment: ATEN_CPU_CAPABILITY null -> default"
     )
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a slot, not the hardware
     monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    for name in STEERING:
+        monkeypatch.setenv(name, "1")
+        assert validity.first_difference(base, key(dataset)) == f"environment: {name} null -> 1"
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a slot, not the hardware
     assert validity.first_difference(base, key(dataset)) is None
 
 
