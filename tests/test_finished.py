@@ -179,14 +179,18 @@ def test_a_record_that_does_not_match_restores_nothing_and_says_why(dataset, tmp
     base = key(dataset)
     texts = {"metrics.json": metrics_text(), "epochs.csv": "epoch\n"}
     finished.write(tmp_path, base, texts)
+    record = tmp_path / finished.FINISHED_FILE
     restored, said = finished.restore(tmp_path, {**base, "code": "edited"})
-    assert not restored and "no longer matches (code changed); training from scratch" in said
+    assert not restored
+    assert said == f"{record} no longer matches (code changed); training from scratch"
     assert not (tmp_path / "metrics.json").exists()
     restored, said = finished.restore(tmp_path, base)
     assert restored and said.startswith("wrote back epochs.csv, metrics.json (status ok)")
     assert (tmp_path / "metrics.json").read_text() == texts["metrics.json"]
-    (tmp_path / finished.FINISHED_FILE).write_text("not json")
-    assert finished.restore(tmp_path, base)[0] is False
+    record.write_text("not json")
+    restored, said = finished.restore(tmp_path, base)
+    assert not restored and said.startswith(f"{record} is unreadable (")
+    assert said.endswith("); training from scratch")
     assert finished.restore(tmp_path / "nowhere", base) == (False, None)
 
 
@@ -206,7 +210,10 @@ def test_only_a_status_the_hardware_decides_is_restored(dataset, tmp_path, statu
     restored, said = finished.restore(tmp_path, base)
     assert restored is restorable
     if not restorable:
-        assert f"has status {status}" in said and "training again" in said
+        assert said == (
+            f"the result in {tmp_path / finished.FINISHED_FILE} has status {status}, which a "
+            "run now need not repeat (only ok, unsupported are restored); training again"
+        )
         assert not (tmp_path / "metrics.json").exists()
 
 
@@ -224,7 +231,20 @@ def test_a_record_of_an_older_trainer_is_not_restored(dataset, tmp_path):
     record = {"format_version": 1, "fingerprint": {}, "files": {"metrics.json": metrics_text()}}
     (tmp_path / finished.FINISHED_FILE).write_text(json.dumps(record))
     restored, said = finished.restore(tmp_path, key(dataset))
-    assert not restored and "its format 1 is not 2" in said
+    assert not restored and said == (
+        f"{tmp_path / finished.FINISHED_FILE} no longer matches (its format 1 is not 2); "
+        "training from scratch"
+    )
+
+
+def test_a_record_without_both_result_files_is_not_restored(dataset, tmp_path):
+    base = key(dataset)
+    finished.write(tmp_path, base, {"metrics.json": metrics_text()})
+    restored, said = finished.restore(tmp_path, base)
+    assert not restored and said == (
+        f"{tmp_path / finished.FINISHED_FILE} lacks epochs.csv, metrics.json; training from scratch"
+    )
+    assert not (tmp_path / "metrics.json").exists()
 
 
 def test_retrain_is_asked_by_the_option_or_the_environment(monkeypatch):
