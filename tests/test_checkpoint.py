@@ -54,14 +54,20 @@ def test_a_checkpoint_of_another_key_is_discarded_saying_which_part_changed(tmp_
     assert checkpoint.discard_stale(tmp_path, KEY, retrain=False) == []  # its own: kept
     assert checkpoint.load(tmp_path, KEY)["rows"] == [1]
     (said,) = checkpoint.discard_stale(tmp_path, {**KEY, "code": "b"}, retrain=False)
-    assert "it no longer matches (code changed); training from scratch" in said
+    assert said == (
+        f"discarded the checkpoint {tmp_path / CHECKPOINT_FILE}: it no longer matches "
+        "(code changed); training from scratch"
+    )
     assert not (tmp_path / CHECKPOINT_FILE).exists()
 
 
 def test_retrain_discards_even_a_matching_checkpoint(tmp_path):
     checkpoint.save(tmp_path, {"key": KEY, "rows": [1]})
     (said,) = checkpoint.discard_stale(tmp_path, KEY, retrain=True)
-    assert "--retrain trains from scratch" in said
+    assert said == (
+        f"discarded the checkpoint {tmp_path / CHECKPOINT_FILE}: asked to retrain (--retrain); "
+        "training from scratch"
+    )
     assert not (tmp_path / CHECKPOINT_FILE).exists()
 
 
@@ -78,7 +84,9 @@ def test_the_temporary_file_of_a_killed_save_is_removed_by_the_next_run(tmp_path
     other = tmp_path / ".metrics.json.4242.deadbeef.tmp"  # not the checkpoint's to remove
     other.write_bytes(b"")
     (said,) = checkpoint.discard_stale(tmp_path, KEY, retrain=False)
-    assert "removed 1 temporary file(s)" in said and left.name in said
+    assert (
+        said == f"removed 1 temporary file(s) of a checkpoint save that was cut short ({left.name})"
+    )
     assert not left.exists() and other.exists()
     assert checkpoint.load(tmp_path, KEY)["rows"] == [1]
 

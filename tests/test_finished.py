@@ -87,7 +87,15 @@ def test_the_key_follows_what_the_result_depends_on(dataset, tmp_path):
     info = json.loads((dataset / "dataset.json").read_text())
     info["root"] = str(dataset / info["root"])
     (copy / "dataset.json").write_text(json.dumps(info))
-    assert key(dataset, data=copy / "dataset.json")["data"] != base["data"]
+    assert validity.first_difference(base, key(dataset, data=copy / "dataset.json")) == (
+        "data changed"
+    )
+    with_inputs = key(dataset, options={"kind": "matrix", "depends_on": ["a"]})
+    assert with_inputs == base  # the inputs are keyed by content, under "inputs"
+    assert validity.first_difference({**base, "builds": None}, base) == "builds changed"
+    assert validity.first_difference({**base, "builds": {"apex": "a"}}, base) == (
+        "builds: apex changed"
+    )
     assert set(base) == {"key_version", *validity.PARTS}
     assert base["packages"]["torch"] and base["packages"]["python"].endswith(sys.version.split()[0])
     assert base["hardware"]["device"] == "cpu"
@@ -138,17 +146,32 @@ def test_the_packages_are_the_ones_first_on_the_path(dataset, tmp_path, monkeypa
     assert validity.first_difference(before, after).startswith("packages: pillow ")
 
 
+# Variables that change torch's kernels, numerics, threads or libraries: each must reach the key.
+STEERING = (
+    "CUBLAS_WORKSPACE_CONFIG", "CUDNN_LOGINFO_DBG", "KMP_AFFINITY", "MKL_NUM_THREADS",
+    "NCCL_ALGO", "NETTEBENCH_BUILDS_DIR", "NETTEBENCH_ENVIRONMENTS_DIR", "NVIDIA_TF32_OVERRIDE",
+    "OMP_NUM_THREADS", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "PYTORCH_CUDA_ALLOC_CONF",
+    "TORCH_CUDNN_V8_API_DISABLED",
+)  # fmt: skip
+
+
 def test_hardware_and_environment_variables_are_in_the_key(dataset, monkeypatch):
+    for name in ("ATEN_CPU_CAPABILITY", *STEERING):
+        monkeypatch.delenv(name, raising=False)
     base = key(dataset)
-    monkeypatch.setattr(validity, "cpu_model", lambda: "Another CPU")
-    assert validity.first_difference(base, key(dataset)).startswith("hardware: cpu ")
-    monkeypatch.undo()
+    with monkeypatch.context() as patch:
+        patch.setattr(validity, "cpu_model", lambda: "Another CPU")
+        assert validity.first_difference(base, key(dataset)).startswith("hardware: cpu ")
     monkeypatch.setenv("ATEN_CPU_CAPABILITY", "default")
     assert validity.first_difference(base, key(dataset)) == (
         "environment: ATEN_CPU_CAPABILITY null -> default"
     )
-    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a slot, not the hardware
     monkeypatch.delenv("ATEN_CPU_CAPABILITY")
+    for name in STEERING:
+        monkeypatch.setenv(name, "1")
+        assert validity.first_difference(base, key(dataset)) == f"environment: {name} null -> 1"
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3")  # a slot, not the hardware
     assert validity.first_difference(base, key(dataset)) is None
 
 
@@ -156,14 +179,18 @@ def test_a_record_that_does_not_match_restores_nothing_and_says_why(dataset, tmp
     base = key(dataset)
     texts = {"metrics.json": metrics_text(), "epochs.csv": "epoch\n"}
     finished.write(tmp_path, base, texts)
+    record = tmp_path / finished.FINISHED_FILE
     restored, said = finished.restore(tmp_path, {**base, "code": "edited"})
-    assert not restored and "no longer matches (code changed); training from scratch" in said
+    assert not restored
+    assert said == f"{record} no longer matches (code changed); training from scratch"
     assert not (tmp_path / "metrics.json").exists()
     restored, said = finished.restore(tmp_path, base)
     assert restored and said.startswith("wrote back epochs.csv, metrics.json (status ok)")
     assert (tmp_path / "metrics.json").read_text() == texts["metrics.json"]
-    (tmp_path / finished.FINISHED_FILE).write_text("not json")
-    assert finished.restore(tmp_path, base)[0] is False
+    record.write_text("not json")
+    restored, said = finished.restore(tmp_path, base)
+    assert not restored and said.startswith(f"{record} is unreadable (")
+    assert said.endswith("); training from scratch")
     assert finished.restore(tmp_path / "nowhere", base) == (False, None)
 
 
@@ -183,7 +210,10 @@ def test_only_a_status_the_hardware_decides_is_restored(dataset, tmp_path, statu
     restored, said = finished.restore(tmp_path, base)
     assert restored is restorable
     if not restorable:
-        assert f"has status {status}" in said and "training again" in said
+        assert said == (
+            f"the result in {tmp_path / finished.FINISHED_FILE} has status {status}, which a "
+            "run now need not repeat (only ok, unsupported are restored); training again"
+        )
         assert not (tmp_path / "metrics.json").exists()
 
 
@@ -201,7 +231,20 @@ def test_a_record_of_an_older_trainer_is_not_restored(dataset, tmp_path):
     record = {"format_version": 1, "fingerprint": {}, "files": {"metrics.json": metrics_text()}}
     (tmp_path / finished.FINISHED_FILE).write_text(json.dumps(record))
     restored, said = finished.restore(tmp_path, key(dataset))
-    assert not restored and "its format 1 is not 2" in said
+    assert not restored and said == (
+        f"{tmp_path / finished.FINISHED_FILE} no longer matches (its format 1 is not 2); "
+        "training from scratch"
+    )
+
+
+def test_a_record_without_both_result_files_is_not_restored(dataset, tmp_path):
+    base = key(dataset)
+    finished.write(tmp_path, base, {"metrics.json": metrics_text()})
+    restored, said = finished.restore(tmp_path, base)
+    assert not restored and said == (
+        f"{tmp_path / finished.FINISHED_FILE} lacks epochs.csv, metrics.json; training from scratch"
+    )
+    assert not (tmp_path / "metrics.json").exists()
 
 
 def test_retrain_is_asked_by_the_option_or_the_environment(monkeypatch):

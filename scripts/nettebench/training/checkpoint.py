@@ -127,7 +127,7 @@ def discard_stale(out_dir: str | os.PathLike, key: dict[str, Any], retrain: bool
     path = out_dir / CHECKPOINT_FILE
     if not path.is_file():
         return said
-    why = "--retrain trains from scratch" if retrain else _mismatch(path, key)
+    why = "asked to retrain (--retrain)" if retrain else _mismatch(path, key)
     if why is not None:
         path.unlink(missing_ok=True)
         said.append(f"discarded the checkpoint {path}: {why}; training from scratch")
