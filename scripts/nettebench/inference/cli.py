@@ -31,7 +31,7 @@ from nettebench.inference import accuracy, measure
 from nettebench.records import conditions, environment
 from nettebench.records import files as records
 from nettebench.study import precision
-from nettebench.study.cell_options import _option_type
+from nettebench.study.cell_options import CommandParser, _option_type
 from nettebench.study.inference_cells import SETTINGS, InferenceSpec
 from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory
@@ -175,12 +175,10 @@ def variant(text: str) -> dict[str, Any]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m nettebench.inference",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    commands = parser.add_subparsers(dest="command", required=True)
+    # CommandParser (study.cell_options): plain-text help, defaults shown, one-line errors, as
+    # every command the README shows; its subcommands get the same class.
+    parser = CommandParser(prog="python -m nettebench.inference", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     run = commands.add_parser("measure", help="one inference cell: throughput and latency")
     run.add_argument("--data", required=True, help="dataset.json or a train/ + val/ folder")
     run.add_argument("--out", required=True, help="where the record (inference.json) goes")
