@@ -29,6 +29,7 @@ PARSE_TIME = (
     "nettebench.study.resources",
     "nettebench.study.outputs",
     "nettebench.study.stored",
+    "nettebench.study.inference_cells",
     "nettebench.datasets.catalog",
     "nettebench.builds.catalog",
     "nettebench.profiling.plan",

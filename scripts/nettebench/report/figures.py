@@ -299,8 +299,8 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
             ax.set_ylim(bottom=ok.min() / 3)  # bars start at the axis, so the smallest shows
         scale = ", log scale" if ax.get_yscale() == "log" else ""
         ax.set_ylabel(
-            f"training images / s\n(mean ± 95 % CI over seeds; one seed: median step rate, "
-            f"95 % interval{scale})"
+            f"training images / s\n(mean ± 95 % CI over seeds;\n"
+            f"one seed: median step rate ± 95 %{scale})"
         )
         ax.set_title(facet_title, fontsize=9)
     fig.suptitle(title)

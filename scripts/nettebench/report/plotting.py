@@ -76,15 +76,16 @@ def read_table(path: str | os.PathLike, columns: Sequence[str]) -> pd.DataFrame:
         frame = pd.read_csv(path)
     except pd.errors.EmptyDataError:
         frame = pd.DataFrame()
-    for column in columns:
-        if column not in frame.columns:
-            frame[column] = pd.Series(dtype=object)
+    missing = [column for column in columns if column not in frame.columns]
+    if missing:  # all at once: one column at a time fragments the frame (pandas warns)
+        empty = pd.DataFrame({column: pd.Series(dtype=object) for column in missing})
+        frame = pd.concat([frame, empty.reindex(frame.index)], axis=1)
     for column in NUMERIC_COLUMNS:
         if column in frame.columns:
             frame[column] = pd.to_numeric(frame[column], errors="coerce")
     if "extrapolated" in frame.columns:
         frame["extrapolated"] = frame["extrapolated"].map(T.as_bool).astype(bool)
-    return frame
+    return frame.copy()  # one block per dtype again: the columns replaced above fragment it
 
 
 def new_figure(panels: int, *, panel_width: float, panel_height: float = 3.6) -> tuple:
