@@ -255,3 +255,46 @@ def test_retrain_is_asked_by_the_option_or_the_environment(monkeypatch):
     assert finished.retrain_requested(False)
     monkeypatch.setenv(finished.RETRAIN_ENV, "0")
     assert not finished.retrain_requested(False)
+
+
+def test_the_builds_and_the_environment_a_cell_names_are_in_the_key(dataset, tmp_path, monkeypatch):
+    """Read where the trainer reads them, for a trainer run by hand (no --depends-on)."""
+    from nettebench.builds.activate import ENVIRONMENTS_DIR_ENV
+    from nettebench.builds.catalog import BUILD_MANIFEST, ENVIRONMENT_MANIFEST
+
+    build = tmp_path / "builds" / "torchvision" / "b" / "prefix"
+    environment = tmp_path / "environments" / "e" / "prefix"
+    for prefix, name in ((build, BUILD_MANIFEST), (environment, ENVIRONMENT_MANIFEST)):
+        prefix.mkdir(parents=True)
+        (prefix / name).write_text('{"version": 1}')
+    monkeypatch.setenv(ENVIRONMENTS_DIR_ENV, str(tmp_path / "environments"))
+    cell = CellSpec(**{**CELL.as_dict(), "torchvision": "b", "environment": "e"})
+    base = key(dataset, cell=cell, builds_dir=tmp_path / "builds")
+    assert (
+        set(base["builds"]) == {"torchvision", "environment"}
+        and None not in base["builds"].values()
+    )
+    assert key(dataset)["builds"] == {}  # an installed cell names none
+    for prefix, name in ((build, BUILD_MANIFEST), (environment, ENVIRONMENT_MANIFEST)):
+        (prefix / name).write_text('{"version": 2}')
+        changed = key(dataset, cell=cell, builds_dir=tmp_path / "builds")
+        part = "torchvision" if prefix == build else "environment"
+        assert validity.first_difference(base, changed) == f"builds: {part} changed"
+        base = changed
+
+
+def test_a_bare_folder_is_keyed_by_every_image_path_size_and_mtime(tmp_path):
+    image = tmp_path / "train" / "n01" / "a.jpg"
+    image.parent.mkdir(parents=True)
+    image.write_bytes(b"one")
+    (tmp_path / "notes.txt").write_text("not an image")
+    base = validity.data_digest(tmp_path)
+    assert base.startswith("tree:") and validity.data_digest(tmp_path) == base
+    (tmp_path / "notes.txt").write_text("still not an image, changed")
+    assert validity.data_digest(tmp_path) == base
+    image.write_bytes(b"two")  # replaced, same size
+    os.utime(image, ns=(1, 1))
+    assert validity.data_digest(tmp_path) != base
+    (tmp_path / "dataset.json").write_text("{}")  # a prepared dataset: its description
+    assert validity.data_digest(tmp_path) == validity.data_digest(tmp_path / "dataset.json")
+    assert not validity.data_digest(tmp_path).startswith("tree:")
