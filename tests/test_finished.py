@@ -298,3 +298,38 @@ def test_a_bare_folder_is_keyed_by_every_image_path_size_and_mtime(tmp_path):
     (tmp_path / "dataset.json").write_text("{}")  # a prepared dataset: its description
     assert validity.data_digest(tmp_path) == validity.data_digest(tmp_path / "dataset.json")
     assert not validity.data_digest(tmp_path).startswith("tree:")
+
+
+def test_a_package_is_named_as_pip_names_it_and_the_first_on_the_path_wins(dataset, tmp_path,
+                                                                         monkeypatch):  # fmt: skip
+    for folder, name, version in (("first", "Nettebench_Shadow", "2.0"),
+                                  ("later", "nettebench-shadow", "1.0")):  # fmt: skip
+        info = tmp_path / folder / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "first"), str(tmp_path / "later"), *sys.path])
+    found = validity.packages()
+    assert found["nettebench-shadow"] == "2.0" and "nettebench_shadow" not in found
+
+
+def test_a_gpu_is_keyed_by_its_model_never_its_index(monkeypatch):
+    """The CUDA branch on a CPU (a CPU twin): the ranks of one cell, on cuda:0 and cuda:1,
+    compute one key; another model does not."""
+    from types import SimpleNamespace
+
+    h200 = SimpleNamespace(name="NVIDIA H200", major=9, minor=0, total_memory=143771 * 2**20)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: h200)
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 91002)
+    first = validity.hardware(torch.device("cuda", 0))
+    assert first == validity.hardware(torch.device("cuda", 1))
+    assert first["device"] == "cuda" and first["gpu"] == "NVIDIA H200"
+    assert (first["compute_capability"], first["gpu_memory_mb"], first["cudnn"]) == (
+        "9.0",
+        143771,
+        91002,
+    )
+    assert first["cuda"] == torch.version.cuda and "cuda:" not in json.dumps(first)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(
+        name="NVIDIA A100-SXM4-80GB", major=8, minor=0, total_memory=81920 * 2**20))  # fmt: skip
+    assert validity.hardware(torch.device("cuda", 0))["gpu"] != first["gpu"]
+    assert validity.hardware(CPU)["device"] == "cpu" and "gpu" not in validity.hardware(CPU)
