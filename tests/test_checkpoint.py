@@ -135,3 +135,9 @@ def test_a_removal_waits_for_the_write_so_no_checkpoint_comes_back(tmp_path, mon
     threading.Timer(0.2, release.set).start()
     checkpoint.remove(tmp_path)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_removing_a_checkpoint_that_is_not_there_is_no_error(tmp_path):
+    """A cell of one epoch never saved one; its results are written all the same."""
+    checkpoint.remove(tmp_path)
+    assert checkpoint.discard_stale(tmp_path, KEY, retrain=True) == []

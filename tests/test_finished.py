@@ -255,3 +255,81 @@ def test_retrain_is_asked_by_the_option_or_the_environment(monkeypatch):
     assert finished.retrain_requested(False)
     monkeypatch.setenv(finished.RETRAIN_ENV, "0")
     assert not finished.retrain_requested(False)
+
+
+def test_the_builds_and_the_environment_a_cell_names_are_in_the_key(dataset, tmp_path, monkeypatch):
+    """Read where the trainer reads them, for a trainer run by hand (no --depends-on)."""
+    from nettebench.builds.activate import ENVIRONMENTS_DIR_ENV
+    from nettebench.builds.catalog import BUILD_MANIFEST, ENVIRONMENT_MANIFEST
+
+    build = tmp_path / "builds" / "torchvision" / "b" / "prefix"
+    environment = tmp_path / "environments" / "e" / "prefix"
+    for prefix, name in ((build, BUILD_MANIFEST), (environment, ENVIRONMENT_MANIFEST)):
+        prefix.mkdir(parents=True)
+        (prefix / name).write_text('{"version": 1}')
+    monkeypatch.setenv(ENVIRONMENTS_DIR_ENV, str(tmp_path / "environments"))
+    cell = CellSpec(**{**CELL.as_dict(), "torchvision": "b", "environment": "e"})
+    base = key(dataset, cell=cell, builds_dir=tmp_path / "builds")
+    assert (
+        set(base["builds"]) == {"torchvision", "environment"}
+        and None not in base["builds"].values()
+    )
+    assert key(dataset)["builds"] == {}  # an installed cell names none
+    for prefix, name in ((build, BUILD_MANIFEST), (environment, ENVIRONMENT_MANIFEST)):
+        (prefix / name).write_text('{"version": 2}')
+        changed = key(dataset, cell=cell, builds_dir=tmp_path / "builds")
+        part = "torchvision" if prefix == build else "environment"
+        assert validity.first_difference(base, changed) == f"builds: {part} changed"
+        base = changed
+
+
+def test_a_bare_folder_is_keyed_by_every_image_path_size_and_mtime(tmp_path):
+    image = tmp_path / "train" / "n01" / "a.jpg"
+    image.parent.mkdir(parents=True)
+    image.write_bytes(b"one")
+    (tmp_path / "notes.txt").write_text("not an image")
+    base = validity.data_digest(tmp_path)
+    assert base.startswith("tree:") and validity.data_digest(tmp_path) == base
+    (tmp_path / "notes.txt").write_text("still not an image, changed")
+    assert validity.data_digest(tmp_path) == base
+    image.write_bytes(b"two")  # replaced, same size
+    os.utime(image, ns=(1, 1))
+    assert validity.data_digest(tmp_path) != base
+    (tmp_path / "dataset.json").write_text("{}")  # a prepared dataset: its description
+    assert validity.data_digest(tmp_path) == validity.data_digest(tmp_path / "dataset.json")
+    assert not validity.data_digest(tmp_path).startswith("tree:")
+
+
+def test_a_package_is_named_as_pip_names_it_and_the_first_on_the_path_wins(dataset, tmp_path,
+                                                                         monkeypatch):  # fmt: skip
+    for folder, name, version in (("first", "Nettebench_Shadow", "2.0"),
+                                  ("later", "nettebench-shadow", "1.0")):  # fmt: skip
+        info = tmp_path / folder / f"{name}-{version}.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    monkeypatch.setattr(sys, "path", [str(tmp_path / "first"), str(tmp_path / "later"), *sys.path])
+    found = validity.packages()
+    assert found["nettebench-shadow"] == "2.0" and "nettebench_shadow" not in found
+
+
+def test_a_gpu_is_keyed_by_its_model_never_its_index(monkeypatch):
+    """The CUDA branch on a CPU (a CPU twin): the ranks of one cell, on cuda:0 and cuda:1,
+    compute one key; another model does not."""
+    from types import SimpleNamespace
+
+    h200 = SimpleNamespace(name="NVIDIA H200", major=9, minor=0, total_memory=143771 * 2**20)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: h200)
+    monkeypatch.setattr(torch.backends.cudnn, "version", lambda: 91002)
+    first = validity.hardware(torch.device("cuda", 0))
+    assert first == validity.hardware(torch.device("cuda", 1))
+    assert first["device"] == "cuda" and first["gpu"] == "NVIDIA H200"
+    assert (first["compute_capability"], first["gpu_memory_mb"], first["cudnn"]) == (
+        "9.0",
+        143771,
+        91002,
+    )
+    assert first["cuda"] == torch.version.cuda and "cuda:" not in json.dumps(first)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda device: SimpleNamespace(
+        name="NVIDIA A100-SXM4-80GB", major=8, minor=0, total_memory=81920 * 2**20))  # fmt: skip
+    assert validity.hardware(torch.device("cuda", 0))["gpu"] != first["gpu"]
+    assert validity.hardware(CPU)["device"] == "cpu" and "gpu" not in validity.hardware(CPU)
