@@ -324,3 +324,37 @@ def test_every_threshold_from_both_sides(values, expected, words):
     assert len(found["interference_reasons"]) == int(expected)
     if words:
         assert words in found["interference_reasons"][0]
+
+
+def test_a_window_is_the_difference_of_its_two_snapshots_not_the_end_alone():
+    """The counters run since boot: the same window read from a start that is not zero gives
+    the same summary (a start of zeros hides a + where a - belongs)."""
+    zero = C.summarize(
+        _snap(0.0, (0, 0), (0, 0), (0, 0), own=0),
+        _snap(10.0, (900, 700), (100, 0), (1000, 1000), own=1000),
+        clock_ticks=100,
+    )
+    start = _snap(50.0, (5000, 7000), (300, 200), (9000, 9000), own=4000)
+    end = _snap(60.0, (5900, 7700), (400, 200), (10000, 10000), own=5000)
+    found = C.summarize(start, end, clock_ticks=100)
+    for key in ("wall_s", "own_cpu_s", "other_cpu_s", "other_cpu_share", "steal_share"):
+        assert found[key] == pytest.approx(zero[key]), key
+    assert found["interference"] is True
+
+
+def test_throttling_and_the_gpu_are_read_from_both_snapshots():
+    start = _snap(0.0, (0, 0), (0, 0), (100, 100), own=0)
+    end = _snap(10.0, (0, 0), (0, 0), (1100, 1100), own=0)
+    start.throttled_usec, end.throttled_usec = 2_000_000, 3_000_000
+    other = C.GpuProcess(pid=42, gpu_uuid="GPU-1", used_mib=500.0)
+    start.gpu_others, end.gpu_others = [], [other]
+    end.gpu_other_util, end.gpu_own_visible = {42: 30.0}, True
+    found = C.summarize(start, end, clock_ticks=100)
+    assert found["throttled_s"] == pytest.approx(1.0)  # 10 % of the window: interference
+    assert (found["gpu_other_processes"], found["gpu_other_util"]) == (1, 30.0)
+    assert found["gpu_visibility"] == "nvidia-smi"
+    assert len(found["interference_reasons"]) == 2
+    end.gpu_other_util, end.gpu_own_visible = {}, False
+    hidden = C.summarize(start, end, clock_ticks=100)
+    assert hidden["gpu_other_util"] is None
+    assert hidden["gpu_visibility"] == "nvidia-smi (processes hidden)"

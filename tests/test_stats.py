@@ -126,3 +126,25 @@ def test_ratio_interval_verdicts():
     assert stats.ratio_interval([], slow).ratio is None
     exact = stats.ratio_interval([2.0, 2.0], [1.0, 1.0])
     assert (exact.ratio, exact.low, exact.supported) == (2.0, 2.0, True)
+
+
+def test_widen_moves_both_ends_by_the_margin_and_redoes_the_verdict():
+    found = stats.ratio_interval([110, 112, 108, 111, 109], [100, 101, 99, 100, 100])
+    assert found.supported and found.low > 1.05
+    wide = stats.widen(found, math.log(1.2))
+    assert (wide.low, wide.high) == pytest.approx((found.low / 1.2, found.high * 1.2))
+    assert wide.ratio == found.ratio and wide.supported is False  # 1 is inside now
+    assert stats.widen(found, 0.0) is found and stats.widen(found, -1.0) is found
+    # an interval that excludes 1 beyond the margin stays supported, below 1 as above it
+    slow = stats.ratio_interval([50, 51, 49, 50, 50], [100, 101, 99, 100, 100])
+    assert stats.widen(slow, math.log(1.1)).supported is True
+    untested = stats.ratio_interval([1.0], [1.0, 2.0])
+    assert stats.widen(untested, 0.5) is untested
+
+
+def test_ratio_interval_drops_non_positive_samples_and_gives_exact_p_values():
+    found = stats.ratio_interval([0.0, -1.0, 2.0, 2.0], [1.0, 1.0])
+    assert found.ratio == pytest.approx(2.0) and (found.p, found.supported) == (0.0, True)
+    same = stats.ratio_interval([3.0, 3.0], [3.0, 3.0])
+    assert (same.ratio, same.p, same.supported) == (1.0, 1.0, False)
+    assert stats.ratio_interval([0.0], [1.0]).ratio is None
