@@ -444,12 +444,13 @@ def test_dataset_json_names_the_real_generator_module(chain):
 
 
 def error_first_line(text: str) -> str:
-    """The first line of the error Snakemake prints under its "XError in file ..." header."""
-    lines = text.splitlines()
-    for index, line in enumerate(lines):
-        if "Error in file" in line and line.rstrip().endswith(":"):
-            return lines[index + 1]
-    raise AssertionError(f"no error header in:\n{text[-2000:]}")
+    """The message of the one line a bad config ends in (``Config error: <message>``), with no
+    Snakemake "XError in file .../common.smk" header and traceback before it ([4/7])."""
+    assert "Error in file" not in text, text[-2000:]
+    for line in text.splitlines():
+        if line.startswith("Config error: "):
+            return line.removeprefix("Config error: ")
+    raise AssertionError(f"no 'Config error:' line in:\n{text[-2000:]}")
 
 
 BAD_CONFIGS = [
