@@ -133,7 +133,7 @@ def test_a_code_change_trains_again(base):
     loop.write_text(loop.read_text() + "\n# one line more\n")
     trained(
         rerun(work, config, jobs={"cell_train": 1}),
-        "inputs: scripts/nettebench/training/loop.py changed",
+        "inputs: results/code/matrix_train.sha256 changed",  # the code group's manifest
     )
 
 
