@@ -71,13 +71,14 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     "aggregate": (
         *_REPORT,
         "report/aggregate.py",
+        "report/answers.py",
         "report/compare.py",
         "report/duplicates.py",
         "report/front_page.py",
         "report/tables/",
     ),
     # The report's front page: the headline table and the throughput figure on one page.
-    "front_page": (*_REPORT, "report/front_page.py"),
+    "front_page": (*_REPORT, "report/front_page.py", "report/answers.py", "report/compare.py"),
     "figures": (
         *_REPORT,
         "report/figures.py",
