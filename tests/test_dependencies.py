@@ -133,7 +133,8 @@ def test_a_code_change_trains_again(base):
     loop.write_text(loop.read_text() + "\n# one line more\n")
     trained(
         rerun(work, config, jobs={"cell_train": 1}),
-        "inputs: results/code/matrix_train.sha256 changed",  # the code group's manifest
+        # the code group's manifest, the rule's input for its modules
+        "inputs: .snakemake/nettebench/code/matrix_train.sha256 changed",
     )
 
 

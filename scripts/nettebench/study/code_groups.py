@@ -7,7 +7,8 @@ it, at any depth) or one module. ``tests/test_study.py`` follows each group's en
 its imports and fails when a module it reaches is in no entry of the group.
 
 A rule's input is not the group's modules themselves but one manifest per group
-(:func:`write_manifest`, ``results/code/<group>.sha256``): every module's sha256, rewritten at
+(:func:`write_manifest`, ``.snakemake/nettebench/code/<group>.sha256``, beside Snakemake's own
+metadata, so a dry run writes nothing under ``results/``): every module's sha256, rewritten at
 parse time only when one of them changed. Snakemake sees a newer input with a new checksum and
 reruns the group's jobs, exactly as with the modules listed, while a job's ``input:`` line in
 the terminal names one file instead of fifty.

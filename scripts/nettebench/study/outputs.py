@@ -34,4 +34,4 @@ TABLE_NAMES += ("scaling",)
 FIGURE_NAMES += ("scaling",)
 # One code manifest per code group (nettebench.study.code_groups.write_manifest): the input by
 # which a rule depends on the package's code.
-CODE_MANIFEST_DIR = "results/code"
+CODE_MANIFEST_DIR = ".snakemake/nettebench/code"

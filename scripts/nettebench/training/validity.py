@@ -159,8 +159,8 @@ def first_difference(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> s
     """The first part of ``new`` that ``old`` does not hold, in words; None when they match.
 
     Within a part, names the first entry that differs (``packages: pillow 11.3.0 -> 12.3.0``,
-    ``inputs: results/code/matrix_train.sha256 changed``), so the log line says what to look
-    at."""
+    ``inputs: .snakemake/nettebench/code/matrix_train.sha256 changed``), so the log line says
+    what to look at."""
     if not isinstance(old, Mapping):
         return "no key (written by an older trainer)"
     if old.get("key_version") != new.get("key_version"):
