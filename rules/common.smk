@@ -425,7 +425,8 @@ def inference_resource(name, accuracy=False):
     """Input function: one value of an inference (or accuracy) job's request."""
 
     def value(wildcards, attempt=1):
-        cell = None if accuracy else inference_cell(wildcards)
+        # an accuracy job asks for its own workers (the trained cell's), not a default of 4
+        cell = accuracy_job(wildcards) if accuracy else inference_cell(wildcards)
         request = inference.job_request(cell, STUDY.inference_settings)
         return getattr(request.for_attempt(attempt), name)
 

@@ -299,7 +299,7 @@ def accuracy_jobs(
     return jobs
 
 
-def job_request(cell: InferenceSpec | None, settings: Mapping[str, Any]):
+def job_request(cell: InferenceSpec | AccuracyJob | None, settings: Mapping[str, Any]):
     """What an inference or accuracy job asks a cluster for: the loader's workers and one core,
     a process with a model and its batches, and its phases' time caps (three phases; doubled,
     as :mod:`nettebench.study.resources` does; at least its minimum)."""
