@@ -157,7 +157,9 @@ def snapshot() -> Path:
 def run_tests(base: Path, code: Path, tests: list[str], select: str | None = None) -> bool:
     """True when ``base``'s tests pass against the package in ``code`` (the mutant survives)."""
     env = {**os.environ, "PYTHONPATH": str(code / "scripts"), "PYTHONDONTWRITEBYTECODE": "1"}
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests]
+    # -n 0: one mutant's few test files in this process, not in workers (started per mutant).
+    command = [sys.executable, "-m", "pytest", "-x", "-q", "-n", "0", "-p", "no:cacheprovider"]
+    command += tests
     command += ["-k", select] if select else []
     try:
         done = subprocess.run(command, cwd=base, env=env, capture_output=True, timeout=300)

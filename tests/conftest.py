@@ -1,0 +1,42 @@
+"""How the suite shares a small machine: two pytest-xdist workers (``-n auto`` in pyproject.toml),
+whole files per worker, the longest files first, and OpenMP threads that sleep when they wait.
+
+Measured on the 2-core VM (README, "Quick start", item 3): one after the other the suite kept
+the CPUs about half idle (single-threaded imports, Snakemake's bookkeeping, ``--threads 1``
+trainers), but two workers with torch's default OpenMP threads were slower than one: two
+2-thread training processes on 2 cores ran a resnet18 step in 874-921 ms each instead of 185 ms
+alone, because each OpenMP thread spins at every barrier while the thread it waits for has lost
+its core. With ``OMP_WAIT_POLICY=PASSIVE`` the same pair ran 316-322 ms each (160 ms a step for
+the machine), so the workers set it, before torch is imported, for themselves and every process
+they start (Snakemake, its jobs, the trainers). A run without workers (``-n 0``, or a single
+test) keeps OpenMP's defaults, as a user's run does.
+
+Files are the unit of distribution (``--dist loadfile``: a module's fixtures, such as a trained
+base run, are built once), and xdist would otherwise start the files with the most tests first,
+which left the single longest test (the loader parity, ~3.5 minutes) to run alone at the end.
+"""
+
+from __future__ import annotations
+
+import os
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+# The files that take longest on 2 cores (measured with --durations, serial, quiet: seconds),
+# started first so that the rest fill in around them; the order of the others is kept.
+LONGEST_FIRST = (
+    "test_loader_parity.py",  # 175-205
+    "test_workflow.py",  # 140-159 (the quick start)
+    "test_distributed.py",  # 83-106
+    "test_faults.py",  # 82-107
+    "test_dependencies.py",  # 60-83
+    "test_workflow_inputs.py",  # 69-79
+    "test_resume.py",  # 57-72
+    "test_workflow_machines.py",  # 59-61
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: place for place, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
