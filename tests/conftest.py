@@ -1,19 +1,20 @@
 """How the suite shares a small machine: two pytest-xdist workers (``-n auto`` in pyproject.toml),
 whole files per worker, the longest files first, and OpenMP threads that sleep when they wait.
 
-Measured on the 2-core VM (README, "Quick start", item 3): one after the other the suite kept
+Measured on the 2-core VM (README, "Development"): one after the other the suite kept
 the CPUs about half idle (single-threaded imports, Snakemake's bookkeeping, ``--threads 1``
 trainers), but two workers with torch's default OpenMP threads were slower than one: two
 2-thread training processes on 2 cores ran a resnet18 step in 874-921 ms each instead of 185 ms
 alone, because each OpenMP thread spins at every barrier while the thread it waits for has lost
 its core. With ``OMP_WAIT_POLICY=PASSIVE`` the same pair ran 316-322 ms each (160 ms a step for
 the machine), so the workers set it, before torch is imported, for themselves and every process
-they start (Snakemake, its jobs, the trainers). A run without workers (``-n 0``, or a single
-test) keeps OpenMP's defaults, as a user's run does.
+they start (Snakemake, its jobs, the trainers). A run without workers (``-n 0``) keeps
+OpenMP's defaults, as a user's run does.
 
 Files are the unit of distribution (``--dist loadfile``: a module's fixtures, such as a trained
 base run, are built once), and xdist would otherwise start the files with the most tests first,
-which left the single longest test (the loader parity, ~3.5 minutes) to run alone at the end.
+which left the single longest test (the loader parity: 175-205 s alone, 233-292 s beside
+another worker) to run alone at the end.
 """
 
 from __future__ import annotations
