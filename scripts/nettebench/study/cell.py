@@ -16,6 +16,7 @@ import dataclasses
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from typing import Any
 
 from nettebench.study import precision
@@ -127,21 +128,11 @@ class CellSpec:
         human can find a cell and Snakemake can tell cells apart; a run's label (``machine``)
         comes last, so two machines' copies of a cell sit side by side.
         """
-        ident = self.identity()
-        parts = [_path_value("dataset", ident.pop("dataset"))]
-        for key in CORE_KEYS[1:]:
-            parts.append(f"{PATH_LABELS.get(key, key)}~{_path_value(key, ident.pop(key))}")
-        run = [key for key in RUN_PARAMETERS if key in ident]
-        extras = sorted(key for key in ident if key not in run)
-        parts.extend(f"{key}~{_path_value(key, ident[key])}" for key in [*extras, *run])
-        return "/".join(parts)
+        return identity_path(self.identity(), CORE_KEYS)
 
     def cli_args(self) -> list[str]:
         """The trainer's command-line arguments for this cell's identity (defaults omitted)."""
-        args: list[str] = []
-        for key, value in self.identity().items():
-            args += [f"--{key.replace('_', '-')}", "none" if value is None else str(value)]
-        return args
+        return identity_args(self.identity())
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -163,6 +154,29 @@ def field_defaults() -> dict[str, Any]:
 
 
 PARAMETER_NAMES = tuple(field.name for field in dataclasses.fields(CellSpec))
+
+
+def identity_path(ident: dict[str, Any], core_keys: Sequence[str]) -> str:
+    """A result path from an identity (:meth:`CellSpec.identity`, or an inference cell's): the
+    dataset, then ``<label>~<value>`` for each of ``core_keys``, the other keys sorted by name,
+    and a run's label (``machine``) last. Shared so every kind of cell lays its results out
+    alike."""
+    ident = dict(ident)
+    parts = [_path_value("dataset", ident.pop("dataset"))]
+    for key in core_keys[1:]:
+        parts.append(f"{PATH_LABELS.get(key, key)}~{_path_value(key, ident.pop(key))}")
+    run = [key for key in RUN_PARAMETERS if key in ident]
+    extras = sorted(key for key in ident if key not in run)
+    parts.extend(f"{key}~{_path_value(key, ident[key])}" for key in [*extras, *run])
+    return "/".join(parts)
+
+
+def identity_args(ident: dict[str, Any]) -> list[str]:
+    """Command-line options for an identity: ``--key value`` each, ``none`` for None."""
+    args: list[str] = []
+    for key, value in ident.items():
+        args += [f"--{key.replace('_', '-')}", "none" if value is None else str(value)]
+    return args
 
 
 def _path_value(key: str, value: Any) -> str:

@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nettebench.study import grid, model_names, precision
-from nettebench.study.cell import CellSpec, _path_value
+from nettebench.study.cell import CellSpec, identity_args, identity_path
 from nettebench.study.grid import ConfigError
 
 ROOT = "results/inference"
@@ -34,7 +34,6 @@ RECORD_FILE = "inference.json"
 ACCURACY_FILE = "accuracy.json"
 WEIGHTS_FILE = "weights.pt"  # a matrix cell's final weights (kept when `accuracy: true`)
 CORE_KEYS = ("dataset", "model", "precision", "batch_size")
-PATH_LABELS = {"batch_size": "batch"}
 # MLPerf Inference's minimum SingleStream query count: with 1,024 latencies, ten lie beyond the
 # 99th percentile, the fewest for which its order-statistic interval is defined (inference/samples).
 LATENCY_QUERIES = 1024
@@ -93,20 +92,10 @@ class InferenceSpec:
 
     def path(self) -> str:
         """``<dataset>/model~<m>/precision~<p>/batch~<b>[/<key>~<v>...]`` (defaults omitted)."""
-        ident = self.identity()
-        parts = [_path_value("dataset", ident.pop("dataset"))]
-        for key in CORE_KEYS[1:]:
-            parts.append(f"{PATH_LABELS.get(key, key)}~{_path_value(key, ident.pop(key))}")
-        run = [key for key in ("machine",) if key in ident]
-        extras = sorted(key for key in ident if key not in run)
-        parts.extend(f"{key}~{_path_value(key, ident[key])}" for key in [*extras, *run])
-        return "/".join(parts)
+        return identity_path(self.identity(), CORE_KEYS)
 
     def cli_args(self) -> list[str]:
-        args: list[str] = []
-        for key, value in self.identity().items():
-            args += [f"--{key.replace('_', '-')}", "none" if value is None else str(value)]
-        return args
+        return identity_args(self.identity())
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
