@@ -113,6 +113,53 @@ def test_a_loader_that_dies_after_a_signal_is_the_stop_not_an_error():
             list(stop_between_batches(_WorkersDie(ctrl_c=False), StopOnSignal()))
 
 
+class _Numbers(Dataset):
+    def __len__(self):
+        return 40
+
+    def __getitem__(self, index):
+        return torch.tensor([index])
+
+
+def test_workers_a_group_sigterm_ends_during_a_step_stop_the_epochs_at_the_next_batch():
+    """SIGTERM to the whole group while the trainer is inside a step (CI saw this once): the
+    workers die at once, and torch's SIGCHLD handler raises "DataLoader worker ... is killed by
+    signal" wherever the main thread is, not in the loader. That must still be the stop at the
+    next batch, so the message can say which epoch the checkpoint holds."""
+    loader = DataLoader(_Numbers(), batch_size=2, num_workers=2, worker_init_fn=_seed_worker)
+    before = set(job_signals.descendants(os.getpid()))
+    seen = []
+    with StopOnSignal() as stop:
+        stop.defer()
+        with pytest.raises(Interrupted) as caught:
+            for batch in stop_between_batches(loader, stop):
+                seen.append(batch)
+                if len(seen) == 1:
+                    workers = set(job_signals.descendants(os.getpid())) - before
+                    assert len(workers) == 2, workers
+                    for pid in (os.getpid(), *workers):  # the group, the trainer first
+                        os.kill(pid, signal.SIGTERM)
+                    deadline = time.monotonic() + 1.0  # the step goes on; the workers die
+                    while time.monotonic() < deadline:
+                        time.sleep(0.01)
+    assert len(seen) == 1 and stop.requested == signal.SIGTERM
+    assert not caught.value.forced and caught.value.signum == signal.SIGTERM
+
+
+def test_a_worker_dying_with_no_stop_asked_is_still_an_error():
+    loader = DataLoader(_Numbers(), batch_size=2, num_workers=1, worker_init_fn=_seed_worker)
+    before = set(job_signals.descendants(os.getpid()))
+    with StopOnSignal() as stop, pytest.raises(RuntimeError, match="killed by signal"):
+        stop.defer()
+        for _ in stop_between_batches(loader, stop):
+            (worker,) = set(job_signals.descendants(os.getpid())) - before
+            os.kill(worker, signal.SIGTERM)
+            deadline = time.monotonic() + 10.0
+            while time.monotonic() < deadline:
+                time.sleep(0.01)
+    assert stop.requested is None
+
+
 def test_the_message_names_the_signal_the_cell_and_the_checkpoint(tmp_path):
     cell = CellSpec(dataset="d", epochs=4)
     stop = Interrupted(signal.SIGTERM)

@@ -21,6 +21,13 @@ So the trainer runs under :class:`StopOnSignal`:
   nothing to keep yet. A second signal at least ``FORCE_AFTER_S`` after the first also raises at
   once, wherever the trainer is, for a step that never ends.
 
+SIGTERM to the whole group (SLURM's, or ``kill -- -PGID``) also ends the loader workers, and
+torch's SIGCHLD handler then raises "DataLoader worker ... is killed by signal" wherever the
+main thread is, mostly inside a step. Once a stop was asked for,
+:meth:`StopOnSignal.watch_loader_workers` lets that error through only while a batch is being
+fetched (where the wrapped loader turns it into the stop); anywhere else the check before the
+next batch stops, and the epochs done are the epochs the checkpoint holds.
+
 Repeated signals within ``FORCE_AFTER_S`` count as one request: a terminal's Ctrl-C reaches the
 trainer directly and once more through Snakemake's forwarding, milliseconds apart.
 """
@@ -90,6 +97,8 @@ class StopOnSignal:
         self._first_at = 0.0
         self._mode = "immediate"  # immediate | deferred | critical
         self._previous: dict[int, object] = {}
+        self._child_handler: object = None  # torch's SIGCHLD handler, once a loader started
+        self._fetching = False  # a wrapped loader is inside ``next()``
 
     def __enter__(self) -> StopOnSignal:
         for signum in self.signals:
@@ -116,6 +125,36 @@ class StopOnSignal:
             return
         if self._mode != "critical" and now - self._first_at >= FORCE_AFTER_S:
             raise Interrupted(signum, forced=True)
+
+    def watch_loader_workers(self) -> None:
+        """Wrap the SIGCHLD handler a multi-process loader installed (torch does on its first
+        ``iter()``), so that workers the stop's own signal ended are no error outside a fetch.
+        Only while the handlers are installed (they are restored with the others)."""
+        current = signal.getsignal(signal.SIGCHLD)
+        if not self._previous or current == self._on_child:
+            return
+        self._previous.setdefault(signal.SIGCHLD, current)
+        self._child_handler = current
+        signal.signal(signal.SIGCHLD, self._on_child)
+
+    def _on_child(self, signum: int, frame: object) -> None:
+        handler = self._child_handler
+        if not callable(handler):
+            return
+        try:
+            handler(signum, frame)
+        except RuntimeError:  # torch: "DataLoader worker (pid N) is killed by signal"
+            if self.requested is None or self._fetching:
+                raise  # an error of the cell; or, in a fetch, the loader makes it the stop
+
+    @contextlib.contextmanager
+    def fetching(self) -> Iterator[None]:
+        """Around a loader's ``next()``: a worker's death raises there, as torch means it to."""
+        self._fetching = True
+        try:
+            yield
+        finally:
+            self._fetching = False
 
     def check(self) -> None:
         """Raise :class:`Interrupted` when a stop was asked for."""
@@ -155,11 +194,13 @@ class _StoppableLoader:
     def __iter__(self):
         self._stop.check()  # before an epoch forks its workers
         iterator = iter(self._loader)
+        self._stop.watch_loader_workers()
         try:
             while True:
                 self._stop.check()
                 try:
-                    batch = next(iterator)
+                    with self._stop.fetching():
+                        batch = next(iterator)
                 except StopIteration:
                     return
                 except Exception as error:
