@@ -13,7 +13,7 @@ OpenMP's defaults, as a user's run does.
 
 Files are the unit of distribution (``--dist loadfile``: a module's fixtures, such as a trained
 base run, are built once), and xdist would otherwise start the files with the most tests first,
-which left the single longest test (the loader parity: 175-205 s alone, 233-292 s beside
+which left the single longest test (then the loader parity: 175-205 s alone, 233-292 s beside
 another worker) to run alone at the end.
 """
 
@@ -24,17 +24,26 @@ import os
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-# The files that take longest on 2 cores (measured with --durations, serial, quiet: seconds),
-# started first so that the rest fill in around them; the order of the others is kept.
+# The files that take longest (seconds under two workers, summed per file from --junitxml, on a
+# clean clone on the quiet 2-core VM, 2026-12-02), started first so that the rest fill in around
+# them and the last files handed out are short; the order of the others is kept.
 LONGEST_FIRST = (
-    "test_loader_parity.py",  # 175-205
-    "test_workflow.py",  # 140-159 (the quick start)
-    "test_distributed.py",  # 83-106
-    "test_faults.py",  # 82-107
-    "test_dependencies.py",  # 60-83
-    "test_workflow_inputs.py",  # 69-79
-    "test_resume.py",  # 57-72
-    "test_workflow_machines.py",  # 59-61
+    "test_workflow.py",  # 241 (the quick start, and its inference cells)
+    "test_loader_parity.py",  # 156
+    "test_distributed.py",  # 113
+    "test_faults.py",  # 91
+    "test_dependencies.py",  # 70
+    "test_resume.py",  # 60
+    "test_workflow_inputs.py",  # 54
+    "test_workflow_machines.py",  # 46
+    "test_workflow_builds.py",  # 39
+    "test_timed_jobs.py",  # 34
+    "test_workflow_apex.py",  # 20
+    "test_workflow_local_folder.py",  # 20
+    "test_workflow_profile.py",  # 18
+    "test_finished.py",  # 16
+    "test_commands.py",  # 15
+    "test_train.py",  # 14
 )
 
 

@@ -131,3 +131,25 @@ def test_the_trainer_writes_weights_that_say_why_when_the_cell_did_not_run(data,
     assert record["status"] == "unsupported"
     saved = accuracy.load_weights(weights)
     assert saved == {"cell_id": cell.cell_id(), "state_dict": None}
+
+
+def test_a_trained_cells_final_weights_give_its_final_top1_in_fp32(data, tmp_path):
+    """The same weights on the same validation split through the reference pipeline: fp32
+    inference accuracy is the trainer's last-epoch top-1, whatever the batch size."""
+    from nettebench.study.cell import CellSpec
+    from nettebench.training.cli import run_cell
+
+    cell = CellSpec("tiny", model="resnet18", device="cpu", epochs=1, batch_size=5, image_size=32,
+                    workers=0)  # fmt: skip
+    weights = tmp_path / "cell" / "weights.pt"
+    trained = run_cell(cell, data, tmp_path / "cell", weights=weights)
+    assert trained["status"] == "ok"
+    args = cli.build_parser().parse_args(
+        ["accuracy", "--data", str(data), "--weights", str(weights), "--out", str(tmp_path / "a"),
+         "--model", "resnet18", "--image-size", "32", "--device", "cpu", "--batch-size", "4",
+         "--workers", "0", "--variants", "fp32:0:0", "bf16:1:0"]
+    )  # fmt: skip
+    rows = {row["precision"]: row for row in cli.accuracy_record(args)["rows"]}
+    assert rows["fp32"]["images"] == 12
+    assert rows["fp32"]["top1"] == pytest.approx(trained["summary"]["final_top1"])
+    assert rows["bf16"]["top1_diff"] == pytest.approx(rows["bf16"]["top1"] - rows["fp32"]["top1"])

@@ -139,6 +139,62 @@ def test_nothing_to_do_after_a_full_run(quickstart):
     assert planned_jobs(run_study(workdir, config, "-n")) == {}
 
 
+def test_inference_cells_ran_with_paths_that_omit_defaults(quickstart):
+    workdir, _ = quickstart
+    root = workdir / "results" / "inference" / "synthetic-quick" / "model~resnet18"
+    found = sorted(p.relative_to(root).as_posix() for p in root.rglob("inference.json"))
+    assert found == [
+        "precision~bf16/batch~1/image_size~48/workers~1/inference.json",
+        "precision~fp32/batch~1/image_size~48/workers~1/inference.json",
+        "precision~fp32/batch~32/image_size~48/workers~1/inference.json",
+    ]
+    for path in root.rglob("inference.json"):
+        record = json.loads(path.read_text())
+        assert record["status"] == "ok" and record["offline"]["img_s"] > 0
+        assert record["pipeline"]["images"] > 0
+        assert (record["single_stream"] is None) == (record["cell"]["batch_size"] != 1)
+        assert record["environment"]["cpu_capability"] and record["conditions"]["wall_s"] > 0
+
+
+def test_the_cached_cells_final_weights_are_evaluated_in_each_precision(quickstart):
+    """Only the cell the study names (loader: cached) is evaluated; that fp32 reproduces the
+    trainer's final top-1 exactly is tested in test_inference.py, on the reference loader."""
+    workdir, _ = quickstart
+    found = sorted((workdir / "results" / "inference_accuracy").rglob("accuracy.json"))
+    assert len(found) == 1 and "loader~cached" in found[0].as_posix()
+    cell = found[0].parent.relative_to(workdir / "results" / "inference_accuracy")
+    trained = workdir / "results" / "runs" / cell
+    assert (trained / "weights.pt").stat().st_size > 40e6  # resnet18 in fp32
+    accuracy = json.loads(found[0].read_text())
+    rows = {row["precision"]: row for row in accuracy["rows"]}
+    assert list(rows) == ["fp32", "bf16"] and rows["fp32"]["images"] == 160
+    final = json.loads((trained / "metrics.json").read_text())["summary"]["final_top1"]
+    assert accuracy["trained_final_top1"] == final
+    assert rows["bf16"]["top1_diff"] == pytest.approx(rows["bf16"]["top1"] - rows["fp32"]["top1"])
+
+
+def test_tables_figure_and_front_page_show_inference(quickstart):
+    workdir, _ = quickstart
+    tables = workdir / "results" / "tables"
+    table = (tables / "inference.md").read_text()
+    assert table.count("| resnet18 |") == 3 and "SingleStream" in table
+    assert (
+        "| resnet18 | O0 | 0 | bf16 (channels_last) |"
+        in (tables / "inference_accuracy.md").read_text()
+    )
+    assert (workdir / "results" / "figures" / "inference_latency_throughput.png").stat().st_size
+    assert "Inference: at most" in (workdir / "results" / "front_page.html").read_text()
+
+
+def test_accuracy_off_reruns_no_cell(quickstart):
+    workdir, config = quickstart
+    study = yaml.safe_load(config.read_text())
+    study["inference"]["accuracy"] = False
+    planned = planned_jobs(run_study(workdir, write_config(workdir, study, "off.yaml"), "-n"))
+    # without weights.pt among cell_train's outputs its other outputs are still current
+    assert planned == {"inference_tables": 1, "inference_figure": 1, "front_page_write": 1}
+
+
 def test_a_dry_run_of_the_quick_start_leaves_the_report(quickstart):
     """The profile's report-after-run used to rewrite results/report.html after `-n` too."""
     workdir, _ = quickstart
