@@ -82,6 +82,16 @@ def test_a_one_batch_split_is_passed_over_again_so_the_pipeline_is_timed(data):
     assert found["passes"] == 2 and found["images"] == 4
 
 
+def _accuracy_args(data, weights, out, batch_size: int, *variants: str):
+    """``python -m nettebench.inference accuracy``'s parsed options: resnet18 at 32 px on the
+    CPU, no loader workers."""
+    return cli.build_parser().parse_args(
+        ["accuracy", "--data", str(data), "--weights", str(weights), "--out", str(out),
+         "--model", "resnet18", "--image-size", "32", "--device", "cpu",
+         "--batch-size", str(batch_size), "--workers", "0", "--variants", *variants]
+    )  # fmt: skip
+
+
 def test_weights_round_trip_and_fp32_matches_itself_while_bf16_reports_its_difference(
     data, tmp_path
 ):
@@ -92,11 +102,8 @@ def test_weights_round_trip_and_fp32_matches_itself_while_bf16_reports_its_diffe
     assert saved["cell_id"] == "abc" and all(
         v.dtype != torch.float16 for v in saved["state_dict"].values()
     )
-    args = cli.build_parser().parse_args(
-        ["accuracy", "--data", str(data), "--weights", str(path), "--out", str(tmp_path / "a.json"),
-         "--model", "resnet18", "--image-size", "32", "--device", "cpu", "--batch-size", "5",
-         "--workers", "0", "--variants", "fp32:0:0", "fp32:1:0", "bf16:1:0", "O1:0:0"]
-    )  # fmt: skip
+    args = _accuracy_args(data, path, tmp_path / "a.json", 5, "fp32:0:0", "fp32:1:0", "bf16:1:0",
+                          "O1:0:0")  # fmt: skip
     record = cli.accuracy_record(args)
     rows = {(r["precision"], r["channels_last"]): r for r in record["rows"]}
     assert rows[("fp32", False)]["images"] == 12
@@ -144,11 +151,7 @@ def test_a_trained_cells_final_weights_give_its_final_top1_in_fp32(data, tmp_pat
     weights = tmp_path / "cell" / "weights.pt"
     trained = run_cell(cell, data, tmp_path / "cell", weights=weights)
     assert trained["status"] == "ok"
-    args = cli.build_parser().parse_args(
-        ["accuracy", "--data", str(data), "--weights", str(weights), "--out", str(tmp_path / "a"),
-         "--model", "resnet18", "--image-size", "32", "--device", "cpu", "--batch-size", "4",
-         "--workers", "0", "--variants", "fp32:0:0", "bf16:1:0"]
-    )  # fmt: skip
+    args = _accuracy_args(data, weights, tmp_path / "a.json", 4, "fp32:0:0", "bf16:1:0")
     rows = {row["precision"]: row for row in cli.accuracy_record(args)["rows"]}
     assert rows["fp32"]["images"] == 12
     assert rows["fp32"]["top1"] == pytest.approx(trained["summary"]["final_top1"])

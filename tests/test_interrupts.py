@@ -121,6 +121,18 @@ class _Numbers(Dataset):
         return torch.tensor([index])
 
 
+def _workers_started_since(before: set[int]) -> set[int]:
+    """This process's children that were not there before: the loader's workers."""
+    return set(job_signals.descendants(os.getpid())) - before
+
+
+def _a_step_of(seconds: float) -> None:
+    """The trainer inside a step: signal handlers run meanwhile, as at any bytecode."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 def test_workers_a_group_sigterm_ends_during_a_step_stop_the_epochs_at_the_next_batch():
     """SIGTERM to the whole group while the trainer is inside a step (CI saw this once): the
     workers die at once, and torch's SIGCHLD handler raises "DataLoader worker ... is killed by
@@ -135,13 +147,11 @@ def test_workers_a_group_sigterm_ends_during_a_step_stop_the_epochs_at_the_next_
             for batch in stop_between_batches(loader, stop):
                 seen.append(batch)
                 if len(seen) == 1:
-                    workers = set(job_signals.descendants(os.getpid())) - before
+                    workers = _workers_started_since(before)
                     assert len(workers) == 2, workers
                     for pid in (os.getpid(), *workers):  # the group, the trainer first
                         os.kill(pid, signal.SIGTERM)
-                    deadline = time.monotonic() + 1.0  # the step goes on; the workers die
-                    while time.monotonic() < deadline:
-                        time.sleep(0.01)
+                    _a_step_of(1.0)  # the step goes on; the workers die meanwhile
     assert len(seen) == 1 and stop.requested == signal.SIGTERM
     assert not caught.value.forced and caught.value.signum == signal.SIGTERM
 
@@ -152,11 +162,9 @@ def test_a_worker_dying_with_no_stop_asked_is_still_an_error():
     with StopOnSignal() as stop, pytest.raises(RuntimeError, match="killed by signal"):
         stop.defer()
         for _ in stop_between_batches(loader, stop):
-            (worker,) = set(job_signals.descendants(os.getpid())) - before
+            (worker,) = _workers_started_since(before)
             os.kill(worker, signal.SIGTERM)
-            deadline = time.monotonic() + 10.0
-            while time.monotonic() < deadline:
-                time.sleep(0.01)
+            _a_step_of(10.0)  # torch's SIGCHLD handler raises in it
     assert stop.requested is None
 
 
