@@ -1,0 +1,710 @@
+"""The device command: every GPU check of the project in one run on one H200, ordered by value,
+planned to fit in 7 minutes, returning what finished however it ends.
+
+    PYTHONPATH=scripts python3 tests/device/run.py --out $OUT            # on the device
+    PYTHONPATH=scripts python3 tests/device/run.py --out /tmp/o --smoke  # on a CPU, seconds
+
+The cases run in this order (:data:`CASES`), each a few commands in a process group of its
+own: the goal data and its decoded store; the goal cells (resnet18 and resnet50 O1 ``cached``,
+10 epochs, batch 256, each followed by its compute ceiling in the same process); the other
+precision modes (O0, tf32, O2, O3, bf16, O1 with ``pil``), apex O1-O3 (the carried wheel of
+``tests/device/prepare_carry.py``; the table says which kernels it had), the streamed store
+and the sync check; an out-of-memory cell (under a forced memory cap, a few pil batches);
+the profiles; the inference cases; the 1-GPU data-parallel twin; a ``deterministic`` cell.
+
+Each case's planned seconds on one H200 (its own estimate) are printed before anything runs,
+with their sum; a case that no longer fits in what is left of ``--deadline-s`` is recorded as
+``not run``, and a running case is stopped at the deadline (its whole process group: SIGTERM,
+then SIGKILL) and recorded as ``timeout``. After every case ``table.md``, ``cases.jsonl`` (one
+record per case) and ``records.tar.gz`` (every case's log and result files) are written again,
+so a run cut short still returns what finished; nothing else goes under ``--out``
+(:mod:`out_files`: at most 7). SIGTERM or SIGINT to this process stops the case in flight the
+same way and writes the table.
+
+``--smoke`` runs the same cases on the CPU with tiny sizes (modes a CPU cannot run come back
+``unsupported``); ``--only`` picks cases by name (tests/test_device_suite.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import out_files  # tests/device/, beside this script
+
+REPO = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+PLAN_S = 420.0  # the planned total on one H200: 7 minutes
+GOALS = {"resnet18": 12.0, "resnet50": 25.0}  # process start to metrics written (issue 12)
+CEILING_SHARE, FIRST_EPOCH_S, STREAMED_SHARE = 0.90, 2.0, 0.90
+KILL_GRACE_S = 5.0
+KEPT = (".log", ".json", ".jsonl", ".csv", ".md", ".txt")  # what records.tar.gz keeps
+BIG_FILE = 4 * 2**20  # a trace or store bigger than this stays behind
+# A memory cap no resnet50 fp32 step at batch 256 fits under (a real torch.OutOfMemoryError
+# from the caching allocator, without decoding a batch no card holds).
+OOM_MEMORY_FRACTION = 0.02
+OOM_MAIN = (
+    "import sys, torch\n"
+    "if torch.cuda.is_available():\n"
+    f"    torch.cuda.set_per_process_memory_fraction({OOM_MEMORY_FRACTION})\n"
+    "from nettebench.training.cli import main\n"
+    "sys.exit(main(sys.argv[1:]))\n"
+)
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """What a case trains on: the device's goal sizes, or the smoke run's tiny ones."""
+
+    device: str
+    image: int  # synthetic images' shortest side
+    train: int
+    val: int
+    classes: int
+    batch: int
+    crop: int  # the trainer's image size
+    workers: int
+    goal_epochs: int
+    mode_epochs: int
+    ceiling: tuple[str, ...]  # cell_job's ceiling options
+    profile: tuple[str, ...]
+    inference: tuple[str, ...]
+    batches: tuple[int, ...]
+
+
+GPU = Sizes(
+    "cuda", 320, 9469, 3925, 10, 256, 224, min(12, os.cpu_count() or 1), 10, 2,
+    ("--ceiling-warmup-steps", "10", "--ceiling-steps", "30"),
+    ("--warmup-steps", "10", "--steps", "20"),
+    ("--warmup", "10", "--max-seconds", "3", "--latency-queries", "1024"),
+    (1, 8, 64, 256),
+)  # fmt: skip
+SMOKE = Sizes(
+    "cpu", 40, 32, 16, 4, 8, 32, 1, 1, 1,
+    ("--ceiling-warmup-steps", "1", "--ceiling-steps", "2", "--ceiling-max-seconds", "1"),
+    ("--warmup-steps", "1", "--steps", "2", "--threads", "1"),
+    ("--warmup", "1", "--max-seconds", "0.5", "--latency-queries", "8", "--threads", "1"),
+    (1, 4),
+)  # fmt: skip
+
+
+@dataclass
+class Case:
+    """One row of the table: commands run in order in one process group, then ``read``."""
+
+    name: str
+    estimate_s: float  # planned seconds on one H200
+    commands: Callable[[Suite], list[list[str]]]
+    read: Callable[[Suite], dict] | None = None
+    needs: tuple[str, ...] = ()  # cases that must have ended ok first
+    smoke_s: float = 15.0  # the limit of its smoke run
+
+
+@dataclass
+class Suite:
+    sizes: Sizes
+    out: Path
+    work: Path
+    deadline: float  # time.monotonic() at which every case is stopped
+    smoke: bool
+    env: dict = field(default_factory=dict)
+    rows: list[dict] = field(default_factory=list)
+    current: subprocess.Popen | None = None
+
+    @property
+    def data(self) -> Path:
+        return self.work / "data" / "dataset.json"
+
+    @property
+    def store(self) -> Path:
+        return self.work / "store"
+
+    def cell_dir(self, name: str) -> Path:
+        return self.work / "cells" / name
+
+    def status(self, name: str) -> str | None:
+        return next((row["status"] for row in self.rows if row["case"] == name), None)
+
+
+# ------------------------------------------------------------------------------------ commands
+
+
+def python(*args: str) -> list[str]:
+    return [sys.executable, *args]
+
+
+def make_data(s: Suite) -> list[list[str]]:
+    z = s.sizes
+    return [python(
+        "-m", "nettebench.datasets.synthetic", "--out-dir", str(s.data.parent), "--name",
+        "imagenette-320-shaped", "--size", str(z.image), "--train-images", str(z.train),
+        "--val-images", str(z.val), "--classes", str(z.classes),
+    )]  # fmt: skip
+
+
+def make_store(s: Suite) -> list[list[str]]:
+    return [python(
+        "-m", "nettebench.data.store_build", "--data", str(s.data), "--out-dir", str(s.store),
+        "--resolution", str(round(s.sizes.crop / 0.875)),
+    )]  # fmt: skip
+
+
+def cell(name: str, model: str, precision: str, *options: str, goal: bool = False, smoke=None):
+    """A trainer cell through cell_job (its ceiling right after its epochs, same process);
+    ``smoke``: the precision its smoke run uses instead (a goal cell's path, on a CPU)."""
+
+    def commands(s: Suite) -> list[list[str]]:
+        z, out = s.sizes, s.cell_dir(name)
+        precision_here = smoke if s.smoke and smoke else precision
+        epochs = z.goal_epochs if goal else z.mode_epochs
+        channels = [] if precision_here in ("O0", "tf32") else ["--channels-last", "true"]
+        return [python(
+            "-m", "nettebench.benchmarks.cell_job", "--data", str(s.data), "--out-dir", str(out),
+            "--ceiling", str(out / "ceiling.json"), "--store", str(s.store), "--retrain",
+            "--model", model, "--precision", precision_here, "--epochs", str(epochs),
+            "--batch-size", str(z.batch), "--image-size", str(z.crop), "--workers",
+            str(z.workers), "--device", z.device, *channels, *z.ceiling, *options,
+        )]  # fmt: skip
+
+    return commands
+
+
+def oom_cell(s: Suite) -> list[list[str]]:
+    z, out = s.sizes, s.cell_dir("oom")
+    return [python(
+        "-c", OOM_MAIN, "--data", str(s.data), "--out-dir", str(out), "--retrain", "--model",
+        "resnet50", "--precision", "O0", "--loader", "pil", "--epochs", "1", "--max-steps", "2",
+        "--batch-size", str(z.batch), "--image-size", str(z.crop), "--workers", str(z.workers),
+        "--device", z.device,
+    )]  # fmt: skip
+
+
+def install_apex(s: Suite) -> list[list[str]]:
+    wheels = sorted((REPO / ".vendor").glob("apex-*.whl"))
+    if not wheels:
+        raise CaseError("no apex wheel in .vendor/: run tests/device/prepare_carry.py, carry it")
+    return [python(
+        "-m", "pip", "install", "-q", "--no-index", "--no-deps", "--target",
+        str(s.work / "apex-site"), str(wheels[-1]),
+    )]  # fmt: skip
+
+
+def apex_cell(level: str):
+    inner = cell(f"apex-{level}", "resnet18", level, "--loader", "cached", "--amp-backend", "apex")
+
+    def commands(s: Suite) -> list[list[str]]:
+        site = s.work / "apex-site"
+        if site.is_dir() and str(site) not in s.env["PYTHONPATH"]:
+            s.env["PYTHONPATH"] += os.pathsep + str(site)
+        return inner(s)
+
+    return commands
+
+
+def sync_check(s: Suite) -> list[list[str]]:
+    z = s.sizes
+    return [python(
+        str(HERE / "sync_check.py"), "--store", str(s.store), "--batch-size", str(z.batch),
+        "--image-size", str(z.crop), "--json", str(s.cell_dir("sync") / "sync.json"),
+    )]  # fmt: skip
+
+
+def profile(precision: str):
+    def commands(s: Suite) -> list[list[str]]:
+        z = s.sizes
+        return [python(
+            "-m", "nettebench.profiling", "--data", str(s.data), "--out-dir",
+            str(s.cell_dir(f"profile-{precision}")), "--backend", "torch", "--model",
+            "resnet18", "--precision", precision, "--batch-size", str(z.batch), "--image-size",
+            str(z.crop), "--workers", str(z.workers), "--device", z.device, *z.profile,
+        )]  # fmt: skip
+
+    return commands
+
+
+def inference(precisions: tuple[str, ...], batches: Callable[[Sizes], tuple[int, ...]]):
+    def commands(s: Suite) -> list[list[str]]:
+        z = s.sizes
+        model = "resnet18" if s.smoke else "resnet50"
+        return [
+            python(
+                "-m",
+                "nettebench.inference",
+                "measure",
+                "--data",
+                str(s.data),
+                "--out",
+                str(s.cell_dir("inference") / f"{p}-batch{b}.json"),
+                "--model",
+                model,
+                "--precision",
+                p,
+                "--batch-size",
+                str(b),
+                "--image-size",
+                str(z.crop),
+                "--workers",
+                str(z.workers),
+                "--device",
+                z.device,
+                *z.inference,
+            )  # fmt: skip
+            for p in precisions
+            for b in batches(z)
+        ]
+
+    return commands
+
+
+class CaseError(RuntimeError):
+    """A case that cannot start (its message is the row's note)."""
+
+
+# --------------------------------------------------------------------------------- the readers
+
+
+def read_json(path: Path) -> dict:
+    """The JSON at ``path``, or {} when it is missing or unreadable (never raises)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def cell_numbers(name: str, goal: str | None = None) -> Callable[[Suite], dict]:
+    def read(s: Suite) -> dict:
+        out = s.cell_dir(name)
+        record, ceiling = read_json(out / "metrics.json"), read_json(out / "ceiling.json")
+        if not record:
+            return {"result": "no metrics.json"}
+        summary, environment = record.get("summary") or {}, record.get("environment") or {}
+        startup = record.get("startup") or {}
+        found = {
+            "result": record.get("status"),
+            "message": record.get("message"),
+            "wall_s": summary.get("wall_s"),
+            "train_img_s": summary.get("train_img_s"),
+            "ceiling_img_s": ceiling.get("img_s"),
+            "first_epoch_overhead_s": summary.get("first_epoch_overhead_s"),
+            "data_wait_share": summary.get("data_wait_share"),
+            "peak_mem_mb": summary.get("peak_mem_mb"),
+            "store_mem_mb": summary.get("store_mem_mb"),
+            "final_top1": summary.get("final_top1"),
+            "to_first_step_s": startup.get("to_first_step_s"),
+            "after_last_step_s": startup.get("after_last_step_s"),
+            "startup": startup,
+            "apex_kernels": environment.get("apex_kernels"),
+        }
+        if found["train_img_s"] and found["ceiling_img_s"]:
+            found["ceiling_share"] = found["train_img_s"] / found["ceiling_img_s"]
+        if goal:
+            found["goal"] = judge(s, goal, found)
+        return found
+
+    return read
+
+
+def judge(s: Suite, model: str, found: dict) -> str:
+    """The goal cell's verdicts: wall <= goal, steady img/s >= 90 % of its ceiling, first
+    epoch's overhead <= 2 s (``n/a`` in a smoke run)."""
+    wall, share, first = (found.get(k) for k in ("wall_s", "ceiling_share",
+                                                 "first_epoch_overhead_s"))  # fmt: skip
+    parts = [
+        _verdict(f"wall <= {GOALS[model]:g} s", wall is not None and wall <= GOALS[model]),
+        _verdict(
+            f"img/s >= {CEILING_SHARE:.0%} of ceiling", share is not None and share >= CEILING_SHARE
+        ),  # fmt: skip
+    ]
+    if model == "resnet18":
+        parts.append(_verdict(f"first epoch <= {FIRST_EPOCH_S:g} s", first is not None
+                              and first <= FIRST_EPOCH_S))  # fmt: skip
+    text = "; ".join(parts)
+    return f"n/a (smoke): {text}" if s.smoke else text
+
+
+def _verdict(goal: str, met: bool) -> str:
+    return f"{goal} {'met' if met else 'MISSED'}"
+
+
+def streamed_numbers(s: Suite) -> dict:
+    found = cell_numbers("resnet18-O1-streamed")(s)
+    resident = next((r for r in s.rows if r["case"] == "resnet18-O1-cached-10ep"), {})
+    if found.get("train_img_s") and resident.get("train_img_s"):
+        share = found["train_img_s"] / resident["train_img_s"]
+        found["goal"] = _verdict(f"{share:.0%} of resident >= {STREAMED_SHARE:.0%}",
+                                 share >= STREAMED_SHARE)  # fmt: skip
+    return found
+
+
+def sync_numbers(s: Suite) -> dict:
+    found = read_json(s.cell_dir("sync") / "sync.json")
+    counts = {p: (found.get(p) or {}).get("syncs") for p in ("resident", "streamed")}
+    return {
+        "result": "ok" if found else "no sync.json",
+        "note": f"syncs per epoch: {counts} ({found.get('how', '')})",
+        "goal": _verdict("no host syncs from the cached loader", set(counts.values()) == {0}),
+    }
+
+
+def oom_numbers(s: Suite) -> dict:
+    found = cell_numbers("oom")(s)
+    expected = "ok" if s.smoke else "oom"  # a CPU has no memory cap: the cell just trains
+    found["goal"] = _verdict(f"status {expected}", found.get("result") == expected)
+    return found
+
+
+def profile_numbers(precision: str) -> Callable[[Suite], dict]:
+    def read(s: Suite) -> dict:
+        record = read_json(s.cell_dir(f"profile-{precision}") / "profile.json")
+        window = record.get("window") or {}
+        return {"result": record.get("status") or "no profile.json",
+                "note": f"{window.get('ms_per_step') or 0:.1f} ms/step, "
+                        f"{window.get('steps_profiled')} steps"}  # fmt: skip
+
+    return read
+
+
+def inference_numbers(s: Suite) -> dict:
+    parts, statuses = [], set()
+    for path in sorted((s.cell_dir("inference")).glob("*.json")):
+        record = read_json(path)
+        statuses.add(record.get("status"))
+        offline, stream = record.get("offline") or {}, record.get("single_stream") or {}
+        text = f"{path.stem} {offline.get('img_s') or 0:,.0f} img/s"
+        if stream:
+            text += f" p99 {stream['latency_ms']['p99']:.2f} ms"
+        parts.append(text)
+    return {"result": "/".join(sorted(map(str, statuses))), "note": "; ".join(parts)}
+
+
+# ------------------------------------------------------------------------------------ the cases
+
+
+def _all(z: Sizes) -> tuple[int, ...]:
+    return z.batches
+
+
+def _largest(z: Sizes) -> tuple[int, ...]:
+    return z.batches[-1:]
+
+
+def trained(
+    name: str,
+    estimate_s: float,
+    model: str,
+    precision: str,
+    *options: str,
+    smoke: str | None = None,
+    goal: str | None = None,
+    **case,
+) -> Case:
+    """A trainer cell's case (``goal``: the model whose goals its row judges)."""
+    commands = cell(name, model, precision, *options, goal=goal is not None, smoke=smoke)
+    return Case(name, estimate_s, commands, cell_numbers(name, goal), **case)
+
+
+STORE, CACHED = ("store",), ("--loader", "cached")
+CASES: list[Case] = [
+    Case("data", 40, make_data, smoke_s=30),
+    Case("store", 25, make_store, needs=("data",), smoke_s=20),
+    trained(
+        "resnet18-O1-cached-10ep",
+        30,
+        "resnet18",
+        "O1",
+        *CACHED,
+        smoke="O0",
+        goal="resnet18",
+        needs=STORE,
+    ),
+    trained(
+        "resnet50-O1-cached-10ep",
+        50,
+        "resnet50",
+        "O1",
+        *CACHED,
+        smoke="O0",
+        goal="resnet50",
+        needs=STORE,
+        smoke_s=25,
+    ),
+    *(
+        trained(f"resnet18-{p}-cached", 12, "resnet18", p, *CACHED, needs=STORE)
+        for p in ("O0", "tf32", "O2", "O3", "bf16")
+    ),
+    trained("resnet18-O1-pil", 15, "resnet18", "O1", "--loader", "pil", needs=("data",)),
+    Case("apex-wheel", 5, install_apex, smoke_s=30),
+    *(
+        Case(f"apex-{level}", 12, apex_cell(level), cell_numbers(f"apex-{level}"), needs=STORE)
+        for level in ("O1", "O2", "O3")
+    ),
+    Case(
+        "resnet18-O1-streamed",
+        15,
+        cell(
+            "resnet18-O1-streamed",
+            "resnet18",
+            "O1",
+            *CACHED,
+            "--store-placement",
+            "host",
+            smoke="O0",
+        ),
+        streamed_numbers,
+        needs=STORE,
+    ),
+    Case("sync-check", 20, sync_check, sync_numbers, needs=STORE),
+    Case("oom", 12, oom_cell, oom_numbers, needs=("data",)),
+    Case("profile-O0", 15, profile("O0"), profile_numbers("O0"), needs=("data",)),
+    Case("profile-O3", 15, profile("O3"), profile_numbers("O3"), needs=("data",)),
+    Case(
+        "inference-O1-batches",
+        30,
+        inference(("O1",), _all),
+        inference_numbers,
+        needs=("data",),
+        smoke_s=30,
+    ),
+    Case(
+        "inference-modes-largest",
+        22,
+        inference(("fp32", "tf32", "O3", "bf16"), _largest),
+        inference_numbers,
+        needs=("data",),
+        smoke_s=40,
+    ),
+    trained(
+        "dp-twin-1gpu", 15, "resnet18", "O1", *CACHED, "--processes", "1", smoke="O0", needs=STORE
+    ),
+    trained(
+        "deterministic-O1-cached",
+        15,
+        "resnet18",
+        "O1",
+        *CACHED,
+        "--deterministic",
+        "true",
+        smoke="O0",
+        needs=STORE,
+    ),
+]
+
+
+def planned_s(cases: list[Case] = CASES) -> float:
+    return sum(case.estimate_s for case in cases)
+
+
+# ------------------------------------------------------------------------------------ running
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """End ``proc``'s whole process group: SIGTERM, then SIGKILL to what is left."""
+    for sig, wait in ((signal.SIGTERM, KILL_GRACE_S), (signal.SIGKILL, 1.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        until = time.monotonic() + wait
+        while time.monotonic() < until:
+            proc.poll()
+            if not _group_alive(proc.pid):
+                break
+            time.sleep(0.05)
+    proc.poll()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return any(_live_in_group(pgid))
+
+
+def _live_in_group(pgid: int):
+    """Processes of group ``pgid`` that are not zombies (from /proc)."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            yield int(entry.name)
+
+
+def run_case(s: Suite, case: Case) -> dict:
+    row: dict = {"case": case.name, "estimate_s": case.estimate_s}
+    missing = [n for n in case.needs if s.status(n) != "ok"]
+    limit = case.smoke_s if s.smoke else max(2 * case.estimate_s, case.estimate_s + 30)
+    left = s.deadline - time.monotonic()
+    if missing:
+        return {**row, "status": "not run", "note": f"needs {', '.join(missing)} ok"}
+    if left < (1.0 if s.smoke else case.estimate_s):
+        return {**row, "status": "not run", "note": f"{left:.0f} s left of the deadline"}
+    try:
+        commands = case.commands(s)
+    except CaseError as error:
+        return {**row, "status": "not run", "note": str(error)}
+    started = time.monotonic()
+    stop_at = min(started + limit, s.deadline)
+    row["status"] = "ok"
+    log_path = s.work / "logs" / f"{case.name}.log"
+    with open(log_path, "w") as log:
+        for command in commands:
+            print(f"[{case.name}] {' '.join(command)[:300]}", file=log, flush=True)
+            s.current = proc = subprocess.Popen(
+                command, stdout=log, stderr=subprocess.STDOUT, env=s.env, cwd=REPO,
+                start_new_session=True,  # its own process group: killed whole, workers too
+            )  # fmt: skip
+            try:
+                code = proc.wait(timeout=max(stop_at - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                code = None
+            finally:
+                kill_group(proc)  # a finished command's stray children too
+                s.current = None
+            if code is None:
+                why = "deadline" if stop_at >= s.deadline else f"case limit {limit:.0f} s"
+                row.update(status="timeout", note=f"stopped at the {why}")
+                break
+            if code != 0:
+                row.update(status=f"failed (exit {code})", note=_tail(log_path))
+                break
+    row["seconds"] = round(time.monotonic() - started, 1)
+    if case.read is not None:
+        try:
+            row.update(case.read(s))
+        except Exception as error:  # a reader's bug is this case's failure, not the run's
+            row.update(status="failed (reading results)", note=repr(error)[:300])
+    if row["status"] == "ok" and row.get("result") not in (None, "ok"):
+        row["status"] = str(row["result"])  # oom, unsupported: a result, recorded as such
+    return row
+
+
+def _tail(path: Path, lines: int = 3) -> str:
+    text = path.read_text(errors="replace").strip().splitlines()
+    return " / ".join(text[-lines:])[-400:]
+
+
+# ------------------------------------------------------------------------------------ writing
+
+COLUMNS = (
+    ("case", "{}"), ("status", "{}"), ("seconds", "{:.0f}"), ("estimate_s", "{:.0f}"),
+    ("wall_s", "{:.1f}"), ("to_first_step_s", "{:.2f}"), ("train_img_s", "{:,.0f}"),
+    ("ceiling_img_s", "{:,.0f}"), ("ceiling_share", "{:.0%}"),
+    ("first_epoch_overhead_s", "{:.2f}"), ("data_wait_share", "{:.0%}"),
+    ("peak_mem_mb", "{:,.0f}"), ("store_mem_mb", "{:,.0f}"), ("final_top1", "{:.1f}"),
+    ("apex_kernels", "{}"), ("goal", "{}"), ("note", "{}"),
+)  # fmt: skip
+
+
+def table(rows: list[dict]) -> str:
+    head = [name for name, _ in COLUMNS]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for row in rows:
+        cells = []
+        for name, fmt in COLUMNS:
+            value = row.get(name)
+            if name == "note" and not value:
+                value = row.get("message")
+            try:
+                text = "-" if value is None else fmt.format(value)
+            except (TypeError, ValueError):
+                text = str(value)
+            cells.append(text.replace("|", "/").replace("\n", " ")[:200])
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write(s: Suite, header: str) -> None:
+    """table.md, cases.jsonl and records.tar.gz under --out, each replaced whole."""
+    _replace(s.out / "table.md", header + "\n" + table(s.rows))
+    _replace(s.out / "cases.jsonl", "".join(json.dumps(r, default=str) + "\n" for r in s.rows))
+    partial = s.out / ".records.tar.gz.part"
+    with tarfile.open(partial, "w:gz") as archive:
+        for path in sorted(s.work.rglob("*")):
+            inside = path.relative_to(s.work)
+            if inside.parts[0] == "data" and path.name != "dataset.json":
+                continue  # the images stay behind
+            if path.suffix in KEPT and path.is_file() and path.stat().st_size < BIG_FILE:
+                archive.add(path, arcname=str(inside))
+    partial.replace(s.out / "records.tar.gz")
+
+
+def _replace(path: Path, text: str) -> None:
+    partial = path.with_name(f".{path.name}.part")
+    partial.write_text(text)
+    partial.replace(path)
+
+
+def plan_text(cases: list[Case], deadline_s: float) -> str:
+    lines = [f"planned on one H200: {planned_s(cases):.0f} s (at most {PLAN_S:.0f} s); "
+             f"deadline {deadline_s:.0f} s"]  # fmt: skip
+    lines += [f"  {case.estimate_s:4.0f} s  {case.name}" for case in cases]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True, help="what comes back: at most 7 files")
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes on the CPU")
+    parser.add_argument("--work", default="/tmp/nettebench-device", help="working files")
+    parser.add_argument(
+        "--deadline-s",
+        type=float,
+        default=540.0,
+        help="every case stopped by then (the device command's limit is 600)",
+    )
+    parser.add_argument("--only", nargs="+", default=None, help="these cases, in plan order")
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    cases = [c for c in CASES if args.only is None or c.name in args.only]
+    out, work = Path(args.out), Path(args.work)
+    shutil.rmtree(work, ignore_errors=True)  # a fresh run: no cell restores an earlier one
+    (work / "logs").mkdir(parents=True)
+    out.mkdir(parents=True, exist_ok=True)
+    path = os.environ.get("PYTHONPATH", "")
+    env = {**os.environ, "PYTHONUNBUFFERED": "1",
+           "PYTHONPATH": str(REPO / "scripts") + (os.pathsep + path if path else "")}  # fmt: skip
+    s = Suite(SMOKE if args.smoke else GPU, out, work, started + args.deadline_s, args.smoke, env)
+    header = plan_text(cases, args.deadline_s)
+    print(header, flush=True)
+
+    def stop(signum, _frame):
+        if s.current is not None:
+            kill_group(s.current)
+        s.rows.append({"case": "(run)", "status": f"stopped by signal {signum}"})
+        write(s, header)
+        raise SystemExit(128 + signum)
+
+    handlers = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        for case in cases:
+            row = run_case(s, case)
+            s.rows.append(row)
+            write(s, header)
+            print(f"{row['case']}: {row['status']} ({row.get('seconds', 0):.0f} s of "
+                  f"~{case.estimate_s:.0f})", row.get("goal") or "", flush=True)  # fmt: skip
+    finally:
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    print(table(s.rows), flush=True)
+    print(f"total: {time.monotonic() - started:.0f} s", flush=True)
+    out_files.check(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
