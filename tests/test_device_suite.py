@@ -51,6 +51,11 @@ def test_smoke_writes_the_table_after_every_case(tmp_path, monkeypatch):
     assert len([p for p in out.rglob("*") if p.is_file()]) <= 7
     cell = rows[2]
     assert cell["result"] == "ok" and cell["wall_s"] > 0 and cell["goal"].startswith("n/a")
+    phases = cell["startup"]["before_first_step"]  # the trainer's own phase marks
+    assert {"imports", "key", "device_probe", "model", "store", "other"} <= set(phases)
+    assert min(phases.values()) >= 0
+    assert sum(phases.values()) == pytest.approx(cell["to_first_step_s"], abs=0.01)
+    assert set(cell["startup"]["after_last_step"]) >= {"environment", "other"}
 
 
 def _suite(tmp_path, seconds: float) -> run.Suite:

@@ -48,6 +48,7 @@ OPTIONAL_METRICS_KEYS = (
     # CONDITION_KEYS, plus "epochs_under_interference": the 1-based epochs whose own window
     # was under interference); None for a cell that trained no epoch
     "conditions",
+    "startup",  # dict | None: the start-up and wind-down by phase (training.startup)
 )
 
 # Keys of metrics.json["summary"].

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -38,7 +39,7 @@ from typing import Any
 import torch
 
 from nettebench.records.atomic import open_atomic
-from nettebench.training import validity
+from nettebench.training import startup, validity
 
 CHECKPOINT_FILE = "checkpoint.pt"
 # What records.atomic.open_atomic names the file it streams into until the rename.
@@ -56,9 +57,11 @@ def save(out_dir: str | os.PathLike, state: dict[str, Any]) -> Path:
     """
     if "key" not in state:
         raise ValueError("a checkpoint must carry the result's key (validity.key)")
+    began = time.time()
     wait()
     path = Path(out_dir) / CHECKPOINT_FILE
     snapshot = _host_copy(state)
+    startup.add("checkpoints", time.time() - began)
     if _WRITER["pool"] is None:
         _WRITER["pool"] = ThreadPoolExecutor(1, thread_name_prefix="nettebench-checkpoint")
     _WRITER["pending"] = _WRITER["pool"].submit(_write, path, snapshot)

@@ -49,7 +49,15 @@ from nettebench.records import conditions, environment
 from nettebench.records import files as records
 from nettebench.study.cell import CellSpec
 from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
-from nettebench.training import checkpoint, distributed, finished, launch, outcome, validity
+from nettebench.training import (
+    checkpoint,
+    distributed,
+    finished,
+    launch,
+    outcome,
+    startup,
+    validity,
+)
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
 from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_name
 
@@ -126,12 +134,14 @@ def run_cell(
     # importing torchvision at once can each find it half initialised.
     from nettebench.training.fit import fit
 
+    startup.mark("imports")
     started_at = process_start_time() if started_at is None else started_at
     out_dir = Path(out_dir)
     if threads:
         torch.set_num_threads(distributed.threads_share(threads))  # a process's share
     device = resolve_device(cell.device)
     distributed.join(cell, device)  # processes > 1: this worker's process group
+    startup.mark("device_probe")
     if stamp is None:
         stamp_for_resume = validity.key(
             cell, device=device, data=data, store_dir=store_dir, builds_dir=builds_dir
@@ -158,6 +168,8 @@ def run_cell(
         extra_files = tuple(after_epochs(device, record, _measured_s(result)) or ())
     if not distributed.writes_results(result["status"]):  # rank 0 writes a data-parallel cell's
         return distributed.rank_record(record, result, started_at)
+    startup.waited("environment", collecting)
+    record["startup"] = startup.summary(result["rows"])
     record = outcome.finish(
         record,
         out_dir,
@@ -323,6 +335,7 @@ def error_line(error: BaseException) -> str:
 
 def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> int:
     started_at = process_start_time()
+    startup.start(started_at)  # the phases from process start to the first step, and after
     args = parser.parse_args(argv)
     _print_slurm_job()
     if args.dataset is None:
@@ -330,6 +343,7 @@ def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> i
     cell = cell_from_args(args)
     launch.prepare(cell, args.threads)  # processes > 1: the environment its processes will see
     key = result_key(cell, args)
+    startup.mark("key")
     try:
         retrain = finished.retrain_requested(args.retrain)
         # weights asked for but gone: they are no result finished.json holds, so train again
@@ -373,9 +387,11 @@ def result_key(cell: CellSpec, args: argparse.Namespace) -> dict:
     package environment are activated (its ``packages`` are what the cell imports; activating
     may restart this process once) and on the device the run resolves."""
     libraries.activate(cell, args.builds_dir)
+    device = resolve_device(cell.device)
+    startup.mark("device_probe")
     return validity.key(
         cell,
-        device=resolve_device(cell.device),
+        device=device,
         data=args.data,
         options=vars(args),
         depends_on=args.depends_on,

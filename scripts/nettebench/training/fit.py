@@ -33,7 +33,7 @@ from nettebench.records import conditions, spread
 from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec
-from nettebench.training import checkpoint, distributed
+from nettebench.training import checkpoint, distributed, startup
 from nettebench.training.apex import ApexTrainingStep, require_apex_amp
 from nettebench.training.interrupts import StopOnSignal, stop_between_batches
 from nettebench.training.loop import (
@@ -285,7 +285,9 @@ def fit(
     # The runner first: a backend that refuses the device (apex on a CPU) says so before a
     # store is built for nothing.
     runner = make_runner(cell, device, num_classes, batch_size)
+    startup.mark("model")
     loaders = build_loaders(cell, data_root, data_path, batch_size, device, store_dir)
+    startup.mark("store")
     loaders = distributed.shard(loaders, batch_size)  # processes > 1: this one's share
     local_batch = distributed.local_batch(batch_size)
     result = FitResult(batch_size, None, 0.0, placement=loaders.placement)
@@ -304,6 +306,7 @@ def fit(
     if cell.compile:
         result.compile_s = compile_warmup(runner, local_batch, cell.image_size)
         print(f"compiled the model in {result.compile_s:.1f} s (apart from the epochs)", flush=True)
+        startup.mark("compile")
 
     steps_per_epoch = len(loaders.train)
     train_batches = stop_between_batches(loaders.train, distributed.agreed(stop))
@@ -312,6 +315,7 @@ def fit(
         stop.defer()  # from here on a signal ends the epochs before the next batch
     first_epoch = len(rows)  # the first epoch this process runs (after a resume: not epoch 0)
     run_window = probe.start(gpu=True) if probe else None
+    startup.first_step()
     for epoch in range(first_epoch, cell.epochs):
         epoch_window = probe.start() if probe else None
         seed_epoch(cell.seed, epoch, loaders.generator)
@@ -349,7 +353,7 @@ def fit(
             rows[-1].update(conditions.epoch_columns(probe.stop(epoch_window)))
         if not distributed.is_writer():
             continue  # rank 0 writes a data-parallel cell's epochs and checkpoints
-        records.write_epochs(out_dir, rows)
+        startup.timed("writing", records.write_epochs, out_dir, rows)
         log_epoch(cell, rows[-1])
         if epoch + 1 < cell.epochs:  # after the last one the results are written instead
             checkpoint.save(
@@ -362,10 +366,12 @@ def fit(
                     "wall_s": result.earlier_wall_s + time.time() - started_at,
                 },
             )
+    startup.last_step()
     if probe and first_epoch < cell.epochs:
         result.conditions = probe.stop(run_window, gpu=True)
     if weights is not None and distributed.is_writer():  # for inference accuracy by precision
         checkpoint.save_weights(weights, runner.model, cell.cell_id())
+    startup.mark("weights")
     return result
 
 
