@@ -128,3 +128,35 @@ def test_o2_moves_gradients_and_weights_in_foreach_kernels_not_one_per_parameter
     for master, param in zip(runner.master_params, runner.model_params, strict=True):
         assert torch.equal(master.detach().to(param.dtype), param.detach())
         assert master.grad.dtype == torch.float32 and master.grad.shape == param.shape
+
+
+def test_o2_copies_in_dtype_homogeneous_foreach_groups():
+    """O2 keeps batch norm fp32 beside fp16 weights: each ``_foreach_copy_`` list is one dtype
+    pair (a mixed list takes the slow path at best), and every parameter is in one group."""
+    from tests.op_log import OpLog
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 1), nn.BatchNorm2d(4), nn.Flatten(), nn.Linear(16, 3))
+    runner = TrainingStep(model, precision.get("O2"), CPU, lr=0.1, momentum=0.9, weight_decay=0)
+    groups = runner.copy_back
+    assert len(groups) == 2
+    for targets, sources in groups:
+        assert len({t.dtype for t in targets}) == 1 and len({s.dtype for s in sources}) == 1
+    assert {targets[0].dtype for targets, _ in groups} == {torch.float16, torch.float32}
+    assert sum(len(targets) for targets, _ in groups) == len(runner.model_params)
+    images = runner.prepare_inputs(torch.randn(4, 3, 2, 2))
+    targets = torch.randint(0, 3, (4,))
+    runner.step(images, targets)
+    with OpLog() as log:
+        runner.step(images, targets)
+    assert log.names().count("aten._foreach_copy_.default") == 4  # two groups, each way
+    for master, param in zip(runner.master_params, runner.model_params, strict=True):
+        assert torch.equal(master.detach().to(param.dtype), param.detach())
+
+
+def test_sgd_is_fused_on_cuda_only():
+    """Fused SGD takes GradScaler's scale and inf flag on the device (no per-step sync)."""
+    from nettebench.training.step import optimizer_options
+
+    assert optimizer_options(torch.device("cuda", 0)) == {"fused": True}
+    assert optimizer_options(torch.device("cpu")) == {}

@@ -49,3 +49,25 @@ def test_auto_batch_size_trials_of_a_compiled_cell_run_eager(monkeypatch):
     )  # fmt: skip
     assert fit.choose_batch_size(cell, torch.device("cpu"), 3, reserve_bytes=2**20) == 2
     assert compiled == []
+
+
+def test_the_cached_paths_scratch_is_loader_memory_like_the_store():
+    """The CPU twin of the GPU path (device_loaders on the CPU): after a batch of each split,
+    the gathered batch and the transform's intermediates are the loaders' device memory,
+    subtracted from peak memory with the store (pil's loader memory is on the host)."""
+    from nettebench.data.cached import loader_device_mb
+
+    store = MemoryStore(train=6, val=4)
+    common = {"image_size": OUT, "batch_size": 2, "device": torch.device("cpu")}
+    loaders = device_loaders(store, channels_last=False, placement=RESIDENT, **common)
+    next(iter(loaders.train))
+    next(iter(loaders.val))
+    scratch = loaders.train.scratch_bytes() + loaders.val.scratch_bytes()
+    gathered = loaders.train.gathered.nbytes + loaders.val.gathered.nbytes
+    buffers = [*loaders.train.transform.buffers.tensors.values()]
+    assert buffers and scratch >= gathered + sum(t.nbytes for t in buffers)
+    cuda = torch.device("cuda", 0)  # the accounting a GPU does (no GPU needed to compute it)
+    assert loader_device_mb(loaders, cuda) * 2**20 == store_bytes(store) + scratch
+    assert loader_device_mb(loaders, torch.device("cpu")) == 0.0
+    workers = _cpu_loaders(store, image_size=OUT, batch_size=2, workers=0, channels_last=False)
+    assert loader_device_mb(workers, cuda) == 0.0  # no device scratch, no store

@@ -288,6 +288,11 @@ class _Buffers:
         self.tensors: dict[str, torch.Tensor] = {}
         self.index: torch.Tensor | None = None
 
+    def nbytes(self) -> int:
+        """What the scratch holds now (device memory on a GPU: loader memory, not training's)."""
+        extra = [] if self.index is None else [self.index]
+        return sum(tensor.nbytes for tensor in [*self.tensors.values(), *extra])
+
     def get(self, name: str, shape, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
         tensor = self.tensors.get(name)
         if tensor is None or tensor.shape != shape or tensor.dtype != dtype:

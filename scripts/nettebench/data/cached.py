@@ -116,6 +116,12 @@ class CachedSplit:
                 images = self.transform(batch)
             yield images, targets
 
+    def scratch_bytes(self) -> int:
+        """The split's reusable buffers on its device: the gathered batch and the transform's
+        intermediates (never a batch handed out)."""
+        gathered = 0 if self.gathered is None else self.gathered.nbytes
+        return gathered + self.transform.buffers.nbytes()
+
     def _resident(self, order: torch.Tensor):
         if self.device.type == "cuda":  # one asynchronous upload per epoch, from pinned memory
             order = order.pin_memory().to(self.device, non_blocking=True)
@@ -318,6 +324,18 @@ def _store_loaders(store, split, generator: torch.Generator, placement: str, dev
         placement=placement,
         device_bytes=device_bytes,
     )
+
+
+def loader_device_mb(loaders, device: torch.device) -> float:
+    """The device memory the loaders hold apart from the training (MB): a resident store and
+    the cached path's scratch buffers (:meth:`CachedSplit.scratch_bytes`), so that peak memory
+    less this compares ``pil`` and ``cached`` alike (pil's loader memory is on the host). 0 on a
+    CPU, where both are host memory."""
+    if device.type != "cuda":
+        return 0.0
+    splits = (loaders.train, loaders.val)
+    scratch = sum(split.scratch_bytes() for split in splits if hasattr(split, "scratch_bytes"))
+    return (loaders.device_bytes + scratch) / 2**20
 
 
 def store_bytes(store) -> int:

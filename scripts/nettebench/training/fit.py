@@ -26,7 +26,13 @@ import torch
 from tqdm import tqdm
 
 from nettebench.data import store, store_build, val_sample
-from nettebench.data.cached import RESIDENT, build_cached_loaders, resolve_placement, store_bytes
+from nettebench.data.cached import (
+    RESIDENT,
+    build_cached_loaders,
+    loader_device_mb,
+    resolve_placement,
+    store_bytes,
+)
 from nettebench.data.pil import build_pil_loaders
 from nettebench.models.build import build_model
 from nettebench.records import conditions, spread
@@ -57,7 +63,7 @@ class FitResult:
     compile_s: float | None = None  # the torch.compile warm-up (compile: true), else None
     placement: str | None = None  # loader cached: "resident" or "streamed"; None for pil
     conditions: dict[str, Any] | None = None  # what else the machine did during the epochs
-    store_mem_mb: float | None = None  # a resident store's device memory, not in peak_mem_mb
+    store_mem_mb: float | None = None  # the loader's device memory (store, scratch), not in peak
 
 
 def lr_at(cell: CellSpec, epoch: int, batch_size: int) -> float:
@@ -347,7 +353,7 @@ def fit(
             pad_to=val_padding(cell, device, local_batch),
         )
         val = distributed.combine_val(val, loaders.val)
-        peak_mb = peak_memory_mb(device) - store_mb
+        peak_mb = peak_memory_mb(device) - loader_device_mb(loaders, device)
         rows.append(epoch_row(epoch + 1, lr, train, val, peak_mb, steps_per_epoch))
         if probe:
             rows[-1].update(conditions.epoch_columns(probe.stop(epoch_window)))
@@ -367,6 +373,7 @@ def fit(
                 },
             )
     startup.last_step()
+    result.store_mem_mb = loader_device_mb(loaders, device) or result.store_mem_mb
     if probe and first_epoch < cell.epochs:
         result.conditions = probe.stop(run_window, gpu=True)
     if weights is not None and distributed.is_writer():  # for inference accuracy by precision
