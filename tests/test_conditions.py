@@ -202,6 +202,25 @@ def test_another_process_on_the_jobs_gpu_is_interference_the_job_itself_is_not()
     assert "used the GPU (up to 55% SM)" in found["interference_reasons"][-1]
 
 
+def test_in_the_background_nvidia_smi_costs_the_window_nothing_and_is_filled_in():
+    """The trainer's probe: start() and stop() return at once while a slow nvidia-smi runs;
+    settle() fills the same summary the synchronous probe gives."""
+    import time
+
+    def slow(*args):
+        time.sleep(0.4)
+        return _fake_smi(*args)
+
+    probe = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0), smi=slow, background=True)
+    began = time.perf_counter()
+    found = probe.stop(probe.start(gpu=True), gpu=True)
+    assert time.perf_counter() - began < 0.3  # three 0.4 s queries, none waited for
+    assert "wall_s" in found and found.get("gpu_other_processes") is None
+    C.settle()
+    assert found["gpu_other_processes"] == 1 and found["gpu_other_util"] == 55.0
+    assert found["interference"] is True
+
+
 def test_hidden_processes_are_said_to_be_hidden():
     """In a container nvidia-smi lists no processes at all, not even ours: not visible."""
     probe = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0), smi=lambda *a: "")

@@ -14,7 +14,10 @@ The difference gives the CPU time *other* processes took on the job's CPUs (busy
 minus the job's own), the share of those CPUs' time stolen by the hypervisor, and a verdict:
 ``interference`` with its reasons, or not. Thresholds are the constants below. Reading the
 files costs well under a millisecond and happens outside the timed regions; ``nvidia-smi`` runs
-only at the edges of a job's whole window, never per epoch.
+only at the edges of a job's whole window, never per epoch, and with ``background=True`` (the
+trainer's probe) in a thread of its own: the window's summary is returned at once and its GPU
+part filled in when the query is back; :func:`settle` waits for every such query (the trainer
+calls it before writing its record), so nvidia-smi costs the cell's wall time nothing.
 
 Only the standard library: the trainer, the ceiling and the profiler use this without the
 report, and the report reads the resulting dictionaries without torch.
@@ -23,6 +26,7 @@ report, and the report reads the resulting dictionaries without torch.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -199,6 +203,7 @@ class Snapshot:
     gpu_elsewhere: int | None = None  # MIG: processes listed for the parent GPU only (unjudged)
     own_pids: set[int] = field(default_factory=set)
     unix: float | None = None  # time.time(), to find windows of two jobs that overlapped
+    gpu_query: threading.Thread | None = None  # the GPU part's nvidia-smi, when asked
 
 
 def summarize(start: Snapshot, end: Snapshot, *, clock_ticks: int = _CLOCK_TICKS) -> dict[str, Any]:
@@ -319,8 +324,10 @@ class Probe:
         pid: int | None = None,
         cpus: Iterable[int] | None = None,
         smi: Callable[..., str | None] = _nvidia_smi,
+        background: bool = False,
     ) -> None:
         self.gpu = gpu
+        self.background = background
         self.proc = proc
         self.pid = os.getpid() if pid is None else pid
         if cpus is None:
@@ -331,7 +338,7 @@ class Probe:
         self.cpus = None if cpus is None else set(cpus)
         self._smi = smi
 
-    def snapshot(self, *, gpu: bool = False, gpu_util: bool = False) -> Snapshot:
+    def snapshot(self, *, gpu: bool = False, gpu_util: bool = False, wait: bool = True) -> Snapshot:
         stat = parse_proc_stat(_read(f"{self.proc}/stat") or "")
         cpus = {c: t for c, t in stat.items() if self.cpus is None or c in self.cpus}
         stats = read_process_stats(self.proc)
@@ -346,7 +353,15 @@ class Probe:
             own_pids=tree_pids(self.pid, stats),
         )
         if gpu and self.gpu is not None:
-            self._gpu_snapshot(snap, want_util=gpu_util, visible=set(stats))
+            query = threading.Thread(
+                target=self._gpu_snapshot, args=(snap,),
+                kwargs={"want_util": gpu_util, "visible": set(stats)},
+                name="nettebench-nvidia-smi", daemon=True,
+            )  # fmt: skip
+            query.start()
+            snap.gpu_query = query
+            if wait:
+                query.join()
         return snap
 
     def _gpu_snapshot(self, snap: Snapshot, *, want_util: bool, visible: set[int]) -> None:
@@ -383,10 +398,43 @@ class Probe:
             }
 
     def start(self, *, gpu: bool = False) -> Snapshot:
-        return self.snapshot(gpu=gpu)
+        return self.snapshot(gpu=gpu, wait=not self.background)
 
     def stop(self, started: Snapshot, *, gpu: bool = False) -> dict[str, Any]:
-        return summarize(started, self.snapshot(gpu=gpu, gpu_util=gpu))
+        """The window's summary; in the background, GPU queries pending, filled in later
+        (:func:`settle`): the CPU part is final at once."""
+        ended = self.snapshot(gpu=gpu, gpu_util=gpu, wait=not self.background)
+        pending = [s.gpu_query for s in (started, ended) if s.gpu_query is not None]
+        if not any(query.is_alive() for query in pending):
+            return summarize(started, ended)
+        found = summarize(_without_gpu(started), _without_gpu(ended))
+
+        def complete() -> None:
+            for query in pending:
+                query.join()
+            found.update(summarize(started, ended))
+
+        finisher = threading.Thread(target=complete, name="nettebench-conditions", daemon=True)
+        finisher.start()
+        _PENDING.append(finisher)
+        return found
+
+
+_PENDING: list[threading.Thread] = []
+
+
+def settle(timeout: float = 30.0) -> None:
+    """Until every background GPU query has filled its window's summary in."""
+    while _PENDING:
+        _PENDING.pop().join(timeout)
+
+
+def _without_gpu(snap: Snapshot) -> Snapshot:
+    """``snap`` as if the GPU had not been asked (a query still running)."""
+    return Snapshot(
+        clock=snap.clock, cpus=snap.cpus, own_ticks=snap.own_ticks, loadavg=snap.loadavg,
+        throttled_usec=snap.throttled_usec, own_pids=snap.own_pids, unix=snap.unix,
+    )  # fmt: skip
 
 
 def epoch_columns(summary: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -168,6 +168,7 @@ def run_cell(
         extra_files = tuple(after_epochs(device, record, _measured_s(result)) or ())
     if not distributed.writes_results(result["status"]):  # rank 0 writes a data-parallel cell's
         return distributed.rank_record(record, result, started_at)
+    conditions.settle()  # nvidia-smi's queries at the epochs' edges, run beside them
     startup.waited("environment", collecting)
     record["startup"] = startup.summary(result["rows"])
     record = outcome.finish(
@@ -218,7 +219,9 @@ def _train(
             data_path=data,
             store_dir=store_dir,
             stop=stop,
-            probe=conditions.Probe(gpu=conditions.gpu_target(device), pid=distributed.job_pid()),
+            probe=conditions.Probe(
+                gpu=conditions.gpu_target(device), pid=distributed.job_pid(), background=True
+            ),
             resume_key=key,
             weights=None if weights is None else Path(weights),
         )
