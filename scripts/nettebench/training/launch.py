@@ -33,11 +33,6 @@ import time
 import uuid
 from pathlib import Path
 
-from torch.distributed import run as torchrun
-from torch.distributed.elastic.multiprocessing.api import SignalException
-from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-from torch.distributed.launcher.api import elastic_launch
-
 from nettebench.records import files as records
 from nettebench.study.outputs import METRICS_FILE
 from nettebench.training import checkpoint
@@ -91,6 +86,12 @@ def prepare(cell, threads: int | None) -> None:
 
 def launch(prog: str, argv: list[str] | None, cell, threads: int | None, out_dir) -> int:
     """Run the cell's ``cell.processes`` processes; the job's exit status (module docstring)."""
+    # torchrun's elastic agent (~0.1 s of imports): only a cell of several processes needs it
+    from torch.distributed import run as torchrun
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import elastic_launch
+
     argv = sys.argv[1:] if argv is None else list(argv)
     args = torchrun_args(module_of(prog), argv, cell.processes, threads)
     print(f"data-parallel: torchrun {shlex.join(args)}", file=sys.stderr, flush=True)
@@ -125,7 +126,7 @@ def _recorded_outcome(out_dir, started: float) -> str | None:
     return json.loads(path.read_text()).get("status")
 
 
-def _failed(cell, out_dir, error: ChildFailedError, started: float) -> int:
+def _failed(cell, out_dir, error, started: float) -> int:
     status = _recorded_outcome(out_dir, started)
     if status is not None and status != records.STATUS_OK:
         print(f"{status}: {cell.path()} (recorded by the process it happened in)", file=sys.stderr)
