@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -62,6 +63,28 @@ def test_layout_counts_and_dataset_json(quick):
             assert len(names) == per_class
             assert all(n.startswith(folder.name + "_") and n.endswith(".JPEG") for n in names)
     assert load_data_root(out).classes == tuple(IMAGENETTE_WNIDS)
+
+
+def test_the_content_digest_is_a_local_folders_and_keys_the_store_without_a_walk(
+    quick, monkeypatch
+):
+    """files_sha256, taken as the images were written, is what checking the tree as a local
+    folder computes; the store keys on it (no stat of every image per cached cell)."""
+    from nettebench.data import store
+    from nettebench.datasets.images import check_images
+
+    out, info = quick
+    checked = check_images(out / "data", info["classes"], jobs=1)
+    assert info["files_sha256"] == checked.files_sha256
+    real_stat = os.stat
+
+    def stat(path, *args, **kwargs):
+        assert not str(path).endswith(".JPEG"), f"stat-ed an image: {path}"
+        return real_stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", stat)
+    source = store.source_of(out / "dataset.json")
+    assert source == {"kind": "files_sha256", "value": info["files_sha256"]}
 
 
 def test_shortest_side_is_size_and_the_other_within_one_and_a_half(quick):

@@ -140,10 +140,14 @@ def test_store_is_current_tracks_resolution_policy_and_data(tmp_path):
     assert st.store_is_current(out, data / "dataset.json", RES)
     assert not st.store_is_current(out, data, RES + 8, "shorter_side")
     assert not st.store_is_current(out, data, RES, "stretch")
-    # a new image in the tree changes the fingerprint (synthetic trees record no sha256)
+    # a synthetic tree is keyed by the content digest its generation recorded (as an archive
+    # by its sha256): other images, another key; a bare tree (no dataset.json) by its files
+    generate(data, name="tiny", size=48, train_images=20, val_images=10, seed=2, jobs=1)
+    assert not st.store_is_current(out, data, RES, "shorter_side")
+    sb.build_store(data / "data", out, resolution=RES, jobs=1, progress=False)
     class_dir = next((data / "data" / "train").iterdir())
     Image.new("RGB", (48, 48)).save(class_dir / "extra.JPEG")
-    assert not st.store_is_current(out, data, RES, "shorter_side")
+    assert not st.store_is_current(out, data / "data", RES, "shorter_side")
 
 
 def test_archive_sha256_is_the_source(tmp_path):

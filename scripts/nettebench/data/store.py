@@ -101,15 +101,19 @@ def list_images(split_dir: str | os.PathLike[str], classes: tuple[str, ...] | li
 def source_of(data_root_path: str | os.PathLike[str]) -> dict[str, str]:
     """What the store was built from: ``{"kind": ..., "value": ...}``.
 
-    The dataset.json's archive ``sha256`` when it records one (kind ``archive_sha256``);
-    otherwise a sha256 over every image's relative path, size and mtime (kind
-    ``file_fingerprint``), so adding, removing, replacing or touching an image changes it.
+    The dataset.json's archive ``sha256`` when it records one (kind ``archive_sha256``), else
+    its tree's content digest (``files_sha256``: a synthetic dataset's, taken as it was
+    generated, or a local folder's, taken when it was checked); otherwise a sha256 over every
+    image's relative path, size and mtime (kind ``file_fingerprint``), so adding, removing,
+    replacing or touching an image changes it.
     """
     info_path = _info_path(data_root_path)
     if info_path is not None:
-        sha = read_info(info_path).get("sha256")
-        if sha:
-            return {"kind": "archive_sha256", "value": str(sha)}
+        info = read_info(info_path)
+        if info.get("sha256"):
+            return {"kind": "archive_sha256", "value": str(info["sha256"])}
+        if info.get("files_sha256"):  # a synthetic or local tree's content, digested once
+            return {"kind": "files_sha256", "value": str(info["files_sha256"])}
     data_root = load_data_root(data_root_path)
     digest = hashlib.sha256()
     for split in SPLITS:

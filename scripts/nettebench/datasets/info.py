@@ -18,8 +18,8 @@ alone. Its keys (``INFO_KEYS``)::
     skipped_images list  (optional: only when some were) images left out because they do not decode
                          (``bad_images: skip``): {path: under root, error, source: archive
                          member or file}; the counts above leave them out
-    files_sha256   str   (optional: a local folder's, kind "directory") sha256 over every image's
-                         path under root and the sha256 of its bytes, in ImageFolder order
+    files_sha256   str   (optional: a local folder's or a synthetic tree's) sha256 over every
+                         image's path under root and the sha256 of its bytes, in ImageFolder order
                          (:func:`.images.check_images`): the folder's identity, where an archive's
                          is its ``sha256``
 

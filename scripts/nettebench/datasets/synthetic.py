@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import colorsys
+import hashlib
 import io
 import math
 import multiprocessing
@@ -46,6 +47,7 @@ from nettebench.records.atomic import install_tree, make_work_dir, remove_tree
 
 from .errors import DatasetError, report
 from .info import INFO_FILE, TreeStats, remove_stale_trees, write_info
+from .walk import tree_images
 
 GENERATOR_VERSION = 1  # bump when a change alters the pixels, so old trees are not mistaken
 IMAGENETTE_WNIDS = (
@@ -185,16 +187,19 @@ def encode_jpeg(pixels: np.ndarray) -> bytes:
     return buffer.getvalue()
 
 
-def _write_one(task: tuple[str, int], *, work: str, names: list[str], size: int, seed: int) -> None:
-    """Render and write one image (runs in a worker process)."""
+def _write_one(task: tuple[str, int], *, work: str, names: list[str], size: int, seed: int):
+    """Render and write one image (runs in a worker process); its path in the tree and the
+    sha256 of its bytes."""
     split, index = task
     label = index % len(names)
     pixels = render(
         label=label, num_classes=len(names), size=size, seed=seed, split=split, index=index
     )
-    path = os.path.join(work, split, names[label], f"{names[label]}_{index:06d}.JPEG")
-    with open(path, "wb") as handle:
-        handle.write(encode_jpeg(pixels))
+    rel = f"{split}/{names[label]}/{names[label]}_{index:06d}.JPEG"
+    data = encode_jpeg(pixels)
+    with open(os.path.join(work, rel), "wb") as handle:
+        handle.write(data)
+    return rel, hashlib.sha256(data).hexdigest()
 
 
 def default_jobs() -> int:
@@ -236,16 +241,19 @@ def generate(
                 (work / split / wnid).mkdir(parents=True)
         worker = partial(_write_one, work=str(work), names=names, size=size, seed=seed)
         disable = None if progress is None else not progress
+        digests = {}
         with tqdm(total=len(tasks), unit="img", desc=f"{name}: generating", disable=disable) as bar:
             if jobs == 1:
                 for task in tasks:
-                    worker(task)
+                    digests.update([worker(task)])
                     bar.update()
             else:
                 chunk = max(1, min(64, len(tasks) // (jobs * 8)))
                 with multiprocessing.Pool(jobs) as pool:
-                    for _ in pool.imap_unordered(worker, tasks, chunksize=chunk):
+                    for rel, sha in pool.imap_unordered(worker, tasks, chunksize=chunk):
+                        digests[rel] = sha
                         bar.update()
+        files_sha256 = content_digest(work, names, digests)
         install_tree(work, out_dir / TREE)
     except OSError as exc:
         raise DatasetError(f"could not write the synthetic dataset into {out_dir}: {exc}") from exc
@@ -272,7 +280,20 @@ def generate(
             "jpeg_quality": JPEG_QUALITY,
         },
         stats=TreeStats(tuple(sorted(names)), train_images, val_images),
+        files_sha256=files_sha256,
     )
+
+
+def content_digest(root: Path, names: list[str], digests: dict[str, str]) -> str:
+    """dataset.json's ``files_sha256``, as a local folder's (:mod:`.images`): a sha256 over
+    every image's path and the sha256 of its bytes, in ImageFolder's order; from the digests
+    taken as the images were written, so a cached cell keys its store on it without reading
+    or stat-ing the tree."""
+    digest = hashlib.sha256()
+    for path in tree_images(root, names):
+        rel = Path(path).relative_to(root).as_posix()
+        digest.update(f"{rel}\t{digests[rel]}\n".encode())
+    return digest.hexdigest()
 
 
 def _check_arguments(
