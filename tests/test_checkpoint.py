@@ -141,3 +141,26 @@ def test_removing_a_checkpoint_that_is_not_there_is_no_error(tmp_path):
     """A cell of one epoch never saved one; its results are written all the same."""
     checkpoint.remove(tmp_path)
     assert checkpoint.discard_stale(tmp_path, KEY, retrain=True) == []
+
+
+def test_on_a_gpu_a_checkpoint_is_due_at_most_every_few_seconds(tmp_path, monkeypatch):
+    """Epochs under a second on a GPU: the first epoch's checkpoint, then one per GPU_EVERY_S;
+    a stop reports the epochs the checkpoint holds, not those run since. A CPU saves every one."""
+    import torch
+
+    from nettebench.training import checkpoint
+
+    clock = [100.0]
+    monkeypatch.setattr(checkpoint.time, "monotonic", lambda: clock[0])
+    cuda, cpu = torch.device("cuda", 0), torch.device("cpu")
+    assert checkpoint.load(tmp_path, {"cell": "c"}) is None  # a cell's epochs begin
+    assert checkpoint.due(cuda) and checkpoint.saved_epochs([1, 2]) == 2
+    checkpoint.save(tmp_path, {"key": {"cell": "c"}, "rows": [1]})
+    clock[0] += checkpoint.GPU_EVERY_S / 2
+    assert not checkpoint.due(cuda) and checkpoint.due(cpu)
+    assert checkpoint.saved_epochs([1, 2, 3]) == 1
+    clock[0] += checkpoint.GPU_EVERY_S / 2
+    assert checkpoint.due(cuda)
+    checkpoint.wait()
+    assert checkpoint.load(tmp_path, {"cell": "c"})["rows"] == [1]
+    assert checkpoint.saved_epochs([1, 2]) == 1 and checkpoint.due(cuda)  # a resumed run

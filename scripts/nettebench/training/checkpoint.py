@@ -14,10 +14,14 @@ serialised, written and fsynced by a thread of its own while the next epoch trai
 the CPU twin (resnet18 weights + SGD momentum, 89.5 MB, to a local disk, load average ~14 on 2
 cores): a synchronous save took 476 ms (median of 7), the host copy 213 ms, a load 238 ms; an
 H200 cell of 10 epochs of a few seconds each would pay ~9 x 0.4 s, about a tenth of its wall
-time, where the copy to the host (~10 ms per save over PCIe) is what remains. Every epoch keeps
-its checkpoint, so a kill costs at most one epoch. One write at a time, in order: a save, a
-load or a removal first waits for the write before it (:func:`wait`), so a removal after the
-results never sees a checkpoint reappear.
+time, where the copy to the host (~10 ms per save over PCIe) and the serialising thread beside
+the training loop remain. So on a GPU, where an epoch can take under a second, a checkpoint is
+written at most every :data:`GPU_EVERY_S` seconds (:func:`due`: the first epoch's always), and a
+kill costs at most that much; on a CPU every epoch keeps its checkpoint. What a stop reports is
+the epochs the checkpoint on disk holds (:func:`saved_epochs`), and a rerun resumes from those,
+so the results are the same either way (every epoch is seeded from (seed, epoch)). One write at
+a time, in order: a save, a load or a removal first waits for the write before it
+(:func:`wait`), so a removal after the results never sees a checkpoint reappear.
 
 A checkpoint carries the result's key (:func:`nettebench.training.validity.key`), the same one
 ``finished.json`` is matched on: a rerun continues from it only when nothing the result depends
@@ -42,6 +46,7 @@ from nettebench.records.atomic import open_atomic
 from nettebench.training import startup, validity
 
 CHECKPOINT_FILE = "checkpoint.pt"
+GPU_EVERY_S = 10.0  # on a GPU, at most one checkpoint per this many seconds
 # What records.atomic.open_atomic names the file it streams into until the rename.
 TEMPORARY_PATTERN = f".{CHECKPOINT_FILE}.*.tmp"
 
@@ -65,7 +70,22 @@ def save(out_dir: str | os.PathLike, state: dict[str, Any]) -> Path:
     if _WRITER["pool"] is None:
         _WRITER["pool"] = ThreadPoolExecutor(1, thread_name_prefix="nettebench-checkpoint")
     _WRITER["pending"] = _WRITER["pool"].submit(_write, path, snapshot)
+    _WRITER["saved_at"], _WRITER["epochs"] = time.monotonic(), len(state.get("rows") or ())
     return path
+
+
+def due(device, every_s: float = GPU_EVERY_S) -> bool:
+    """Whether the epoch that just ended is checkpointed: always on a CPU; on a GPU the first
+    of this run, then once ``every_s`` seconds have passed since the last save."""
+    if device.type != "cuda" or _WRITER["saved_at"] is None:
+        return True
+    return time.monotonic() - _WRITER["saved_at"] >= every_s
+
+
+def saved_epochs(rows: list) -> int:
+    """The epochs the cell's checkpoint holds (for the line a stop prints): those of the last
+    save or load of this run, else ``len(rows)``."""
+    return len(rows) if _WRITER["epochs"] is None else _WRITER["epochs"]
 
 
 def wait() -> None:
@@ -78,7 +98,7 @@ def wait() -> None:
 
 # The one writer thread and its pending write (non-daemon: a process exiting after an
 # interruption finishes the write first).
-_WRITER: dict[str, Any] = {"pool": None, "pending": None}
+_WRITER: dict[str, Any] = {"pool": None, "pending": None, "saved_at": None, "epochs": None}
 
 
 def _write(path: Path, state: dict[str, Any]) -> Path:
@@ -101,14 +121,17 @@ def _host_copy(value: Any) -> Any:
 
 
 def load(out_dir: str | os.PathLike, key: dict[str, Any]) -> dict[str, Any] | None:
-    """The cell's checkpoint, or None when there is none or it was written under another key."""
+    """The cell's checkpoint, or None when there is none or it was written under another key.
+    Called as a cell's epochs begin: :func:`due` and :func:`saved_epochs` start over."""
     wait()
+    _WRITER["saved_at"] = _WRITER["epochs"] = None
     path = Path(out_dir) / CHECKPOINT_FILE
     if not path.is_file():
         return None
     state = torch.load(path, map_location="cpu", weights_only=False)
     if validity.first_difference(state.get("key"), key) is not None:
         return None
+    _WRITER["epochs"] = len(state.get("rows") or ())
     return state
 
 

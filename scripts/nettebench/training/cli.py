@@ -231,7 +231,7 @@ def _train(
     except ApexUnsupported as error:
         return {"rows": rows, "status": records.STATUS_UNSUPPORTED, "message": str(error)}
     except Interrupted as interrupted:
-        interrupted.epochs_done = len(rows)
+        interrupted.epochs_done = checkpoint.saved_epochs(rows)
         raise
     except Exception as error:
         if stop is None or stop.requested is None:

@@ -361,7 +361,7 @@ def fit(
             continue  # rank 0 writes a data-parallel cell's epochs and checkpoints
         startup.timed("writing", records.write_epochs, out_dir, rows)
         log_epoch(cell, rows[-1])
-        if epoch + 1 < cell.epochs:  # after the last one the results are written instead
+        if epoch + 1 < cell.epochs and checkpoint.due(device):  # the last: results instead
             checkpoint.save(
                 out_dir,
                 {
