@@ -71,3 +71,17 @@ def test_the_cached_paths_scratch_is_loader_memory_like_the_store():
     assert loader_device_mb(loaders, torch.device("cpu")) == 0.0
     workers = _cpu_loaders(store, image_size=OUT, batch_size=2, workers=0, channels_last=False)
     assert loader_device_mb(workers, cuda) == 0.0  # no device scratch, no store
+
+
+def test_a_resident_stores_upload_in_staged_chunks_copies_every_row():
+    """The GPU's pinned, chunked upload of a memmap-backed store, run on the CPU (two staging
+    buffers, refilled in turn): every row arrives, whatever the chunk and row counts."""
+    from nettebench.data.streaming import staged_copy, upload
+
+    store = MemoryStore(train=7, val=4)
+    images = torch.from_numpy(store.train)
+    row = images[0].numel()
+    for chunk_rows in (1, 2, 3, 7, 50):
+        copied = staged_copy(images, torch.device("cpu"), chunk_bytes=chunk_rows * row, pin=False)
+        assert copied.data_ptr() != images.data_ptr() and torch.equal(copied, images)
+    assert torch.equal(upload(images, torch.device("cpu")), images)  # the CPU path: .to()

@@ -38,7 +38,7 @@ from torchvision.transforms import RandomResizedCrop
 from nettebench.data import augment
 from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD, Loaders, _seed_worker
 from nettebench.data.shards import Shard
-from nettebench.data.streaming import RING_SLOTS, stream_to_device
+from nettebench.data.streaming import RING_SLOTS, stream_to_device, upload
 from nettebench.study.cell import VAL_RESIZE_RATIO
 
 # Use at most this share of the free device memory for the store (the rest is for training).
@@ -419,7 +419,7 @@ def device_loaders(
 
     def split(images, labels, train: bool, sizes=None) -> CachedSplit:
         return CachedSplit(
-            images=_as_tensor(images).to(home),
+            images=upload(_as_tensor(images), home),  # pinned chunks on a GPU
             labels=_as_tensor(labels).to(home),
             batch_size=batch_size,
             image_size=image_size,

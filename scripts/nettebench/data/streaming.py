@@ -194,3 +194,48 @@ def stream_to_device(
     finally:
         stager.close()
         ring.close()
+
+
+UPLOAD_CHUNK_BYTES = 64 * 2**20  # one pinned staging buffer of a resident store's upload
+
+
+def upload(
+    array: torch.Tensor, device: torch.device, *, chunk_bytes: int = UPLOAD_CHUNK_BYTES
+) -> torch.Tensor:
+    """``array`` (a tensor over the store's memmap) copied whole to ``device``, for a store
+    resident there. On a GPU through two pinned staging buffers of ``chunk_bytes``: the host
+    reads chunk k + 1 from the memmap while the copy engine moves chunk k, each copy
+    asynchronous from pinned memory (a pageable ``.to(cuda)`` of 3.5 GB is a staged copy the
+    driver does chunk by chunk with the CPU waiting on each). Elsewhere ``array.to(device)``,
+    unchanged; :func:`staged_copy` is the same logic, which the tests run on a CPU."""
+    if device.type != "cuda" or array.numel() == 0:
+        return array.to(device)
+    return staged_copy(array, device, chunk_bytes=chunk_bytes, pin=True)
+
+
+def staged_copy(
+    array: torch.Tensor, device: torch.device, *, chunk_bytes: int, pin: bool
+) -> torch.Tensor:
+    """Rows of ``array`` to ``device`` in chunks of about ``chunk_bytes`` through two staging
+    buffers (pinned with ``pin``); a buffer is refilled once the copy that read it is done."""
+    rows = max(1, chunk_bytes // max(1, array[0].numel() * array.element_size()))
+    target = torch.empty(array.shape, dtype=array.dtype, device=device)
+    cuda = device.type == "cuda"
+    stages = [
+        torch.empty((min(rows, len(array)), *array.shape[1:]), dtype=array.dtype, pin_memory=pin)
+        for _ in range(2)
+    ]
+    done: list[torch.cuda.Event | None] = [None, None]
+    for index, start in enumerate(range(0, len(array), rows)):
+        slot, stop = index % 2, min(start + rows, len(array))
+        if done[slot] is not None:
+            done[slot].synchronize()  # the copy that last read this buffer has finished
+        stage = stages[slot][: stop - start]
+        stage.copy_(array[start:stop])  # the host's part: read from the memmap
+        target[start:stop].copy_(stage, non_blocking=cuda)
+        if cuda:
+            done[slot] = torch.cuda.Event()
+            done[slot].record()
+    if cuda:
+        torch.cuda.current_stream(device).synchronize()  # the store is whole before its use
+    return target
