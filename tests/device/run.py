@@ -413,7 +413,7 @@ def trained(
     return Case(name, estimate_s, commands, cell_numbers(name, goal), **case)
 
 
-STORE, CACHED = ("store",), ("--loader", "cached")
+STORE, CACHED, APEX = ("store",), ("--loader", "cached"), ("store", "apex-wheel")
 CASES: list[Case] = [
     Case("data", 40, make_data),
     Case("store", 25, make_store, needs=("data",)),
@@ -444,7 +444,7 @@ CASES: list[Case] = [
     trained("resnet18-O1-pil", 15, "resnet18", "O1", "--loader", "pil", needs=("data",)),
     Case("apex-wheel", 5, install_apex),
     *(
-        Case(f"apex-{level}", 12, apex_cell(level), cell_numbers(f"apex-{level}"), needs=STORE)
+        Case(f"apex-{level}", 12, apex_cell(level), cell_numbers(f"apex-{level}"), needs=APEX)
         for level in ("O1", "O2", "O3")
     ),
     Case(

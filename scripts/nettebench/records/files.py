@@ -44,11 +44,11 @@ METRICS_KEYS = (
 )
 # Top-level keys a record may have (older records lack them and still read).
 OPTIONAL_METRICS_KEYS = (
+    "startup",  # dict | None: the start-up and wind-down by phase (training.startup)
     # dict | None: what else the machine did while the epochs ran (records.conditions
     # CONDITION_KEYS, plus "epochs_under_interference": the 1-based epochs whose own window
     # was under interference); None for a cell that trained no epoch
     "conditions",
-    "startup",  # dict | None: the start-up and wind-down by phase (training.startup)
 )
 
 # Keys of metrics.json["summary"].
