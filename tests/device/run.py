@@ -232,7 +232,7 @@ def profile(precision: str):
     return commands
 
 
-def inference(precisions: tuple[str, ...], batches: Callable[[Sizes], tuple[int, ...]]):
+def inference(name: str, precisions: tuple[str, ...], batches: Callable[[Sizes], tuple[int, ...]]):
     def commands(s: Suite) -> list[list[str]]:
         z = s.sizes
         model = "resnet18" if s.smoke else "resnet50"
@@ -244,7 +244,7 @@ def inference(precisions: tuple[str, ...], batches: Callable[[Sizes], tuple[int,
                 "--data",
                 str(s.data),
                 "--out",
-                str(s.cell_dir("inference") / f"{p}-batch{b}.json"),
+                str(s.cell_dir(name) / f"{p}-batch{b}.json"),
                 "--model",
                 model,
                 "--precision",
@@ -374,9 +374,13 @@ def profile_numbers(precision: str) -> Callable[[Suite], dict]:
     return read
 
 
-def inference_numbers(s: Suite) -> dict:
+def inference_numbers(name: str) -> Callable[[Suite], dict]:
+    return lambda s: _inference_numbers(s.cell_dir(name))
+
+
+def _inference_numbers(folder: Path) -> dict:
     parts, statuses = [], set()
-    for path in sorted((s.cell_dir("inference")).glob("*.json")):
+    for path in sorted(folder.glob("*.json")):
         record = read_json(path)
         statuses.add(record.get("status"))
         offline, stream = record.get("offline") or {}, record.get("single_stream") or {}
@@ -469,15 +473,15 @@ CASES: list[Case] = [
     Case(
         "inference-O1-batches",
         30,
-        inference(("O1",), _all),
-        inference_numbers,
+        inference("inference-O1-batches", ("O1",), _all),
+        inference_numbers("inference-O1-batches"),
         needs=("data",),
     ),
     Case(
         "inference-modes-largest",
         22,
-        inference(("fp32", "tf32", "O3", "bf16"), _largest),
-        inference_numbers,
+        inference("inference-modes-largest", ("fp32", "tf32", "O3", "bf16"), _largest),
+        inference_numbers("inference-modes-largest"),
         needs=("data",),
     ),
     trained(
