@@ -332,10 +332,10 @@ def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> i
     key = result_key(cell, args)
     try:
         retrain = finished.retrain_requested(args.retrain)
-        # weights asked for but gone: they are no result finished.json holds, so train again
-        keeps = args.weights is None or Path(args.weights).is_file()
-        if not retrain and keeps:
-            restored, said = finished.restore(args.out_dir, key)
+        if not retrain:
+            # weights asked for: no result finished.json holds, so gone means train again
+            needs = () if args.weights is None else (Path(args.weights),)
+            restored, said = finished.restore(args.out_dir, key, needs)
             if said:
                 verdict = "restored" if restored else "not restored"
                 print(f"{verdict}: {cell.path()}: {said}", file=sys.stderr, flush=True)
