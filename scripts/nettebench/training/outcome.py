@@ -26,7 +26,7 @@ from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec
 from nettebench.training import checkpoint, finished
-from nettebench.training.interrupts import StopOnSignal
+from nettebench.training.context import RunContext, Trained
 
 
 def unsupported_reason(cell: CellSpec, device: torch.device) -> str | None:
@@ -70,26 +70,21 @@ def skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
 
 def finish(
     record: dict[str, Any],
-    out_dir: Path,
-    started_at: float,
+    run: RunContext,
+    trained: Trained,
     collecting: Future,
     *,
-    rows: list[dict[str, Any]],
-    status: str,
-    message: str | None,
-    fit=None,
     ended_at: float | None = None,
-    stop: StopOnSignal | None = None,
-    stamp: dict[str, Any] | None = None,
     extra_files: tuple[Path, ...] = (),
 ) -> dict[str, Any]:
     """Write the cell's outcome; no signal cuts it short (a cell whose last epoch ended is
-    finished). ``finished.json`` first (with ``stamp``, holding the results and ``extra_files``
-    written beside them, such as the ceiling), the results, then the checkpoint goes.
-    ``ended_at`` (default: now) ends the cell's ``wall_s``."""
-    with stop.critical() if stop else contextlib.nullcontext():
-        record["status"] = status
-        record["message"] = message
+    finished). ``finished.json`` first (with ``run.stamp``, holding the results and
+    ``extra_files`` written beside them, such as the ceiling), the results, then the checkpoint
+    goes. ``ended_at`` (default: now) ends the cell's ``wall_s``."""
+    rows, fit, out_dir = trained.rows, trained.fit, run.out_dir
+    with run.stop.critical() if run.stop else contextlib.nullcontext():
+        record["status"] = trained.status
+        record["message"] = trained.message
         earlier_wall_s = 0.0
         if rows:
             record["summary"] = summary(rows)
@@ -105,16 +100,16 @@ def finish(
             record["summary"]["unstable"] = unstable_text(record["summary"], record["conditions"])
         record["environment"] = collecting.result()
         ended_at = time.time() if ended_at is None else ended_at
-        record["summary"]["wall_s"] = earlier_wall_s + ended_at - started_at
-        if stamp is not None:
+        record["summary"]["wall_s"] = earlier_wall_s + ended_at - run.started_at
+        if run.stamp is not None:
             texts = finished.result_texts(record, rows)
             texts.update(finished.file_texts(out_dir, extra_files))
-            finished.write(out_dir, stamp, texts)
+            finished.write(out_dir, run.stamp, texts)
         records.write_epochs(out_dir, rows)
         records.write_metrics(out_dir, record)
         checkpoint.remove(out_dir)
-    if message:
-        print(f"{status}: {message}", file=sys.stderr, flush=True)
+    if trained.message:
+        print(f"{trained.status}: {trained.message}", file=sys.stderr, flush=True)
     return record
 
 
