@@ -309,6 +309,23 @@ def test_a_data_parallel_cells_step_rate_counts_the_images_of_every_process(tmp_
     assert found["images"] == 2 * 16 * 4
 
 
+def test_the_plain_ddp_baseline_times_the_slowest_process_of_each_step(tmp_path, capsys):
+    """The baseline the scaling table is read against (benchmarks.ddp_plain): the same model
+    and global batch, gloo, synthetic tensors; the global batch over the median step. (Its
+    efficiency needs a 1-process run too: none here, so none is claimed.)"""
+    from nettebench.benchmarks import ddp_plain
+
+    out = tmp_path / "plain.json"
+    argv = ["--processes", "2", "--batch-size", "4", "--image-size", "32", "--steps", "2",
+            "--warmup", "1", "--threads", "2", "--out", str(out)]  # fmt: skip
+    assert ddp_plain.main(argv) == 0
+    [result] = json.loads(out.read_text())["results"]
+    assert result["processes"] == 2 and len(result["step_s"]) == 2
+    assert result["img_s"] == pytest.approx(4 / statistics.median(result["step_s"]))
+    assert result["efficiency"] is None
+    assert "2 process(es), 2 threads: " in capsys.readouterr().out
+
+
 @pytest.mark.workflow
 def test_the_workflow_submits_a_data_parallel_cell_with_a_gpu_per_process(tmp_path):
     """What the executor gets for the job (SLURM's plugin submits gpu=N as --gpus=N, mem_mb as
