@@ -323,7 +323,7 @@ def test_the_plain_ddp_baseline_times_the_slowest_process_of_each_step(tmp_path,
     assert result["processes"] == 2 and len(result["step_s"]) == 2
     assert result["img_s"] == pytest.approx(4 / statistics.median(result["step_s"]))
     assert result["efficiency"] is None
-    assert "2 process(es), 2 threads: " in capsys.readouterr().out
+    assert "2 process(es), 1 thread(s) each: " in capsys.readouterr().out
 
 
 @pytest.mark.workflow
@@ -405,6 +405,24 @@ def test_a_failed_process_is_an_error_even_beside_an_ok_metrics_json(tmp_path, c
 def test_a_stop_every_process_ended_on_is_an_interruption(tmp_path, capsys):
     assert launch._failed(cell(), tmp_path, _failure({0: 130, 1: 130}), time.time()) == 130
     assert "stopped in all 2 processes" in capsys.readouterr().err
+
+
+def test_one_process_is_a_no_op_at_every_point_of_the_seam():
+    """The trainer's one object for data parallelism (DataParallel) at one process: every point
+    hands back what it was given, and this process writes."""
+    from nettebench.training import distributed
+
+    alone = distributed.DataParallel.from_env()
+    assert alone == distributed.ALONE and alone.alone and alone.writer
+    runner, loaders, stop, train, split = (object() for _ in range(5))
+    assert alone.wrap(runner) is runner and alone.agreed(stop) is stop
+    assert alone.shard(loaders, 32) == (loaders, 32) and alone.local_batch(32) == 32
+    assert alone.combine_train(train) is train
+    assert alone.validate(runner, lambda seen: (seen, "val"), split) == (runner, "val")
+    built = []
+    alone.once(False, lambda: built.append("no"))
+    alone.once(True, lambda: built.append("yes"))
+    assert built == ["yes"]
 
 
 def test_processes_that_ran_out_of_memory_write_their_outcome_and_end(monkeypatch):

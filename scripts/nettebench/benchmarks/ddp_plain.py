@@ -11,7 +11,9 @@ one fixed batch of random tensors per process (no input pipeline), each step tim
     python -m nettebench.benchmarks.ddp_plain --processes 1 2 --model resnet18 \\
         --batch-size 32 --image-size 32 --threads 2
 
-Each process gets ``threads / processes`` torch threads, as a cell's processes do. A step's
+Each process gets ``threads / processes`` torch threads (default: every CPU this process may
+use), as a data-parallel cell's processes share their job's ``--threads`` in a local run;
+``--process-threads`` gives each a fixed number instead. A step's
 time is the slowest process's; the rate is the global batch over the median step time (warm-up
 steps left out), and the efficiency is ``img/s at N / (N x img/s at 1)``, the scaling table's
 formula. ``--out`` writes the numbers (and every step time) as JSON.
@@ -39,7 +41,7 @@ from nettebench.models.build import build_model
 
 def _rank(rank: int, world: int, init: str, options: dict[str, Any], out: str) -> None:
     """One process: DDP over gloo, its share of the global batch, every step timed."""
-    torch.set_num_threads(max(1, options["threads"] // world))
+    torch.set_num_threads(threads(options, world))
     dist.init_process_group("gloo", init_method=init, rank=rank, world_size=world)
     torch.manual_seed(rank)
     local = options["batch_size"] // world
@@ -86,6 +88,11 @@ def measure(processes: int, options: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def threads(options: dict[str, Any], processes: int) -> int:
+    """Torch threads of each of ``processes`` processes."""
+    return options["process_threads"] or max(1, options["threads"] // processes)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m nettebench.benchmarks.ddp_plain", description=__doc__.split("\n\n")[0]
@@ -99,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--warmup", type=int, default=5, help="untimed steps first")
     parser.add_argument(
         "--threads", type=int, default=None, help="torch threads of all processes together"
+    )
+    parser.add_argument(
+        "--process-threads",
+        type=int,
+        default=None,
+        help="torch threads of each process instead (tests/test_distributed.py gives 1)",
     )
     parser.add_argument("--out", default=None, help="write the numbers here as JSON")
     return parser
@@ -114,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         "steps": args.steps,
         "warmup": args.warmup,
         "threads": args.threads or len(os.sched_getaffinity(0)),
+        "process_threads": args.process_threads,
     }
     results = [measure(count, options) for count in args.processes]
     one = next((r["img_s"] for r in results if r["processes"] == 1), None)
@@ -123,7 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         efficiency = "" if one is None else f"  efficiency {result['efficiency']:.1%}"
         print(
             f"plain DDP (gloo) {args.model} batch {args.batch_size} at {args.image_size} px, "
-            f"{count} process(es), {options['threads']} threads: {result['img_s']:.1f} img/s "
+            f"{count} process(es), {threads(options, count)} thread(s) each: "
+            f"{result['img_s']:.1f} img/s "
             f"(median step {1000 * result['median_step_s']:.1f} ms){efficiency}"
         )
     if args.out:

@@ -410,6 +410,11 @@ class DataParallel:
         return cls(rank(), world_size())
 
     @property
+    def alone(self) -> bool:
+        """One process: every point leaves what it is handed as it is."""
+        return self.world == 1
+
+    @property
     def writer(self) -> bool:
         """Rank 0 writes the cell's files (epochs.csv, checkpoint, ceiling, results)."""
         return self.rank == 0
@@ -436,22 +441,28 @@ class DataParallel:
 
     def wrap(self, runner):
         """``runner``'s model in DDP (:func:`wrap`)."""
-        return wrap(runner)
+        return runner if self.alone else wrap(runner)
 
     def local_batch(self, batch_size: int) -> int:
         """This process's share of the global batch (:func:`local_batch`)."""
-        return local_batch(batch_size)
+        return batch_size if self.alone else local_batch(batch_size)
 
     def shard(self, loaders, batch_size: int):
         """(this process's share of ``loaders``, the per-process batch) (:func:`shard`)."""
+        if self.alone:
+            return loaders, batch_size
         return shard(loaders, batch_size), local_batch(batch_size)
 
     def agreed(self, stop):
         """``stop`` for the training batches, collective among the processes (:func:`agreed`)."""
-        return agreed(stop)
+        return stop if self.alone else agreed(stop)
 
     def once(self, needed: bool, build) -> None:
         """``build()`` by rank 0 alone when ``needed`` on any process, the others waiting."""
+        if self.alone:
+            if needed:
+                build()
+            return
         if any_rank(needed):
             if self.writer:
                 build()
@@ -459,11 +470,13 @@ class DataParallel:
 
     def combine_train(self, train):
         """A training epoch's numbers over every process (:func:`combine_train`)."""
-        return combine_train(train)
+        return train if self.alone else combine_train(train)
 
     def validate(self, runner, evaluate, split):
         """``evaluate(runner)`` on this process's share of ``split`` (the model DDP wraps: no
         collective), then its numbers over every process (:func:`combine_val`)."""
+        if self.alone:
+            return evaluate(runner)
         return combine_val(evaluate(local_model(runner)), split)
 
     def runs_after_epochs(self, status: str) -> bool:
