@@ -439,3 +439,41 @@ def test_processes_that_ran_out_of_memory_write_their_outcome_and_end(monkeypatc
     assert distributed.threads_share(4) == 2 and distributed.local_batch(32) == 16
     with pytest.raises(distributed.DistributedError, match="does not split over 2"):
         distributed.local_batch(33)
+
+
+def test_the_job_gives_itself_the_environment_its_processes_will_see(monkeypatch):
+    """launch.prepare, before the result's key reads the environment: each process's share of
+    the threads as OMP_NUM_THREADS and torchrun's NCCL default; nothing for one process or
+    inside a process torchrun started; a value the user set is kept."""
+    for name in ("OMP_NUM_THREADS", "TORCH_NCCL_ASYNC_ERROR_HANDLING", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    launch.prepare(cell(processes=1), 8)
+    assert "OMP_NUM_THREADS" not in os.environ
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    launch.prepare(cell(processes=4), 8)
+    assert "OMP_NUM_THREADS" not in os.environ
+    monkeypatch.delenv("LOCAL_RANK")
+    launch.prepare(cell(processes=4), 8)
+    assert os.environ["OMP_NUM_THREADS"] == "2"
+    assert os.environ["TORCH_NCCL_ASYNC_ERROR_HANDLING"] == "1"
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    launch.prepare(cell(processes=2), 8)
+    assert os.environ["OMP_NUM_THREADS"] == "3"
+
+
+def test_a_data_parallel_cell_outside_torchrun_says_how_to_start_it(monkeypatch):
+    import torch
+
+    from nettebench.training import distributed
+
+    for name in ("LOCAL_RANK", "WORLD_SIZE", "RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert distributed.world_size() == 1 and distributed.rank() == 0
+    assert distributed.launches(cell()) and not distributed.launches(cell(processes=1))
+    with pytest.raises(distributed.DistributedError, match="none runs under torchrun"):
+        distributed.join(cell(), torch.device("cpu"))
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "3")
+    assert distributed.world_size() == 3 and not distributed.launches(cell())
+    with pytest.raises(distributed.DistributedError, match="3 were started"):
+        distributed.join(cell(), torch.device("cpu"))
