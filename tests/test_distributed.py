@@ -472,8 +472,9 @@ def test_a_data_parallel_cell_outside_torchrun_says_how_to_start_it(monkeypatch)
     assert distributed.launches(cell()) and not distributed.launches(cell(processes=1))
     with pytest.raises(distributed.DistributedError, match="none runs under torchrun"):
         distributed.join(cell(), torch.device("cpu"))
+    monkeypatch.setenv("WORLD_SIZE", "3")  # not torchrun's worker without LOCAL_RANK too
+    assert distributed.world_size() == 1 and distributed.launches(cell())
     monkeypatch.setenv("LOCAL_RANK", "0")
-    monkeypatch.setenv("WORLD_SIZE", "3")
     assert distributed.world_size() == 3 and not distributed.launches(cell())
     with pytest.raises(distributed.DistributedError, match="3 were started"):
         distributed.join(cell(), torch.device("cpu"))
