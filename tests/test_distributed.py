@@ -290,8 +290,12 @@ def _combined_summary(rank: int, world: int, init: str, out: str) -> None:
     )  # fmt: skip
     train = distributed.combine_train(local)
     row = {"step_ms": spread.step_ms_text(train.step_s), "_step_images": train.step_images}
+    # should the ranks' step counts ever differ (rank 1 one step short), no collective of
+    # unequal lists: each step's images are this process's scaled by the cell's share
+    uneven = distributed._combine_steps(step_s[: 4 - rank], [16] * (4 - rank), 2.0)
     if rank == 0:
-        Path(out).write_text(json.dumps({**outcome.step_spread([row]), "images": train.images}))
+        found = {**outcome.step_spread([row]), "images": train.images, "uneven": uneven}
+        Path(out).write_text(json.dumps(found))
     dist.destroy_process_group()
 
 
@@ -307,6 +311,7 @@ def test_a_data_parallel_cells_step_rate_counts_the_images_of_every_process(tmp_
     expected = statistics.median(2 * 16 / s for s in slowest)  # 213.3 img/s
     assert found["train_img_s"] == pytest.approx(expected, rel=1e-4)
     assert found["images"] == 2 * 16 * 4
+    assert found["uneven"] == [STEP_S[0], [32.0] * 4]
 
 
 def test_the_plain_ddp_baseline_times_the_slowest_process_of_each_step(tmp_path, capsys):
