@@ -415,10 +415,10 @@ def test_a_stop_every_process_ended_on_is_an_interruption(tmp_path, capsys):
 def test_one_process_is_a_no_op_at_every_point_of_the_seam():
     """The trainer's one object for data parallelism (DataParallel) at one process: every point
     hands back what it was given, and this process writes."""
-    from nettebench.training import distributed
+    from nettebench.training import parallel
 
-    alone = distributed.DataParallel.from_env()
-    assert alone == distributed.ALONE and alone.alone and alone.writer
+    alone = parallel.DataParallel.from_env()
+    assert alone == parallel.ALONE and alone.alone and alone.writer
     runner, loaders, stop, train, split = (object() for _ in range(5))
     assert alone.wrap(runner) is runner and alone.agreed(stop) is stop
     assert alone.shard(loaders, 32) == (loaders, 32) and alone.local_batch(32) == 32

@@ -59,8 +59,8 @@ from nettebench.training.context import (
     RunOptions,
     Trained,
 )
-from nettebench.training.distributed import DataParallel
 from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_name
+from nettebench.training.parallel import DataParallel
 
 KINDS = ("matrix", "cpu_baseline")
 

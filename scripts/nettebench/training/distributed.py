@@ -1,5 +1,8 @@
 """What one process of a data-parallel cell does differently: process group, DDP, shards, sums.
 
+The trainer reaches these through one object, :class:`.parallel.DataParallel`; the benchmarks
+(the ceiling, the cell job) and the tests call them directly.
+
 A cell with ``processes: N`` (N > 1) is started by its job through torch's own launcher
 (:mod:`.launch`: torchrun's elastic agent), which runs the same command N times with ``RANK``,
 ``LOCAL_RANK`` and ``WORLD_SIZE`` set. Each of those workers trains the cell as a one-process
@@ -385,114 +388,3 @@ def after_outcome(record: dict[str, Any]) -> None:
     if world_size() > 1 and record["status"] == records.STATUS_OOM:
         raise SystemExit(OOM_EXIT)
     leave()
-
-
-@dataclasses.dataclass(frozen=True)
-class DataParallel:
-    """This process's part in a cell, as the trainer sees it: its ``rank`` of ``world``
-    processes and the few points where data parallelism changes a run. At one process
-    (:data:`ALONE`) every point leaves what it is handed as it is.
-
-    The trainer (:mod:`.cli`, :mod:`.fit`) holds one, made by :meth:`from_env` when a run
-    starts, and calls nothing else of this module: :meth:`device` and :meth:`start` (its GPU,
-    threads and process group), :meth:`wrap` (DDP), :meth:`shard` (the data and the local
-    batch), :meth:`agreed` (the stop), :meth:`combine_train` and :meth:`validate` (an epoch's
-    numbers), :attr:`writer` (who writes), :meth:`once` (a store built by one process),
-    :meth:`runs_after_epochs` and :meth:`settle` (the outcome).
-    """
-
-    rank: int = 0
-    world: int = 1
-
-    @classmethod
-    def from_env(cls) -> DataParallel:
-        """This process's part as torchrun set it (:data:`ALONE` outside torchrun)."""
-        return cls(rank(), world_size())
-
-    @property
-    def alone(self) -> bool:
-        """One process: every point leaves what it is handed as it is."""
-        return self.world == 1
-
-    @property
-    def writer(self) -> bool:
-        """Rank 0 writes the cell's files (epochs.csv, checkpoint, ceiling, results)."""
-        return self.rank == 0
-
-    @property
-    def job_pid(self) -> int | None:
-        """The root of the job's process tree for the timing conditions (:func:`job_pid`)."""
-        return job_pid()
-
-    def launches(self, cell) -> bool:
-        """Whether this command must start the cell's processes (:func:`launches`)."""
-        return launches(cell)
-
-    def device(self, device: torch.device) -> torch.device:
-        """This process's own GPU for the run's ``cuda`` (:func:`local_device`)."""
-        return local_device(device)
-
-    def start(self, cell, device: torch.device, threads: int | None) -> None:
-        """This process's share of the job's ``threads`` and its process group on ``device``
-        (:func:`join`; the device is :func:`local_device`'s already)."""
-        if threads:
-            torch.set_num_threads(threads_share(threads))
-        join(cell, device)
-
-    def wrap(self, runner):
-        """``runner``'s model in DDP (:func:`wrap`)."""
-        return runner if self.alone else wrap(runner)
-
-    def local_batch(self, batch_size: int) -> int:
-        """This process's share of the global batch (:func:`local_batch`)."""
-        return batch_size if self.alone else local_batch(batch_size)
-
-    def shard(self, loaders, batch_size: int):
-        """(this process's share of ``loaders``, the per-process batch) (:func:`shard`)."""
-        if self.alone:
-            return loaders, batch_size
-        return shard(loaders, batch_size), local_batch(batch_size)
-
-    def agreed(self, stop):
-        """``stop`` for the training batches, collective among the processes (:func:`agreed`)."""
-        return stop if self.alone else agreed(stop)
-
-    def once(self, needed: bool, build) -> None:
-        """``build()`` by rank 0 alone when ``needed`` on any process, the others waiting."""
-        if self.alone:
-            if needed:
-                build()
-            return
-        if any_rank(needed):
-            if self.writer:
-                build()
-            barrier()
-
-    def combine_train(self, train):
-        """A training epoch's numbers over every process (:func:`combine_train`)."""
-        return train if self.alone else combine_train(train)
-
-    def validate(self, runner, evaluate, split):
-        """``evaluate(runner)`` on this process's share of ``split`` (the model DDP wraps: no
-        collective), then its numbers over every process (:func:`combine_val`)."""
-        if self.alone:
-            return evaluate(runner)
-        return combine_val(evaluate(local_model(runner)), split)
-
-    def runs_after_epochs(self, status: str) -> bool:
-        """Whether the job's after-epochs step runs here (:func:`runs_after_epochs`)."""
-        return runs_after_epochs(status)
-
-    def settle(self, record: dict[str, Any], trained, started_at: float, write):
-        """The run's record: ``write()``'s (the outcome written) where this process writes
-        results (:func:`writes_results`: ``trained.status`` decides), then
-        :func:`after_outcome`; elsewhere the record of a process that writes nothing
-        (:func:`rank_record`)."""
-        if not writes_results(trained.status):
-            return rank_record(record, trained.status, trained.message, started_at)
-        record = write()
-        after_outcome(record)
-        return record
-
-
-ALONE = DataParallel()

@@ -253,3 +253,53 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
     found.update(step_spread(rows))
     return found
+
+
+def epoch_row(epoch: int, lr: float, train, val, peak_mem_mb: float, steps: int) -> dict:
+    """One epochs.csv row (plus ``_``-prefixed fields the summary needs, not written)."""
+    return {
+        "epoch": epoch,
+        "train_loss": train.loss,
+        "val_loss": val.loss,
+        "val_top1": val.top1,
+        "val_top5": val.top5,
+        "lr": lr,
+        "train_s": train.seconds,
+        "val_s": val.seconds,
+        "wall_s": train.seconds + val.seconds,
+        "data_wait_s": train.data_wait_s,
+        "compute_s": train.seconds - train.data_wait_s,
+        "data_wait_share": train.data_wait_s / train.seconds if train.seconds else float("nan"),
+        "train_img_s": train.img_s,
+        "train_images": train.images,
+        "peak_mem_mb": peak_mem_mb,
+        "extrapolated": train.extrapolated or val.extrapolated,
+        "step_ms": spread.step_ms_text(train.step_s),  # the steady steps' times (spread)
+        "_step_images": train.step_images,
+        "_steps_run": train.steps_run,
+        "_steps_per_epoch": steps,
+    }
+
+
+def _conditions_text(row: dict[str, Any]) -> str:
+    """``  others 48% of the CPUs: timed under interference`` (empty when not measured)."""
+    share = row.get("other_cpu_share")
+    if share is None:
+        return ""
+    verdict = ": timed under interference" if row.get("interference") else ""
+    return f"  others {100 * share:.0f}% of the CPUs{verdict}"
+
+
+def log_epoch(cell: CellSpec, row: dict[str, Any]) -> None:
+    """One line per epoch: readable in a log file, where the progress bar stays quiet."""
+
+    approx = "~" if row["extrapolated"] else ""
+    print(
+        f"epoch {row['epoch']}/{cell.epochs}  train_loss {row['train_loss']:.4f}  "
+        f"val_top1 {row['val_top1']:.1f}%  val_top5 {row['val_top5']:.1f}%  "
+        f"{approx}{row['wall_s']:.1f} s  {row['train_img_s']:.0f} img/s  "
+        f"data wait {100 * row['data_wait_share']:.0f}%  peak {row['peak_mem_mb']:.0f} MB"
+        + _conditions_text(row),
+        file=sys.stderr,
+        flush=True,
+    )
