@@ -194,6 +194,39 @@ def test_a_record_that_does_not_match_restores_nothing_and_says_why(dataset, tmp
     assert finished.restore(tmp_path / "nowhere", base) == (False, None)
 
 
+def test_a_result_whose_weights_are_gone_is_not_restored(dataset, tmp_path):
+    """A cell asked for its final weights (inference accuracy reads them): finished.json does
+    not hold them, so with weights.pt gone only training writes them again; with it there, the
+    cell is restored. The trainer's command hands its --weights over."""
+    base = key(dataset)
+    finished.write(tmp_path, base, {"metrics.json": metrics_text(), "epochs.csv": "epoch\n"})
+    weights = tmp_path / "weights.pt"
+    restored, said = finished.restore(tmp_path, base, (weights,))
+    assert not restored and said == f"{weights} is gone and only training writes it; training again"
+    assert not (tmp_path / "metrics.json").exists()
+    weights.write_bytes(b"weights")
+    restored, said = finished.restore(tmp_path, base, (weights,))
+    assert restored and (tmp_path / "metrics.json").is_file()
+
+
+def test_the_trainer_hands_its_weights_to_the_restore(monkeypatch, tmp_path, capsys):
+    from nettebench.training import cli
+
+    asked = []
+
+    def restore(out_dir, key, needs=()):
+        asked.append(needs)
+        return True, "stub"
+
+    monkeypatch.setattr(finished, "restore", restore)
+    monkeypatch.setattr(cli, "result_key", lambda cell, args: {"cell": "stub"})
+    argv = ["--data", str(tmp_path), "--out-dir", str(tmp_path), "--dataset", "fin"]
+    assert cli.main([*argv, "--weights", str(tmp_path / "w.pt")]) == 0
+    assert cli.main(argv) == 0
+    assert asked == [(tmp_path / "w.pt",), ()]
+    assert capsys.readouterr().err.count("restored: ") == 2
+
+
 def test_the_files_written_beside_the_results_come_back_too(dataset, tmp_path):
     base = key(dataset)
     texts = {"metrics.json": metrics_text(), "epochs.csv": "epoch\n", "ceiling.json": "{}\n"}
@@ -298,6 +331,27 @@ def test_a_bare_folder_is_keyed_by_every_image_path_size_and_mtime(tmp_path):
     (tmp_path / "dataset.json").write_text("{}")  # a prepared dataset: its description
     assert validity.data_digest(tmp_path) == validity.data_digest(tmp_path / "dataset.json")
     assert not validity.data_digest(tmp_path).startswith("tree:")
+
+
+def test_a_bare_folders_key_changes_with_each_of_path_size_and_mtime_alone(tmp_path):
+    """Each of an image's path, size and mtime changed with the other two kept."""
+    image = tmp_path / "train" / "n01" / "a.jpg"
+    image.parent.mkdir(parents=True)
+    image.write_bytes(b"one")
+    os.utime(image, ns=(5_000_000_000, 5_000_000_000))
+    base = validity.data_digest(tmp_path)
+    seen = {base}
+    moved = image.rename(image.with_name("b.jpg"))  # the path alone (rename keeps the mtime)
+    assert moved.stat().st_mtime_ns == 5_000_000_000
+    seen.add(validity.data_digest(tmp_path))
+    moved.rename(image)
+    assert validity.data_digest(tmp_path) == base
+    os.utime(image, ns=(6_000_000_000, 6_000_000_000))  # the mtime alone
+    seen.add(validity.data_digest(tmp_path))
+    image.write_bytes(b"one!")  # the size alone
+    os.utime(image, ns=(5_000_000_000, 5_000_000_000))
+    seen.add(validity.data_digest(tmp_path))
+    assert len(seen) == 4
 
 
 def test_a_package_is_named_as_pip_names_it_and_the_first_on_the_path_wins(dataset, tmp_path,

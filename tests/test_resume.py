@@ -3,6 +3,7 @@ uninterrupted run ends (fixed seed, CPU)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -55,6 +56,11 @@ def final_metrics(out_dir):
     return record, learning
 
 
+def csv_rows(out_dir):
+    with (out_dir / outputs.EPOCHS_FILE).open() as handle:
+        return list(csv.DictReader(handle))
+
+
 def kill_after_a_checkpoint(dataset, out_dir):
     """Start the cell, SIGKILL it well inside the epoch after its first checkpoint; the
     checkpoint's rows as they stood at the kill."""
@@ -79,8 +85,11 @@ def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(dataset, tmp_
 
     killed = tmp_path / "killed"
     saved_rows = kill_after_a_checkpoint(dataset, killed)
+    earlier_s = torch.load(killed / CHECKPOINT_FILE, weights_only=False)["wall_s"]
     done = len(saved_rows)
+    began = time.time()
     resumed = subprocess.run(train_command(dataset, killed), capture_output=True, text=True)
+    resumed_s = time.time() - began  # this process's life, and a little more
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     log = resumed.stdout + resumed.stderr
     assert f"resumed from the checkpoint after epoch {done}" in log
@@ -100,6 +109,10 @@ def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(dataset, tmp_
         assert record_b["summary"][key] == record_a["summary"][key]
     assert record_a["summary"]["resumed_from_epoch"] is None
     assert record_b["summary"]["resumed_from_epoch"] == done
+    # the cell's time: the killed process's until its checkpoint, then the resumed one's,
+    # which trained the later epochs (epochs.csv) at least
+    later_s = sum(float(row["wall_s"]) for row in csv_rows(killed)[done:])
+    assert earlier_s + later_s <= record_b["summary"]["wall_s"] <= earlier_s + resumed_s
     assert not (killed / CHECKPOINT_FILE).exists(), "checkpoint removed once results exist"
 
 

@@ -30,6 +30,7 @@ _IMPORTED_AT = time.time()  # before the heavy imports, in case the process star
 # ruff: noqa: E402 (the imports below come after that clock on purpose)
 
 import argparse
+import dataclasses
 import gc
 import os
 import sys
@@ -49,19 +50,18 @@ from nettebench.records import conditions, environment
 from nettebench.records import files as records
 from nettebench.study.cell import CellSpec
 from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
-from nettebench.training import (
-    checkpoint,
-    distributed,
-    finished,
-    launch,
-    outcome,
-    startup,
-    validity,
-)
+from nettebench.training import checkpoint, finished, launch, outcome, startup, validity
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
+from nettebench.training.context import (
+    WARMUP_STEPS,
+    AfterEpochs,
+    RunContext,
+    RunOptions,
+    Trained,
+)
 from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_name
+from nettebench.training.parallel import DataParallel
 
-WARMUP_STEPS = 5  # first-epoch steps excluded from img/s (autotuning, allocator, workers)
 KINDS = ("matrix", "cpu_baseline")
 
 
@@ -90,26 +90,19 @@ def resolve_device(requested: str) -> torch.device:
     if torch.device(requested).type == "cuda" and not torch.cuda.is_available():
         raise SystemExit("error: device cuda was asked for but torch sees no CUDA GPU")
     # one GPU per process of a data-parallel cell (cuda:LOCAL_RANK)
-    return distributed.local_device(torch.empty(0, device=requested).device)
+    return DataParallel.from_env().device(torch.empty(0, device=requested).device)
 
 
 def run_cell(
     cell: CellSpec,
     data: str | Path,
     out_dir: str | Path,
-    *,
-    kind: str = "matrix",
-    threads: int | None = None,
-    warmup_steps: int = WARMUP_STEPS,
-    started_at: float | None = None,
-    store_dir: str | Path | None = None,
-    builds_dir: str | Path | None = None,
-    stop: StopOnSignal | None = None,
-    stamp: dict[str, Any] | None = None,
-    after_epochs: AfterEpochs | None = None,
-    weights: str | Path | None = None,
+    options: RunOptions | None = None,
+    **chosen: Any,
 ) -> dict[str, Any]:
     """Train ``cell`` on the dataset at ``data``; write and return its metrics record.
+
+    ``options`` (:class:`~.context.RunOptions`), or its fields as keywords (``threads=2``):
 
     A cell that names a library build (``torchvision``, ``apex``) runs against it: the build's
     prefix under ``builds_dir`` (default: $NETTEBENCH_BUILDS_DIR or results/builds) goes first on
@@ -127,7 +120,8 @@ def run_cell(
     and a job killed meanwhile resumes from the checkpoint. Its time is not part of the cell's
     ``wall_s``.
     """
-    libraries.activate(cell, builds_dir)
+    options = dataclasses.replace(options or RunOptions(), **chosen)
+    libraries.activate(cell, options.builds_dir)
     # Boundary (see the package docstring): imported after activate(), because it imports
     # torchvision, and a cell's torchvision build must be first on the path before that; and
     # before the environment thread starts, which reads torchvision's version: two threads
@@ -135,101 +129,91 @@ def run_cell(
     from nettebench.training.fit import fit
 
     startup.mark("imports")
-    started_at = process_start_time() if started_at is None else started_at
-    out_dir = Path(out_dir)
-    if threads:
-        torch.set_num_threads(distributed.threads_share(threads))  # a process's share
-    device = resolve_device(cell.device)
-    distributed.join(cell, device)  # processes > 1: this worker's process group
-    startup.mark("device_probe")
-    if stamp is None:
-        stamp_for_resume = validity.key(
-            cell, device=device, data=data, store_dir=store_dir, builds_dir=builds_dir
-        )
-    else:
-        stamp_for_resume = stamp
-    record = outcome.skeleton(cell, kind, device)
+    run = _started(cell, data, out_dir, options)
+    record = outcome.skeleton(cell, options.kind, run.device)
     # nvidia-smi, git and scontrol take a while: they run beside the training, not before it
     # (wall_s runs from process start), and the record waits for them only when it is written.
     collecting = _in_background(environment.collect)
-    result = _train(
-        fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop,
-        stamp_for_resume, weights,
-    )  # fmt: skip
-    if weights is not None and not Path(weights).is_file():  # no final weights: say so
-        checkpoint.save_weights(weights, None, cell.cell_id())
+    trained = _train(fit, run)
+    if run.weights is not None and not run.weights.is_file():  # no final weights: say so
+        checkpoint.save_weights(run.weights, None, cell.cell_id())
     trained_at = time.time()
     extra_files: tuple[Path, ...] = ()
-    if after_epochs is not None and distributed.runs_after_epochs(result["status"]):
+    if options.after_epochs is not None and run.parallel.runs_after_epochs(trained.status):
         gc.collect()  # the cell's model, optimiser and loaders go before anything else runs
-        if device.type == "cuda":
+        if run.device.type == "cuda":
             torch.cuda.empty_cache()
         record["environment"] = collecting.result()
-        extra_files = tuple(after_epochs(device, record, _measured_s(result)) or ())
-    if not distributed.writes_results(result["status"]):  # rank 0 writes a data-parallel cell's
-        return distributed.rank_record(record, result, started_at)
-    conditions.settle()  # nvidia-smi's queries at the epochs' edges, run beside them
-    startup.waited("environment", collecting)
-    record["startup"] = startup.summary(result["rows"])
-    record = outcome.finish(
-        record,
-        out_dir,
-        started_at,
-        collecting,
-        ended_at=trained_at,
-        stop=stop,
-        stamp=stamp,
-        extra_files=extra_files,
-        **result,
+        extra_files = tuple(options.after_epochs(run.device, record, _measured_s(trained)) or ())
+
+    def write() -> dict[str, Any]:
+        conditions.settle()  # nvidia-smi's queries at the epochs' edges, run beside them
+        startup.waited("environment", collecting)
+        record["startup"] = startup.summary(trained.rows)
+        return outcome.finish(
+            record, run, trained, collecting, ended_at=trained_at, extra_files=extra_files
+        )
+
+    # rank 0 writes a data-parallel cell's outcome (or the process that ran out of memory)
+    return run.parallel.settle(record, trained, run.started_at, write)
+
+
+def _started(cell: CellSpec, data, out_dir, options: RunOptions) -> RunContext:
+    """The run's context: its clock, device, this process's part in a data-parallel cell (its
+    threads and process group started) and the result's key."""
+    started_at = process_start_time() if options.started_at is None else options.started_at
+    parallel = DataParallel.from_env()
+    device = resolve_device(cell.device)
+    parallel.start(cell, device, options.threads)  # processes > 1: its share, its group
+    startup.mark("device_probe")
+    key = options.stamp
+    if key is None:
+        key = validity.key(
+            cell,
+            device=device,
+            data=data,
+            store_dir=options.store_dir,
+            builds_dir=options.builds_dir,
+        )
+    return RunContext(
+        cell=cell,
+        data=data,
+        out_dir=Path(out_dir),
+        device=device,
+        started_at=started_at,
+        parallel=parallel,
+        warmup_steps=options.warmup_steps,
+        store_dir=options.store_dir,
+        stop=options.stop,
+        key=key,
+        stamp=options.stamp,
+        weights=None if options.weights is None else Path(options.weights),
     )
-    distributed.after_outcome(record)
-    return record
 
 
-# A hook run right after a cell's epochs: (device, record, epochs_s) -> the files it wrote.
-AfterEpochs = Callable[[torch.device, dict[str, Any], float], list[Path] | None]
-
-
-def _measured_s(result: dict[str, Any]) -> float:
+def _measured_s(trained: Trained) -> float:
     """Seconds the epochs took in this process (their timing window; without one, the rows')."""
-    fit = result.get("fit")
-    if fit is not None and fit.conditions:
-        return float(fit.conditions["wall_s"])
-    return sum(float(row["wall_s"]) for row in result["rows"] if not row["extrapolated"])
+    if trained.fit is not None and trained.fit.conditions:
+        return float(trained.fit.conditions["wall_s"])
+    return sum(float(row["wall_s"]) for row in trained.rows if not row["extrapolated"])
 
 
-def _train(
-    fit, cell, data, out_dir, device, warmup_steps, started_at, store_dir, stop, key, weights
-):
-    """Train the cell with :func:`~nettebench.training.fit.fit`; its rows, status, message and
-    fit result as :func:`outcome.finish` takes them."""
+def _train(fit, run: RunContext) -> Trained:
+    """Train the cell with :func:`~nettebench.training.fit.fit`; what it came to."""
+    cell, device, stop = run.cell, run.device, run.stop
     reason = outcome.unsupported_reason(cell, device)
     if reason:
-        return {"rows": [], "status": records.STATUS_UNSUPPORTED, "message": reason}
+        return Trained([], records.STATUS_UNSUPPORTED, reason)
     rows: list[dict[str, Any]] = []
+    probe = conditions.Probe(
+        gpu=conditions.gpu_target(device), pid=run.parallel.job_pid, background=True
+    )
     try:
-        result = fit(
-            cell,
-            load_data_root(data),
-            out_dir,
-            device,
-            warmup_steps=warmup_steps,
-            rows=rows,
-            started_at=started_at,
-            data_path=data,
-            store_dir=store_dir,
-            stop=stop,
-            probe=conditions.Probe(
-                gpu=conditions.gpu_target(device), pid=distributed.job_pid(), background=True
-            ),
-            resume_key=key,
-            weights=None if weights is None else Path(weights),
-        )
+        result = fit(dataclasses.replace(run, probe=probe), rows)
     except (torch.OutOfMemoryError, MemoryError) as error:
-        message = outcome.oom_message(cell, device, error)
-        return {"rows": rows, "status": records.STATUS_OOM, "message": message}
+        return Trained(rows, records.STATUS_OOM, outcome.oom_message(cell, device, error))
     except ApexUnsupported as error:
-        return {"rows": rows, "status": records.STATUS_UNSUPPORTED, "message": str(error)}
+        return Trained(rows, records.STATUS_UNSUPPORTED, str(error))
     except Interrupted as interrupted:
         interrupted.epochs_done = checkpoint.saved_epochs(rows)
         raise
@@ -239,7 +223,7 @@ def _train(
         # On the way out after a signal (say, loader workers a SIGTERM to the group ended first,
         # reported by torch wherever the trainer was): the stop, not an error of the cell.
         raise Interrupted(stop.requested, forced=True, cause=error) from error
-    return {"rows": rows, "status": records.STATUS_OK, "message": None, "fit": result}
+    return Trained(rows, records.STATUS_OK, None, result)
 
 
 def _in_background(function) -> Future:
@@ -349,10 +333,10 @@ def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> i
     startup.mark("key")
     try:
         retrain = finished.retrain_requested(args.retrain)
-        # weights asked for but gone: they are no result finished.json holds, so train again
-        keeps = args.weights is None or Path(args.weights).is_file()
-        if not retrain and keeps:
-            restored, said = finished.restore(args.out_dir, key)
+        if not retrain:
+            # weights asked for: no result finished.json holds, so gone means train again
+            needs = () if args.weights is None else (Path(args.weights),)
+            restored, said = finished.restore(args.out_dir, key, needs)
             if said:
                 verdict = "restored" if restored else "not restored"
                 print(f"{verdict}: {cell.path()}: {said}", file=sys.stderr, flush=True)
@@ -360,7 +344,7 @@ def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> i
                 return 0
         for line in checkpoint.discard_stale(args.out_dir, key, retrain):
             print(line, file=sys.stderr, flush=True)
-        if distributed.launches(cell):  # processes > 1: torchrun runs this command N times
+        if DataParallel.from_env().launches(cell):  # processes > 1: torchrun runs it N times
             return launch.launch(parser.prog, argv, cell, args.threads, args.out_dir)
         hook = after_epochs(args) if after_epochs else None
         record = _run(cell, args, started_at, stop, key, hook)
@@ -404,10 +388,7 @@ def result_key(cell: CellSpec, args: argparse.Namespace) -> dict:
 
 
 def _run(cell: CellSpec, args, started_at: float, stop: StopOnSignal, stamp, hook):
-    return run_cell(
-        cell,
-        args.data,
-        args.out_dir,
+    options = RunOptions(
         kind=args.kind,
         threads=args.threads,
         warmup_steps=args.warmup_steps,
@@ -419,6 +400,7 @@ def _run(cell: CellSpec, args, started_at: float, stop: StopOnSignal, stamp, hoo
         after_epochs=hook,
         weights=args.weights,
     )
+    return run_cell(cell, args.data, args.out_dir, options)
 
 
 def _print_slurm_job() -> None:

@@ -1,5 +1,8 @@
 """What one process of a data-parallel cell does differently: process group, DDP, shards, sums.
 
+The trainer reaches these through one object, :class:`.parallel.DataParallel`; the benchmarks
+(the ceiling, the cell job) and the tests call them directly.
+
 A cell with ``processes: N`` (N > 1) is started by its job through torch's own launcher
 (:mod:`.launch`: torchrun's elastic agent), which runs the same command N times with ``RANK``,
 ``LOCAL_RANK`` and ``WORLD_SIZE`` set. Each of those workers trains the cell as a one-process
@@ -299,12 +302,17 @@ def agreed(stop):
 
 def combine_train(train):
     """A training epoch's numbers over every process: img/s and images summed (the cell's total
-    throughput), loss and data wait averaged, the slowest process's times."""
+    throughput), loss and data wait averaged, the slowest process's times; each steady step's
+    images summed and its time the slowest process's, so the summary's per-step rates are the
+    whole cell's too (:func:`_combine_steps`)."""
     if not active():
         return train
     count = world_size()
     loss, wait, images, img_s = _reduce([train.loss, train.data_wait_s, train.images, train.img_s])
     seconds, extrapolated = _reduce([train.seconds, float(train.extrapolated)], dist.ReduceOp.MAX)
+    step_s, step_images = _combine_steps(
+        train.step_s, train.step_images, images / max(train.images, 1)
+    )
     return dataclasses.replace(
         train,
         loss=loss / count,
@@ -313,7 +321,26 @@ def combine_train(train):
         img_s=img_s,
         seconds=seconds,
         extrapolated=bool(extrapolated),
+        step_s=step_s,
+        step_images=step_images,
     )
+
+
+def _combine_steps(
+    step_s: list[float], step_images: list[int], share: float
+) -> tuple[list[float], list[float]]:
+    """The steady steps of the whole cell: step k's images summed over the processes (the
+    global batch, not this process's share), its time the slowest process's. Every process runs
+    the same steps (:mod:`nettebench.data.shards`); should their counts differ, each step's
+    images are this process's scaled by ``share`` (the cell's images over this process's)."""
+    most, fewest = _reduce([len(step_s), -len(step_s)], dist.ReduceOp.MAX)
+    if most != -fewest:
+        return list(step_s), [i * share for i in step_images]
+    if not step_s:
+        return [], []
+    images = _reduce([float(i) for i in step_images])
+    seconds = _reduce(list(step_s), dist.ReduceOp.MAX)
+    return seconds, [int(i) for i in images]
 
 
 def combine_val(val, split):
@@ -347,10 +374,10 @@ def runs_after_epochs(status: str) -> bool:
     return world_size() == 1 or status != records.STATUS_OOM
 
 
-def rank_record(record: dict[str, Any], result: dict[str, Any], started_at: float):
+def rank_record(record: dict[str, Any], status: str, message: str | None, started_at: float):
     """The record of a process that writes nothing: its status and wall time, for its log."""
-    record["status"] = result["status"]
-    record["message"] = result["message"]
+    record["status"] = status
+    record["message"] = message
     record["summary"]["wall_s"] = time.time() - started_at
     return record
 

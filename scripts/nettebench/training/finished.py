@@ -47,10 +47,14 @@ def write(out_dir: str | os.PathLike[str], key: dict[str, Any], texts: dict[str,
     )
 
 
-def restore(out_dir: str | os.PathLike[str], key: dict[str, Any]) -> tuple[bool, str | None]:
+def restore(
+    out_dir: str | os.PathLike[str], key: dict[str, Any], needs: tuple[Path, ...] = ()
+) -> tuple[bool, str | None]:
     """Write the results back from ``finished.json`` when it holds ``key`` and a restorable
-    status. Returns (restored, what to log after the cell's name): what was restored, or why
-    nothing was (None when there is no record at all)."""
+    status, and every file of ``needs`` is there (files the cell writes that finished.json does
+    not hold, such as its final weights: gone, only training makes them again). Returns
+    (restored, what to log after the cell's name): what was restored, or why nothing was (None
+    when there is no record at all)."""
     out_dir = Path(out_dir)
     path = out_dir / FINISHED_FILE
     try:
@@ -59,6 +63,9 @@ def restore(out_dir: str | os.PathLike[str], key: dict[str, Any]) -> tuple[bool,
         return False, None
     except (OSError, ValueError) as error:
         return False, f"{path} is unreadable ({error}); training from scratch"
+    missing = [str(need) for need in needs if not Path(need).is_file()]
+    if missing:
+        return False, f"{', '.join(missing)} is gone and only training writes it; training again"
     files = record.get("files") or {}
     if record.get("format_version") != FORMAT_VERSION:
         changed = f"its format {record.get('format_version')} is not {FORMAT_VERSION}"

@@ -15,7 +15,6 @@ import dataclasses
 import math
 import os
 import random
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,14 +33,16 @@ from nettebench.data.cached import (
     store_bytes,
 )
 from nettebench.data.pil import build_pil_loaders
+from nettebench.datasets.info import load_data_root
 from nettebench.models.build import build_model
-from nettebench.records import conditions, spread
+from nettebench.records import conditions
 from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec
-from nettebench.training import checkpoint, distributed, startup
+from nettebench.training import checkpoint, startup
 from nettebench.training.apex import ApexTrainingStep, require_apex_amp
-from nettebench.training.interrupts import StopOnSignal, stop_between_batches
+from nettebench.training.context import RunContext
+from nettebench.training.interrupts import stop_between_batches
 from nettebench.training.loop import (
     evaluate,
     peak_memory_mb,
@@ -50,6 +51,8 @@ from nettebench.training.loop import (
     synchronize,
     train_epoch,
 )
+from nettebench.training.outcome import epoch_row, log_epoch
+from nettebench.training.parallel import DataParallel
 from nettebench.training.step import TrainingStep
 
 AUTO_BATCH_START = 256  # batch_size: auto starts at the reference batch size and halves
@@ -96,8 +99,16 @@ def configure_determinism(cell: CellSpec, device: torch.device) -> None:
         torch.backends.cudnn.deterministic = cell.deterministic
 
 
-def make_runner(cell: CellSpec, device: torch.device, num_classes: int, batch_size: int):
-    """A fresh model and its precision-specific training step, seeded by the cell's seed."""
+def make_runner(
+    cell: CellSpec,
+    device: torch.device,
+    num_classes: int,
+    batch_size: int,
+    parallel: DataParallel | None = None,
+):
+    """A fresh model and its precision-specific training step, seeded by the cell's seed, its
+    model in DDP in a data-parallel process (``parallel``: this process's, by default)."""
+    parallel = parallel or DataParallel.from_env()
 
     seed_epoch(cell.seed, -1)
     mode = precision.get(cell.precision)
@@ -110,9 +121,9 @@ def make_runner(cell: CellSpec, device: torch.device, num_classes: int, batch_si
     model = build_model(cell.model, num_classes, pretrained=cell.pretrained)
     if cell.amp_backend == "apex":
         require_apex_amp()  # fails with what to do instead, before any work
-        return distributed.wrap(ApexTrainingStep(model, mode, device, **kwargs))
+        return parallel.wrap(ApexTrainingStep(model, mode, device, **kwargs))
 
-    return distributed.wrap(TrainingStep(model, mode, device, compile=cell.compile, **kwargs))
+    return parallel.wrap(TrainingStep(model, mode, device, compile=cell.compile, **kwargs))
 
 
 def choose_batch_size(
@@ -128,6 +139,7 @@ def choose_batch_size(
     if cell.batch_size != "auto":
         return int(cell.batch_size)
     trial_cell = dataclasses.replace(cell, compile=False)
+    parallel = DataParallel.from_env()
     ballast = None
     if reserve_bytes and device.type == "cuda":
         ballast = torch.empty(reserve_bytes, dtype=torch.uint8, device=device)
@@ -135,8 +147,8 @@ def choose_batch_size(
     try:
         while True:
             try:
-                runner = make_runner(trial_cell, device, num_classes, batch)
-                local = distributed.local_batch(batch)  # each process's share of the batch
+                runner = make_runner(trial_cell, device, num_classes, batch, parallel)
+                local = parallel.local_batch(batch)  # each process's share of the batch
                 images = torch.randn(local, 3, cell.image_size, cell.image_size)
                 targets = torch.randint(0, num_classes, (local,), device=device)
                 for _ in range(2):
@@ -159,10 +171,9 @@ def current_store(cell: CellSpec, data_path, store_dir: Path):
     a data-parallel cell, while the others wait)."""
     resolution = cell.store_resolution()
     stale = not store.store_is_current(store_dir, data_path, resolution, "shorter_side")
-    if distributed.any_rank(stale):
-        if distributed.is_writer():
-            store_build.build_store(data_path, store_dir, resolution=resolution)
-        distributed.barrier()
+    DataParallel.from_env().once(
+        stale, lambda: store_build.build_store(data_path, store_dir, resolution=resolution)
+    )
     return store.open_store(store_dir)
 
 
@@ -249,38 +260,77 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
     return loaders
 
 
-def fit(
-    cell: CellSpec,
-    data_root,
-    out_dir: Path,
-    device: torch.device,
-    *,
-    warmup_steps: int,
-    rows: list[dict[str, Any]],
-    started_at: float,
-    data_path: str | Path | None = None,
-    store_dir: Path | None = None,
-    stop: StopOnSignal | None = None,
-    probe: conditions.Probe | None = None,
-    resume_key: dict[str, Any] | None = None,
-    weights: Path | None = None,
-) -> FitResult:
-    """Train ``cell``, appending one row per epoch to ``rows`` (kept on an OOM).
+@dataclass
+class _Prepared:
+    """What the epochs run with: the runner, this process's loaders, the batch sizes."""
 
-    ``store_dir`` is where a ``cached`` cell's decoded store lives (built there if missing or
-    stale); the workflow builds one per dataset and resolution and passes it. With ``stop``,
-    the epochs end with :class:`~.interrupts.Interrupted` before the next batch once a signal
-    came; ``rows`` then holds the epochs the checkpoint on disk holds. ``probe`` measures the
-    timing conditions of every epoch (its row's conditions columns) and of all the epochs this
-    process runs (``FitResult.conditions``).
+    runner: Any
+    loaders: Any
+    batch_size: int  # the global batch
+    local_batch: int  # this process's share of it
+
+
+def fit(run: RunContext, rows: list[dict[str, Any]]) -> FitResult:
+    """Train ``run.cell``, appending one row per epoch to ``rows`` (kept on an OOM).
+
+    ``run.store_dir`` is where a ``cached`` cell's decoded store lives (built there if missing
+    or stale); the workflow builds one per dataset and resolution and passes it. With
+    ``run.stop``, the epochs end with :class:`~.interrupts.Interrupted` before the next batch
+    once a signal came; ``rows`` then holds the epochs the checkpoint on disk holds.
+    ``run.probe`` measures the timing conditions of every epoch (its row's conditions columns)
+    and of all the epochs this process runs (``FitResult.conditions``).
     """
+    cell, probe = run.cell, run.probe
+    configure_determinism(cell, run.device)
+    key = run.key or {"cell": cell.cell_id()}  # the result's key (training.validity)
+    saved = checkpoint.load(run.out_dir, key)
+    ready, result = _prepare(run, saved)
+    if saved:
+        ready.runner.load_state_dict(saved["trainer"])
+        rows.extend(saved["rows"])
+        result.resumed_from_epoch = len(rows)
+        result.earlier_wall_s = saved["wall_s"]
+        print(f"resumed from the checkpoint after epoch {len(rows)}", flush=True)
+    if cell.compile:
+        result.compile_s = compile_warmup(ready.runner, ready.local_batch, cell.image_size)
+        print(f"compiled the model in {result.compile_s:.1f} s (apart from the epochs)", flush=True)
+        startup.mark("compile")
+    batches = (
+        stop_between_batches(ready.loaders.train, run.parallel.agreed(run.stop)),
+        stop_between_batches(ready.loaders.val, run.stop),
+    )
+    if run.stop:
+        run.stop.defer()  # from here on a signal ends the epochs before the next batch
+    first_epoch = len(rows)  # the first epoch this process runs (after a resume: not epoch 0)
+    run_window = probe.start(gpu=True) if probe else None
+    startup.first_step()
+    for epoch in range(first_epoch, cell.epochs):
+        epoch_window = probe.start() if probe else None
+        # warm-up is excluded from img/s in the first epoch this process runs
+        warmup = run.warmup_steps if epoch == first_epoch else 0
+        rows.append(_epoch(run, ready, batches, epoch, warmup))
+        if probe:
+            rows[-1].update(conditions.epoch_columns(probe.stop(epoch_window)))
+        if run.parallel.writer:  # rank 0 writes a data-parallel cell's epochs and checkpoints
+            _record_epoch(run, ready, rows, key, result.earlier_wall_s)
+    startup.last_step()
+    result.store_mem_mb = loader_device_mb(ready.loaders, run.device) or result.store_mem_mb
+    if probe and first_epoch < cell.epochs:
+        result.conditions = probe.stop(run_window, gpu=True)
+    if run.weights is not None and run.parallel.writer:  # inference accuracy by precision
+        checkpoint.save_weights(run.weights, ready.runner.model, cell.cell_id())
+    startup.mark("weights")
+    return result
 
-    configure_determinism(cell, device)
+
+def _prepare(run: RunContext, saved) -> tuple[_Prepared, FitResult]:
+    """The batch size (the checkpoint's, or the cell's, chosen when auto), the runner and this
+    process's loaders."""
+    cell, device = run.cell, run.device
+    data_root = load_data_root(run.data)
     num_classes = len(data_root.classes)
-    resume_key = resume_key or {"cell": cell.cell_id()}  # the result's key (training.validity)
-    saved = checkpoint.load(out_dir, resume_key)
-    store_dir = Path(store_dir) if store_dir else out_dir / "store"
-    data_path = data_path or data_root.root
+    store_dir = Path(run.store_dir) if run.store_dir else run.out_dir / "store"
+    data_path = run.data or data_root.root
     if saved:
         batch_size = saved["batch_size"]
     else:
@@ -290,12 +340,11 @@ def fit(
         batch_size = choose_batch_size(cell, device, num_classes, reserve_bytes=reserve)
     # The runner first: a backend that refuses the device (apex on a CPU) says so before a
     # store is built for nothing.
-    runner = make_runner(cell, device, num_classes, batch_size)
+    runner = make_runner(cell, device, num_classes, batch_size, run.parallel)
     startup.mark("model")
     loaders = build_loaders(cell, data_root, data_path, batch_size, device, store_dir)
     startup.mark("store")
-    loaders = distributed.shard(loaders, batch_size)  # processes > 1: this one's share
-    local_batch = distributed.local_batch(batch_size)
+    loaders, local_batch = run.parallel.shard(loaders, batch_size)  # this process's share
     result = FitResult(batch_size, None, 0.0, placement=loaders.placement)
     # A resident store is allocated before the epochs and stays: reported apart, so that the
     # peak memory of pil and cached cells compares the training's own.
@@ -303,130 +352,62 @@ def fit(
     result.store_mem_mb = store_mb if loaders.device_bytes and device.type == "cuda" else None
     if loaders.placement is not None:
         print(f"cached store: {loaders.placement} ({device})", flush=True)
-    if saved:
-        runner.load_state_dict(saved["trainer"])
-        rows.extend(saved["rows"])
-        result.resumed_from_epoch = len(rows)
-        result.earlier_wall_s = saved["wall_s"]
-        print(f"resumed from the checkpoint after epoch {len(rows)}", flush=True)
-    if cell.compile:
-        result.compile_s = compile_warmup(runner, local_batch, cell.image_size)
-        print(f"compiled the model in {result.compile_s:.1f} s (apart from the epochs)", flush=True)
-        startup.mark("compile")
+    return _Prepared(runner, loaders, batch_size, local_batch), result
 
-    steps_per_epoch = len(loaders.train)
-    train_batches = stop_between_batches(loaders.train, distributed.agreed(stop))
-    val_batches = stop_between_batches(loaders.val, stop)
-    if stop:
-        stop.defer()  # from here on a signal ends the epochs before the next batch
-    first_epoch = len(rows)  # the first epoch this process runs (after a resume: not epoch 0)
-    run_window = probe.start(gpu=True) if probe else None
-    startup.first_step()
-    for epoch in range(first_epoch, cell.epochs):
-        epoch_window = probe.start() if probe else None
-        seed_epoch(cell.seed, epoch, loaders.generator)
-        lr = lr_at(cell, epoch, batch_size)
-        runner.set_lr(lr)
-        reset_peak_memory(device)
-        with tqdm(
-            total=step_limit(steps_per_epoch, cell.max_steps),
-            desc=f"epoch {epoch + 1}/{cell.epochs}",
-            unit="step",
-            disable=None,
-            leave=False,
-        ) as progress:
-            train = train_epoch(
-                runner,
-                train_batches,
-                steps_per_epoch=steps_per_epoch,
-                max_steps=cell.max_steps,
-                # warm-up is excluded from img/s in the first epoch this process runs
-                warmup_steps=warmup_steps if epoch == first_epoch else 0,
-                progress=progress,
-            )
-        train = distributed.combine_train(train)  # over every process
-        val = evaluate(
-            distributed.local_model(runner),
-            val_batches,
-            total_steps=loaders.val_steps_full or len(loaders.val),
+
+def _epoch(run: RunContext, ready: _Prepared, batches, epoch: int, warmup: int) -> dict:
+    """Train and validate one 0-based epoch; its row (numbers over every process)."""
+    cell, device, runner = run.cell, run.device, ready.runner
+    train_batches, val_batches = batches
+    steps_per_epoch = len(ready.loaders.train)
+    seed_epoch(cell.seed, epoch, ready.loaders.generator)
+    lr = lr_at(cell, epoch, ready.batch_size)
+    runner.set_lr(lr)
+    reset_peak_memory(device)
+    with tqdm(
+        total=step_limit(steps_per_epoch, cell.max_steps),
+        desc=f"epoch {epoch + 1}/{cell.epochs}",
+        unit="step",
+        disable=None,
+        leave=False,
+    ) as progress:
+        train = train_epoch(
+            runner,
+            train_batches,
+            steps_per_epoch=steps_per_epoch,
             max_steps=cell.max_steps,
-            pad_to=val_padding(cell, device, local_batch),
+            warmup_steps=warmup,
+            progress=progress,
         )
-        val = distributed.combine_val(val, loaders.val)
-        peak_mb = peak_memory_mb(device) - loader_device_mb(loaders, device)
-        rows.append(epoch_row(epoch + 1, lr, train, val, peak_mb, steps_per_epoch))
-        if probe:
-            rows[-1].update(conditions.epoch_columns(probe.stop(epoch_window)))
-        if not distributed.is_writer():
-            continue  # rank 0 writes a data-parallel cell's epochs and checkpoints
-        startup.timed("writing", records.write_epochs, out_dir, rows)
-        log_epoch(cell, rows[-1])
-        if epoch + 1 < cell.epochs and checkpoint.due(device):  # the last: results instead
-            checkpoint.save(
-                out_dir,
-                {
-                    "key": resume_key,
-                    "batch_size": batch_size,
-                    "rows": rows,
-                    "trainer": runner.state_dict(),
-                    "wall_s": result.earlier_wall_s + time.time() - started_at,
-                },
-            )
-    startup.last_step()
-    result.store_mem_mb = loader_device_mb(loaders, device) or result.store_mem_mb
-    if probe and first_epoch < cell.epochs:
-        result.conditions = probe.stop(run_window, gpu=True)
-    if weights is not None and distributed.is_writer():  # for inference accuracy by precision
-        checkpoint.save_weights(weights, runner.model, cell.cell_id())
-    startup.mark("weights")
-    return result
-
-
-def epoch_row(epoch: int, lr: float, train, val, peak_mem_mb: float, steps: int) -> dict:
-    """One epochs.csv row (plus ``_``-prefixed fields the summary needs, not written)."""
-    return {
-        "epoch": epoch,
-        "train_loss": train.loss,
-        "val_loss": val.loss,
-        "val_top1": val.top1,
-        "val_top5": val.top5,
-        "lr": lr,
-        "train_s": train.seconds,
-        "val_s": val.seconds,
-        "wall_s": train.seconds + val.seconds,
-        "data_wait_s": train.data_wait_s,
-        "compute_s": train.seconds - train.data_wait_s,
-        "data_wait_share": train.data_wait_s / train.seconds if train.seconds else float("nan"),
-        "train_img_s": train.img_s,
-        "train_images": train.images,
-        "peak_mem_mb": peak_mem_mb,
-        "extrapolated": train.extrapolated or val.extrapolated,
-        "step_ms": spread.step_ms_text(train.step_s),  # the steady steps' times (spread)
-        "_step_images": train.step_images,
-        "_steps_run": train.steps_run,
-        "_steps_per_epoch": steps,
-    }
-
-
-def _conditions_text(row: dict[str, Any]) -> str:
-    """``  others 48% of the CPUs: timed under interference`` (empty when not measured)."""
-    share = row.get("other_cpu_share")
-    if share is None:
-        return ""
-    verdict = ": timed under interference" if row.get("interference") else ""
-    return f"  others {100 * share:.0f}% of the CPUs{verdict}"
-
-
-def log_epoch(cell: CellSpec, row: dict[str, Any]) -> None:
-    """One line per epoch: readable in a log file, where the progress bar stays quiet."""
-
-    approx = "~" if row["extrapolated"] else ""
-    print(
-        f"epoch {row['epoch']}/{cell.epochs}  train_loss {row['train_loss']:.4f}  "
-        f"val_top1 {row['val_top1']:.1f}%  val_top5 {row['val_top5']:.1f}%  "
-        f"{approx}{row['wall_s']:.1f} s  {row['train_img_s']:.0f} img/s  "
-        f"data wait {100 * row['data_wait_share']:.0f}%  peak {row['peak_mem_mb']:.0f} MB"
-        + _conditions_text(row),
-        file=sys.stderr,
-        flush=True,
+    train = run.parallel.combine_train(train)  # over every process
+    val = run.parallel.validate(
+        runner,
+        lambda local: evaluate(
+            local,
+            val_batches,
+            total_steps=ready.loaders.val_steps_full or len(ready.loaders.val),
+            max_steps=cell.max_steps,
+            pad_to=val_padding(cell, device, ready.local_batch),
+        ),
+        ready.loaders.val,
     )
+    peak_mb = peak_memory_mb(device) - loader_device_mb(ready.loaders, device)
+    return epoch_row(epoch + 1, lr, train, val, peak_mb, steps_per_epoch)
+
+
+def _record_epoch(run: RunContext, ready: _Prepared, rows, key, earlier_wall_s: float) -> None:
+    """epochs.csv so far, the epoch's log line, and a checkpoint after every epoch but the
+    last (after the last one the results are written instead)."""
+    startup.timed("writing", records.write_epochs, run.out_dir, rows)
+    log_epoch(run.cell, rows[-1])
+    if len(rows) < run.cell.epochs and checkpoint.due(run.device):
+        checkpoint.save(
+            run.out_dir,
+            {
+                "key": key,
+                "batch_size": ready.batch_size,
+                "rows": rows,
+                "trainer": ready.runner.state_dict(),
+                "wall_s": earlier_wall_s + time.time() - run.started_at,
+            },
+        )

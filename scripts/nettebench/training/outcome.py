@@ -26,7 +26,7 @@ from nettebench.records import files as records
 from nettebench.study import precision
 from nettebench.study.cell import CellSpec
 from nettebench.training import checkpoint, finished
-from nettebench.training.interrupts import StopOnSignal
+from nettebench.training.context import RunContext, Trained
 
 
 def unsupported_reason(cell: CellSpec, device: torch.device) -> str | None:
@@ -70,26 +70,21 @@ def skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
 
 def finish(
     record: dict[str, Any],
-    out_dir: Path,
-    started_at: float,
+    run: RunContext,
+    trained: Trained,
     collecting: Future,
     *,
-    rows: list[dict[str, Any]],
-    status: str,
-    message: str | None,
-    fit=None,
     ended_at: float | None = None,
-    stop: StopOnSignal | None = None,
-    stamp: dict[str, Any] | None = None,
     extra_files: tuple[Path, ...] = (),
 ) -> dict[str, Any]:
     """Write the cell's outcome; no signal cuts it short (a cell whose last epoch ended is
-    finished). ``finished.json`` first (with ``stamp``, holding the results and ``extra_files``
-    written beside them, such as the ceiling), the results, then the checkpoint goes.
-    ``ended_at`` (default: now) ends the cell's ``wall_s``."""
-    with stop.critical() if stop else contextlib.nullcontext():
-        record["status"] = status
-        record["message"] = message
+    finished). ``finished.json`` first (with ``run.stamp``, holding the results and
+    ``extra_files`` written beside them, such as the ceiling), the results, then the checkpoint
+    goes. ``ended_at`` (default: now) ends the cell's ``wall_s``."""
+    rows, fit, out_dir = trained.rows, trained.fit, run.out_dir
+    with run.stop.critical() if run.stop else contextlib.nullcontext():
+        record["status"] = trained.status
+        record["message"] = trained.message
         earlier_wall_s = 0.0
         if rows:
             record["summary"] = summary(rows)
@@ -105,16 +100,16 @@ def finish(
             record["summary"]["unstable"] = unstable_text(record["summary"], record["conditions"])
         record["environment"] = collecting.result()
         ended_at = time.time() if ended_at is None else ended_at
-        record["summary"]["wall_s"] = earlier_wall_s + ended_at - started_at
-        if stamp is not None:
+        record["summary"]["wall_s"] = earlier_wall_s + ended_at - run.started_at
+        if run.stamp is not None:
             texts = finished.result_texts(record, rows)
             texts.update(finished.file_texts(out_dir, extra_files))
-            finished.write(out_dir, stamp, texts)
+            finished.write(out_dir, run.stamp, texts)
         records.write_epochs(out_dir, rows)
         records.write_metrics(out_dir, record)
         checkpoint.remove(out_dir)
-    if message:
-        print(f"{status}: {message}", file=sys.stderr, flush=True)
+    if trained.message:
+        print(f"{trained.status}: {trained.message}", file=sys.stderr, flush=True)
     return record
 
 
@@ -258,3 +253,53 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
     found.update(step_spread(rows))
     return found
+
+
+def epoch_row(epoch: int, lr: float, train, val, peak_mem_mb: float, steps: int) -> dict:
+    """One epochs.csv row (plus ``_``-prefixed fields the summary needs, not written)."""
+    return {
+        "epoch": epoch,
+        "train_loss": train.loss,
+        "val_loss": val.loss,
+        "val_top1": val.top1,
+        "val_top5": val.top5,
+        "lr": lr,
+        "train_s": train.seconds,
+        "val_s": val.seconds,
+        "wall_s": train.seconds + val.seconds,
+        "data_wait_s": train.data_wait_s,
+        "compute_s": train.seconds - train.data_wait_s,
+        "data_wait_share": train.data_wait_s / train.seconds if train.seconds else float("nan"),
+        "train_img_s": train.img_s,
+        "train_images": train.images,
+        "peak_mem_mb": peak_mem_mb,
+        "extrapolated": train.extrapolated or val.extrapolated,
+        "step_ms": spread.step_ms_text(train.step_s),  # the steady steps' times (spread)
+        "_step_images": train.step_images,
+        "_steps_run": train.steps_run,
+        "_steps_per_epoch": steps,
+    }
+
+
+def _conditions_text(row: dict[str, Any]) -> str:
+    """``  others 48% of the CPUs: timed under interference`` (empty when not measured)."""
+    share = row.get("other_cpu_share")
+    if share is None:
+        return ""
+    verdict = ": timed under interference" if row.get("interference") else ""
+    return f"  others {100 * share:.0f}% of the CPUs{verdict}"
+
+
+def log_epoch(cell: CellSpec, row: dict[str, Any]) -> None:
+    """One line per epoch: readable in a log file, where the progress bar stays quiet."""
+
+    approx = "~" if row["extrapolated"] else ""
+    print(
+        f"epoch {row['epoch']}/{cell.epochs}  train_loss {row['train_loss']:.4f}  "
+        f"val_top1 {row['val_top1']:.1f}%  val_top5 {row['val_top5']:.1f}%  "
+        f"{approx}{row['wall_s']:.1f} s  {row['train_img_s']:.0f} img/s  "
+        f"data wait {100 * row['data_wait_share']:.0f}%  peak {row['peak_mem_mb']:.0f} MB"
+        + _conditions_text(row),
+        file=sys.stderr,
+        flush=True,
+    )
