@@ -16,8 +16,8 @@ from nettebench.records import files as records
 from nettebench.report import aggregate as agg
 from nettebench.report import collect, stats
 from nettebench.report import format as T
-from nettebench.study import outputs
-from nettebench.study.cell import PARAMETER_NAMES
+from nettebench.vocabulary import outputs
+from nettebench.vocabulary.cell import PARAMETER_NAMES
 
 CELL_COUNT = 2 * (3 + 3 + 3 + 1) + 1  # (model, batch) x precisions x 2 seeds + CPU baseline
 

@@ -13,11 +13,11 @@ import sys
 import pandas as pd
 import pytest
 
-from nettebench.builds.catalog import APEX_EXTENSION_ARGS
 from nettebench.records import environment
 from nettebench.report.grids import APEX_FALLBACK, mark_apex_fallback
 from nettebench.study import builds as build_plans
 from nettebench.study.grid import ConfigError
+from nettebench.vocabulary.build_catalog import APEX_EXTENSION_ARGS
 from tests import vendored_apex
 from tests.library_repos import commit_all
 from tests.workflow_helpers import REPO

@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from nettebench.datasets import DatasetError, load_data_root
+from nettebench.datasets import load_data_root
 from nettebench.datasets.synthetic import IMAGENETTE_WNIDS, class_names, generate
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 QUICK = {"size": 64, "train_images": 400, "val_images": 100}  # the quick-start defaults
 

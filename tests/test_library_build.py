@@ -15,8 +15,8 @@ import yaml
 
 from nettebench.builds import activate as libraries
 from nettebench.study import builds as build_plans
-from nettebench.study.cell import CellSpec
 from nettebench.study.grid import ConfigError, expand
+from nettebench.vocabulary.cell import CellSpec
 from tests.library_repos import commit_all, make_package_repo
 from tests.workflow_helpers import REPO
 
@@ -124,7 +124,7 @@ def test_a_fresh_process_imports_the_build_a_cell_names_and_records_it(tmp_path)
         "import json, subprocess, sys\n"
         "from nettebench.builds import activate as libraries\n"
         "from nettebench.records import environment\n"
-        "from nettebench.study.cell import CellSpec\n"
+        "from nettebench.vocabulary.cell import CellSpec\n"
         f"libraries.activate(CellSpec(dataset='d', apex='b'), {str(tmp_path / 'builds')!r})\n"
         "import apex.amp\n"
         "child = subprocess.run([sys.executable, '-c', 'import apex; print(apex.__file__)'],"

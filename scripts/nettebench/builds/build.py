@@ -19,7 +19,7 @@ apex from source by hand. These are the same steps, made safe to repeat::
 - **install** installs the wheel with ``pip install --no-deps --target`` into a prefix of its
   own, which the trainer puts first on its import path
   (:func:`nettebench.builds.activate.activate`), and writes
-  :data:`nettebench.builds.catalog.BUILD_MANIFEST` into it.
+  :data:`nettebench.vocabulary.build_catalog.BUILD_MANIFEST` into it.
 
 Each step works in a temporary folder beside its output and renames it into place only when it
 succeeded, so a failed or killed step leaves nothing half-made. Every command's output goes to
@@ -46,8 +46,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nettebench.builds.catalog import BUILD_MANIFEST, LIBRARIES, is_url
-from nettebench.records.atomic import write_text_atomic
+from nettebench.vocabulary.atomic import write_text_atomic
+from nettebench.vocabulary.build_catalog import BUILD_MANIFEST, LIBRARIES, is_url
 
 TAIL_LINES = 40  # lines of a failed command's output shown in the error
 # What git prints when it cannot reach a remote at all (as opposed to a missing ref or repo).

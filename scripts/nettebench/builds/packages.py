@@ -8,7 +8,7 @@ The ``environment_install`` rule's command, for the config's ``environments:``
 
 runs ``pip install --target`` into a temporary folder beside the prefix (with the packages'
 dependencies, as the registry resolves them), checks that every pin was installed at its version,
-writes :data:`nettebench.builds.catalog.ENVIRONMENT_MANIFEST` into it (the pins, every
+writes :data:`nettebench.vocabulary.build_catalog.ENVIRONMENT_MANIFEST` into it (the pins, every
 distribution installed and its version, the top-level modules they provide, the Python it was
 installed for) and renames it into place, so a failed or killed install leaves nothing. A cell
 whose ``environment`` names it puts the prefix first on its import path
@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from nettebench.builds.build import BuildError, _fresh_tmp, _Log, _replace, tail
-from nettebench.builds.catalog import ENVIRONMENT_MANIFEST, canonical_name
-from nettebench.records.atomic import write_text_atomic
+from nettebench.vocabulary.atomic import write_text_atomic
+from nettebench.vocabulary.build_catalog import ENVIRONMENT_MANIFEST, canonical_name
 
 _NETWORK_SIGNS = (
     "could not find a version that satisfies",

@@ -41,10 +41,10 @@ from nettebench.data.store import (
     source_of,
     store_is_current,
 )
-from nettebench.datasets.errors import DatasetError, report
 from nettebench.datasets.info import SPLITS, load_data_root
-from nettebench.records.atomic import make_work_dir, remove_tree, write_json_atomic
-from nettebench.study.cell import store_frame_width as frame_width
+from nettebench.vocabulary.atomic import make_work_dir, remove_tree, write_json_atomic
+from nettebench.vocabulary.cell import store_frame_width as frame_width
+from nettebench.vocabulary.dataset_errors import DatasetError, report
 
 
 def _shorter_side(image: Image.Image, resolution: int) -> Image.Image:

@@ -38,10 +38,10 @@ import tarfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from nettebench.records.atomic import install_tree, make_work_dir, remove_tree
+from nettebench.vocabulary.atomic import install_tree, make_work_dir, remove_tree
+from nettebench.vocabulary.dataset_errors import DatasetError, report
 
 from . import images
-from .errors import DatasetError, report
 from .info import INFO_FILE, describe_tree, has_splits, remove_stale_trees, write_info
 from .verify import check_expected, scan_archive
 

@@ -33,9 +33,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from nettebench.records.atomic import write_json_atomic
+from nettebench.vocabulary.atomic import write_json_atomic
+from nettebench.vocabulary.dataset_errors import DatasetError, report
 
-from .errors import DatasetError, report
 from .verify import CHUNK, Digests, check_expected, describe, scan_archive
 
 USER_AGENT = "nettebench-fetch/1"

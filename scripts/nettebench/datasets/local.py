@@ -32,8 +32,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nettebench.vocabulary.dataset_errors import DatasetError, report
+
 from . import images
-from .errors import DatasetError, report
 from .info import INFO_FILE, describe_tree, remove_stale_trees, write_info
 
 

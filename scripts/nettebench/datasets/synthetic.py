@@ -42,9 +42,9 @@ import numpy as np
 from PIL import Image
 from tqdm import tqdm
 
-from nettebench.records.atomic import install_tree, make_work_dir, remove_tree
+from nettebench.vocabulary.atomic import install_tree, make_work_dir, remove_tree
+from nettebench.vocabulary.dataset_errors import DatasetError, report
 
-from .errors import DatasetError, report
 from .info import INFO_FILE, TreeStats, remove_stale_trees, write_info
 
 GENERATOR_VERSION = 1  # bump when a change alters the pixels, so old trees are not mistaken

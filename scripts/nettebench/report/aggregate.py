@@ -49,7 +49,7 @@ from nettebench.report.tables.throughput import throughput_markdown
 from nettebench.report.tables.time import time_markdown
 from nettebench.report.tables.time_to_accuracy import time_to_accuracy_markdown
 from nettebench.report.tables.versions import library_versions_markdown
-from nettebench.study import outputs
+from nettebench.vocabulary import outputs
 
 # The markdown tables; each is also written as HTML under the same name.
 MARKDOWN_TABLES = outputs.TABLE_NAMES

@@ -66,7 +66,7 @@ from nettebench.report.plotting import (
 )
 from nettebench.report.scaling_figure import plot_scaling
 from nettebench.report.setups import SETUP_COLUMNS
-from nettebench.study import outputs
+from nettebench.vocabulary import outputs
 
 FIGURE_NAMES = outputs.FIGURE_NAMES
 

@@ -24,7 +24,7 @@ from typing import Any
 
 import pandas as pd
 
-from nettebench.study.precision import PRECISION_NAMES
+from nettebench.vocabulary.precision import PRECISION_NAMES
 
 # Display order of precisions: the precision table's own order (O0, tf32, O1, O2, O3, bf16, fp32),
 # so every table and figure reads from "plain fp32" towards "least precise".

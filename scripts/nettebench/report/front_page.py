@@ -27,10 +27,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from nettebench.records.atomic import write_text_atomic
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.answers import answer_sentences
+from nettebench.vocabulary.atomic import write_text_atomic
 
 
 def _demote(body: str) -> str:

@@ -22,19 +22,18 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
-# What every group that reads or writes records runs: the parse-time core and the record files.
-_CORE = ("study/", "records/")
+# What every group that reads or writes records runs: the ground floor, the parse-time core and
+# the record files.
+_CORE = ("vocabulary/", "study/", "records/")
 # What reads a prepared dataset: its description (dataset.json), not how it was fetched or made.
 _DATASET = (
     "datasets/__init__.py",
-    "datasets/catalog.py",
-    "datasets/errors.py",
     "datasets/info.py",
     "datasets/walk.py",  # the one walk of a tree's images (counts, store, pil loader)
 )
 # A training cell: the trainer, its input pipelines and models, the build it activates (not the
 # build steps) and the dataset it reads.
-_BUILD_USE = ("builds/__init__.py", "builds/activate.py", "builds/catalog.py")
+_BUILD_USE = ("builds/__init__.py", "builds/activate.py")
 _TRAINER = ("training/", "data/", "models/", *_BUILD_USE, *_DATASET, *_CORE)
 
 # What every table and figure is built from: the records read into frames, shaped and formatted.
@@ -91,13 +90,13 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     "profile_aggregate": (*_REPORT, "report/tables/kernels.py", "profiling/"),
     "profile_figures": (*_REPORT, "report/kernel_figure.py", "report/plotting.py", "profiling/"),
     # A library build depends on its own steps alone, so no other edit rebuilds a library.
-    "builds": ("builds/build.py", "builds/catalog.py", "records/atomic.py"),
+    "builds": ("builds/build.py", "vocabulary/build_catalog.py", "vocabulary/atomic.py"),
     # A package environment's install step and what it shares with the builds' steps.
     "environments": (
         "builds/packages.py",
         "builds/build.py",
-        "builds/catalog.py",
-        "records/atomic.py",
+        "vocabulary/build_catalog.py",
+        "vocabulary/atomic.py",
     ),
 }
 

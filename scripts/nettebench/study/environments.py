@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nettebench.builds.catalog import INSTALL_MANIFEST, canonical_name
-from nettebench.study.cell import INSTALLED
 from nettebench.study.grid import ConfigError
+from nettebench.vocabulary.build_catalog import INSTALL_MANIFEST, canonical_name
+from nettebench.vocabulary.cell import INSTALLED
 
 ENVIRONMENTS_ROOT = "results/environments"  # relative to the workflow's working directory
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._+-]+$")

@@ -9,9 +9,9 @@ The matrix works like a CI matrix:
   every axis an entry does not name takes all of the main matrix's values. So
   ``{model: resnet50, batch_size: 128}`` adds resnet50 at batch 128 in every precision and seed.
 
-Parameters no axis names take the defaults of :class:`nettebench.study.cell.CellSpec`. Duplicate
-cells collapse into one. Every value is checked here, before any job runs, so a typo fails with the
-key, the bad value and the allowed values.
+Parameters no axis names take the defaults of :class:`nettebench.vocabulary.cell.CellSpec`.
+Duplicate cells collapse into one. Every value is checked here, before any job runs, so a typo fails
+with the key, the bad value and the allowed values.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from nettebench.study import model_names, precision
-from nettebench.study.cell import (
+from nettebench.vocabulary import model_names, precision
+from nettebench.vocabulary.cell import (
     INSTALLED,
     LIBRARY_PARAMETERS,
     PARAMETER_NAMES,

@@ -24,9 +24,10 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nettebench.study import grid, model_names, precision
-from nettebench.study.cell import CellSpec, identity_args, identity_path
+from nettebench.study import grid
 from nettebench.study.grid import ConfigError
+from nettebench.vocabulary import model_names, precision
+from nettebench.vocabulary.cell import CellSpec, identity_args, identity_path
 
 ROOT = "results/inference"
 ACCURACY_ROOT = "results/inference_accuracy"

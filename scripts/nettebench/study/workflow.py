@@ -15,16 +15,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nettebench.datasets.catalog import CATALOG
-from nettebench.datasets.errors import DatasetError
 from nettebench.datasets.walk import tree_stamp
 from nettebench.study import builds as build_plans
 from nettebench.study import environments as environment_plans
 from nettebench.study import grid
 from nettebench.study import inference_cells as inference
-from nettebench.study.cell import CellSpec
 from nettebench.study.grid import ConfigError
-from nettebench.study.outputs import CEILING_FILE
+from nettebench.vocabulary.cell import CellSpec
+from nettebench.vocabulary.dataset_catalog import CATALOG
+from nettebench.vocabulary.dataset_errors import DatasetError
+from nettebench.vocabulary.outputs import CEILING_FILE
 
 TOP_LEVEL_KEYS = (
     "datasets",

@@ -37,11 +37,11 @@ from typing import Any
 
 import torch
 
-from nettebench.records.atomic import open_atomic
 from nettebench.training import validity
+from nettebench.vocabulary.atomic import open_atomic
 
 CHECKPOINT_FILE = "checkpoint.pt"
-# What records.atomic.open_atomic names the file it streams into until the rename.
+# What vocabulary.atomic.open_atomic names the file it streams into until the rename.
 TEMPORARY_PATTERN = f".{CHECKPOINT_FILE}.*.tmp"
 
 

@@ -7,8 +7,8 @@ Runs with or without Snakemake::
         --batch-size 128 --epochs 10
 
 Needs only torch, torchvision, numpy, pandas-free code and tqdm, so it also runs on a GPU machine
-that has no Snakemake. Every parameter of :class:`nettebench.study.cell.CellSpec` is an option with
-the same default. Outcomes that are results rather than crashes (out of memory, a precision the
+that has no Snakemake. Every parameter of :class:`nettebench.vocabulary.cell.CellSpec` is an option
+with the same default. Outcomes that are results rather than crashes (out of memory, a precision the
 device cannot run) are written to metrics.json with exit status 0, so one bad cell never stops a
 study.
 
@@ -42,16 +42,16 @@ import torch
 
 from nettebench.builds import activate as libraries
 from nettebench.builds.activate import LibraryError
-from nettebench.datasets import DatasetError
 from nettebench.datasets.info import load_data_root
 from nettebench.models.errors import PretrainedWeightsUnavailable
 from nettebench.records import conditions, environment
 from nettebench.records import files as records
-from nettebench.study.cell import CellSpec
 from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
 from nettebench.training import checkpoint, distributed, finished, launch, outcome, validity
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
 from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_name
+from nettebench.vocabulary.cell import CellSpec
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 WARMUP_STEPS = 5  # first-epoch steps excluded from img/s (autotuning, allocator, workers)
 KINDS = ("matrix", "cpu_baseline")

@@ -31,8 +31,6 @@ from nettebench.data.pil import build_pil_loaders
 from nettebench.models.build import build_model
 from nettebench.records import conditions, spread
 from nettebench.records import files as records
-from nettebench.study import precision
-from nettebench.study.cell import CellSpec
 from nettebench.training import checkpoint, distributed
 from nettebench.training.apex import ApexTrainingStep, require_apex_amp
 from nettebench.training.interrupts import StopOnSignal, stop_between_batches
@@ -45,6 +43,8 @@ from nettebench.training.loop import (
     train_epoch,
 )
 from nettebench.training.step import TrainingStep
+from nettebench.vocabulary import precision
+from nettebench.vocabulary.cell import CellSpec
 
 AUTO_BATCH_START = 256  # batch_size: auto starts at the reference batch size and halves
 

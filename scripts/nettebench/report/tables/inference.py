@@ -25,9 +25,9 @@ from typing import Any
 
 import pandas as pd
 
-from nettebench.records.atomic import write_text_atomic
 from nettebench.report import caveats as C
 from nettebench.report import format as T
+from nettebench.vocabulary.atomic import write_text_atomic
 
 UNSTABLE_MARK = "≈"  # the samples' std is >= 10 % of their mean
 OUTPUTS = {

@@ -42,7 +42,7 @@ from nettebench.records import files as records
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.grids import tell_apart
-from nettebench.study.cell import PARAMETER_NAMES
+from nettebench.vocabulary.cell import PARAMETER_NAMES
 
 TOP_N = 10
 NAME_WIDTH = 90
