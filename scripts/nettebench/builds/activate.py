@@ -22,11 +22,11 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from nettebench.study.builds import BUILDS_ROOT
-from nettebench.study.environments import ENVIRONMENTS_ROOT
 from nettebench.vocabulary.build_catalog import (
     BUILD_MANIFEST,
+    BUILDS_ROOT,
     ENVIRONMENT_MANIFEST,
+    ENVIRONMENTS_ROOT,
     INSTALL_MANIFEST,
     LIBRARIES,
 )

@@ -24,10 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from nettebench.study.grid import ConfigError
-from nettebench.vocabulary.build_catalog import INSTALL_MANIFEST, LIBRARIES, is_url
+from nettebench.vocabulary.build_catalog import BUILDS_ROOT, INSTALL_MANIFEST, LIBRARIES, is_url
 from nettebench.vocabulary.cell import INSTALLED, LIBRARY_PARAMETERS
 
-BUILDS_ROOT = "results/builds"  # relative to the workflow's working directory
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._+-]+$")
 assert tuple(LIBRARIES) == LIBRARY_PARAMETERS
 

@@ -21,6 +21,7 @@ from nettebench.study import environments as environment_plans
 from nettebench.study import grid
 from nettebench.study import inference_cells as inference
 from nettebench.study.grid import ConfigError
+from nettebench.vocabulary.build_catalog import BUILDS_ROOT, ENVIRONMENTS_ROOT
 from nettebench.vocabulary.cell import CellSpec
 from nettebench.vocabulary.dataset_catalog import CATALOG
 from nettebench.vocabulary.dataset_errors import DatasetError
@@ -260,7 +261,7 @@ class Study:
             return self.builds[library][name]
         except KeyError:
             raise ConfigError(
-                f"{build_plans.BUILDS_ROOT}/{library}/{name} is not a build of this study's "
+                f"{BUILDS_ROOT}/{library}/{name} is not a build of this study's "
                 f"config (builds.{library})"
             ) from None
 
@@ -283,7 +284,7 @@ class Study:
             return self.environments[name]
         except KeyError:
             raise ConfigError(
-                f"{environment_plans.ENVIRONMENTS_ROOT}/{name} is not a package environment "
+                f"{ENVIRONMENTS_ROOT}/{name} is not a package environment "
                 "of this study's config (environments:)"
             ) from None
 
