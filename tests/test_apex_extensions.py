@@ -16,7 +16,7 @@ import pytest
 from nettebench.records import environment
 from nettebench.report.grids import APEX_FALLBACK, mark_apex_fallback
 from nettebench.study import builds as build_plans
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
 from nettebench.vocabulary.build_catalog import APEX_EXTENSION_ARGS
 from tests import vendored_apex
 from tests.library_repos import commit_all

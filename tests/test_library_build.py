@@ -15,7 +15,8 @@ import yaml
 
 from nettebench.builds import activate as libraries
 from nettebench.study import builds as build_plans
-from nettebench.study.grid import ConfigError, expand
+from nettebench.study.crossing import ConfigError
+from nettebench.study.grid import expand
 from nettebench.vocabulary.cell import CellSpec
 from tests.library_repos import commit_all, make_package_repo
 from tests.workflow_helpers import REPO

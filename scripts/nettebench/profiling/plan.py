@@ -28,7 +28,7 @@ from nettebench.profiling import (
     DEFAULT_WARMUP_STEPS,
     OUTPUT_FILES,
 )
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
 from nettebench.vocabulary.cell import PARAMETER_NAMES, CellSpec
 
 PROFILE_ROOT = "results/profiles"

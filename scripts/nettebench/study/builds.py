@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
 from nettebench.vocabulary.build_catalog import BUILDS_ROOT, INSTALL_MANIFEST, LIBRARIES, is_url
 from nettebench.vocabulary.cell import INSTALLED, LIBRARY_PARAMETERS
 

@@ -22,7 +22,7 @@ import sys
 from typing import Any, NoReturn
 
 from nettebench.study import grid
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
 from nettebench.vocabulary import model_names, precision
 from nettebench.vocabulary.cell import INSTALLED, LIBRARY_PARAMETERS, CellSpec
 

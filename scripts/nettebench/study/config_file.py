@@ -34,7 +34,7 @@ import jsonschema
 import yaml
 
 from nettebench.study.cell_options import CommandParser
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
 from nettebench.study.workflow import Study
 
 SCHEMA_FILE = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.yaml"

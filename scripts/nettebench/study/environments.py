@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
 from nettebench.vocabulary.build_catalog import ENVIRONMENTS_ROOT, INSTALL_MANIFEST, canonical_name
 from nettebench.vocabulary.cell import INSTALLED
 

@@ -20,7 +20,7 @@ from nettebench.study import builds as build_plans
 from nettebench.study import environments as environment_plans
 from nettebench.study import grid
 from nettebench.study import inference_cells as inference
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
 from nettebench.vocabulary.build_catalog import BUILDS_ROOT, ENVIRONMENTS_ROOT
 from nettebench.vocabulary.cell import CellSpec
 from nettebench.vocabulary.dataset_catalog import CATALOG
