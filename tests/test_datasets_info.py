@@ -129,7 +129,8 @@ def test_local_cli(tree, tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets.local",
+            "nettebench.datasets",
+            "local",
             "--source",
             str(tree),
             "--out-dir",
@@ -147,7 +148,8 @@ def test_local_cli(tree, tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets.local",
+            "nettebench.datasets",
+            "local",
             "--source",
             str(tree / "train"),
             "--out-dir",

@@ -171,7 +171,8 @@ def test_cli(tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets.synthetic",
+            "nettebench.datasets",
+            "synthetic",
             "--out-dir",
             str(tmp_path / "s"),
             "--name",
@@ -197,7 +198,8 @@ def test_cli(tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets.synthetic",
+            "nettebench.datasets",
+            "synthetic",
             "--out-dir",
             str(tmp_path / "b"),
             "--name",

@@ -106,7 +106,8 @@ def main() -> None:
         [
             sys.executable,
             "-m",
-            "nettebench.datasets.synthetic",
+            "nettebench.datasets",
+            "synthetic",
             "--out-dir",
             str(data),
             "--name",

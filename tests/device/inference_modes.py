@@ -56,7 +56,7 @@ def main() -> None:
         queries, max_seconds, workers = 1024, 30.0, 8
     data = Path("/tmp/nettebench-inference-data")
     subprocess.run(
-        [sys.executable, "-m", "nettebench.datasets.synthetic", "--out-dir", str(data), "--name",
+        [sys.executable, "-m", "nettebench.datasets", "synthetic", "--out-dir", str(data), "--name",
          "inference-synthetic", "--size", str(size), "--train-images", "10", "--val-images",
          str(val)],
         check=True,

@@ -130,7 +130,7 @@ def make_goal_data(suite: Suite) -> Path | None:
     if not (data / "dataset.json").exists():
         started = time.perf_counter()
         rc = suite.run(
-            [sys.executable, "-m", "nettebench.datasets.synthetic", "--out-dir", str(data),
+            [sys.executable, "-m", "nettebench.datasets", "synthetic", "--out-dir", str(data),
              "--name", "imagenette-320-shaped", "--size", str(size), "--train-images",
              str(train), "--val-images", str(val), "--classes", str(classes)],
             need_s=30,
@@ -146,7 +146,7 @@ def build_store(suite: Suite, data: Path, image_size: int) -> Path | None:
     resolution = round(image_size / 0.875)
     started = time.perf_counter()
     rc = suite.run(
-        [sys.executable, "-m", "nettebench.data.store_build", "--data", str(data), "--out-dir",
+        [sys.executable, "-m", "nettebench.data", "store", "--data", str(data), "--out-dir",
          str(store), "--resolution", str(resolution)],
         need_s=20,
     )  # fmt: skip

@@ -60,7 +60,7 @@ def main() -> None:
     data = Path("/tmp/nettebench-profile-data")
     t0 = time.time()
     subprocess.run(
-        [sys.executable, "-m", "nettebench.datasets.synthetic", "--out-dir", str(data),
+        [sys.executable, "-m", "nettebench.datasets", "synthetic", "--out-dir", str(data),
          "--name", "synthetic", "--size", str(size), "--train-images", str(train),
          "--val-images", "40", "--classes", str(classes)],
         check=True, env=env, stdout=subprocess.DEVNULL,
@@ -97,7 +97,7 @@ def main() -> None:
 
     if summaries:
         subprocess.run(
-            [sys.executable, "-m", "nettebench.report.tables.kernels", "--out-dir", str(work),
+            [sys.executable, "-m", "nettebench.report", "kernel-tables", "--out-dir", str(work),
              *map(str, summaries)],
             env=env, check=False,
         )  # fmt: skip

@@ -64,7 +64,7 @@ def main() -> None:
     data = Path("/tmp/nettebench-synthetic")
     t0 = time.time()
     subprocess.run(
-        [sys.executable, "-m", "nettebench.datasets.synthetic", "--out-dir", str(data),
+        [sys.executable, "-m", "nettebench.datasets", "synthetic", "--out-dir", str(data),
          "--name", "imagenette2-320-synthetic", "--size", str(size), "--train-images",
          str(train), "--val-images", str(val)],
         check=True, env=env,

@@ -3,8 +3,8 @@
 The ``environment_install`` rule's command, for the config's ``environments:``
 (:mod:`nettebench.study.environments`)::
 
-    python -m nettebench.builds.packages --name pillow11 --prefix PREFIX --manifest install.json \\
-        [--pip-arg ARG ...] -- pillow==11.3.0
+    python -m nettebench.builds environment --name pillow11 --prefix PREFIX \\
+        --manifest install.json [--pip-arg ARG ...] -- pillow==11.3.0
 
 runs ``pip install --target`` into a temporary folder beside the prefix (with the packages'
 dependencies, as the registry resolves them), checks that every pin was installed at its version,
@@ -162,7 +162,7 @@ def _pip_version() -> str | None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m nettebench.builds.packages",
+        prog="python -m nettebench.builds environment",
         description="Install pinned packages from the registry into a prefix of their own.",
     )
     parser.add_argument("--name", required=True, help="the environment's name in the config")
@@ -190,7 +190,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     versions = ", ".join(f"{d} {v}" for d, v in record["installed"].items())
     print(f"environment {args.name}: {versions} in {record['install_s']} s", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

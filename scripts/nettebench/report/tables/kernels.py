@@ -12,7 +12,7 @@ Reads only what ``python -m nettebench.profiling`` wrote beside each ``profile.j
 
 Usage::
 
-    python -m nettebench.report.tables.kernels --out-dir results/tables [PROFILE_JSON ...]
+    python -m nettebench.report kernel-tables --out-dir results/tables [PROFILE_JSON ...]
 
 Imports pandas, no torch.
 """
@@ -359,7 +359,7 @@ def aggregate(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m nettebench.report.tables.kernels",
+        prog="python -m nettebench.report kernel-tables",
         description="Collect profiled cells into kernel_categories.csv and top_kernels.md/html.",
     )
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for the tables")
@@ -372,7 +372,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     print(f"aggregated {len(args.profiles)} profile(s) into {args.out_dir}", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
