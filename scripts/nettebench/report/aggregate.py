@@ -112,7 +112,7 @@ def aggregate(
         "scaling": scaling_markdown(runs),
     }
     texts["runs_html"] = T.csv_to_html(texts["runs"], "Runs", _RUNS_NOTE, empty=NO_CELLS_NOTE)
-    texts.update({f"{name}_html": T.markdown_to_html(texts[name]) for name in MARKDOWN_TABLES})
+    texts.update({f"{name}_html": T.html_document(texts[name]) for name in MARKDOWN_TABLES})
     headline = texts["time_by_model_precision"]
     if _several_setups(runs):  # a merge of machines: the front page sets them side by side too
         headline += "\n" + texts["time_by_machine"]

@@ -90,7 +90,7 @@ def answer_html(runs: pd.DataFrame) -> str:
 def headline_html(runs: pd.DataFrame, headline_markdown: str) -> str:
     """The answer in words, the caveats line, then the headline table's HTML (headings one
     level down)."""
-    _, body = T.markdown_body(headline_markdown)
+    _, body = T.html_body(headline_markdown)
     line = caveat_line(runs)
     caveats = f'<p class="caveats"><strong>{html.escape(line)}</strong></p>\n' if line else ""
     return f"{answer_html(runs)}{caveats}{_demote(body)}\n"

@@ -338,8 +338,8 @@ def write(records: list[str], accuracy: list[str], out_dir: str | Path) -> dict[
         "accuracy_table": accuracy_markdown(scores),
         "headline": headline(cells, scores),
     }
-    texts["table_html"] = T.markdown_to_html(texts["table"])
-    texts["accuracy_table_html"] = T.markdown_to_html(texts["accuracy_table"])
+    texts["table_html"] = T.html_document(texts["table"])
+    texts["accuracy_table_html"] = T.html_document(texts["accuracy_table"])
     written = {}
     for name, text in texts.items():
         written[name] = Path(out_dir) / OUTPUTS[name]

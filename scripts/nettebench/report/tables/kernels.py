@@ -329,7 +329,7 @@ def top_kernels_markdown(
         if cell["status"] == STATUS_OK
     ]
     if tops:
-        sections.append(T.section("Top kernels per profiled cell", "", level=2) + "\n".join(tops))
+        sections.append(T.section("Top kernels per profiled cell", "", level=2) + T.join(tops))
     return T.document("Top kernels", _NOTE, sections)
 
 
@@ -348,7 +348,7 @@ def aggregate(
     texts = {
         "categories": categories.to_csv(index=False, lineterminator="\n"),
         "top_kernels": markdown,
-        "top_kernels_html": T.markdown_to_html(markdown),
+        "top_kernels_html": T.html_document(markdown),
     }
     out = Path(out_dir)
     written = {}
