@@ -30,7 +30,7 @@ shell.prefix(
     + "${{PYTHONPATH:+:$PYTHONPATH}}; "
 )
 
-from nettebench.study import outputs
+from nettebench.vocabulary import outputs
 from nettebench.study import inference_cells as inference
 from nettebench.study import code_groups, config_file, job_signals
 from nettebench.study import stored as stored_study
@@ -219,7 +219,7 @@ def store_option(wildcards, input):
 
 # -- What each job asks for (profiles/slurm; nettebench.study.resources sizes it from the cell) ----
 from nettebench.study import resources as job_resources
-from nettebench.datasets.catalog import CATALOG
+from nettebench.vocabulary.dataset_catalog import CATALOG
 
 
 def dataset_images(dataset):
@@ -336,7 +336,7 @@ def profile_args(wildcards):
 
 # -- library builds (rules/builds.smk) ------------------------------------------------------
 
-from nettebench.builds.catalog import INSTALL_MANIFEST, LIBRARIES
+from nettebench.vocabulary.build_catalog import INSTALL_MANIFEST, LIBRARIES
 
 
 wildcard_constraints:

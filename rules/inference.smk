@@ -85,7 +85,7 @@ rule inference_tables:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.cells),
     shell:
-        "python -m nettebench.report.tables.inference --out-dir {params.out_dir}"
+        "python -m nettebench.report inference-tables --out-dir {params.out_dir}"
         " --records {input.records:q} --accuracy {input.accuracy:q} > {log} 2>&1"
 
 
@@ -108,5 +108,5 @@ rule inference_figure:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.png),
     shell:
-        "python -m nettebench.report.inference_figure --cells {input.cells}"
+        "python -m nettebench.report inference-figure --cells {input.cells}"
         " --out-dir {params.out_dir} > {log} 2>&1"

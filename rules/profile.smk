@@ -59,7 +59,7 @@ rule profiles_aggregate:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.markdown),
     shell:
-        "python -m nettebench.report.tables.kernels --out-dir {params.out_dir}"
+        "python -m nettebench.report kernel-tables --out-dir {params.out_dir}"
         " {input.summaries} > {log} 2>&1"
 
 
@@ -82,5 +82,5 @@ rule profiles_plot:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.png),
     shell:
-        "python -m nettebench.report.kernel_figure --categories {input.categories}"
+        "python -m nettebench.report kernel-figure --categories {input.categories}"
         " --out-dir {params.out_dir} > {log} 2>&1"

@@ -16,8 +16,8 @@ from nettebench.records import files as records
 from nettebench.report import aggregate as agg
 from nettebench.report import collect, stats
 from nettebench.report import format as T
-from nettebench.study import outputs
-from nettebench.study.cell import PARAMETER_NAMES
+from nettebench.vocabulary import outputs
+from nettebench.vocabulary.cell import PARAMETER_NAMES
 
 CELL_COUNT = 2 * (3 + 3 + 3 + 1) + 1  # (model, batch) x precisions x 2 seeds + CPU baseline
 
@@ -410,6 +410,34 @@ def test_every_table_has_an_html_page_with_its_values(ceiling_study):
             for row in rows:
                 for value in row:
                     assert f">{html.escape(value.replace(chr(92) + '|', '|'))}</t" in text
+
+
+def _html_tables(page: str) -> list[list[list[str]]]:
+    """Every table of an HTML page as rows of cell texts (tags dropped, entities unescaped)."""
+    tables = []
+    for table in re.findall(r"<table>(.*?)</table>", page, flags=re.S):
+        rows = re.findall(r"<tr>(.*?)</tr>", table, flags=re.S)
+        cells = [re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, flags=re.S) for row in rows]
+        tables.append([[html.unescape(re.sub(r"<[^>]+>", "", c)) for c in row] for row in cells])
+    return tables
+
+
+def test_the_html_tables_are_the_markdown_tables_cell_for_cell(ceiling_study):
+    """The HTML comes from the rows the Markdown was written from (no parsing back): the same
+    tables, in the same order, with the same cells, and the same headings."""
+    written = ceiling_study["written"]
+    for name in agg.MARKDOWN_TABLES:
+        markdown, page = written[name].read_text(), written[f"{name}_html"].read_text()
+        expected = [
+            [[cell.replace("\\|", "|").replace("`", "") for cell in row] for row in rows]
+            for _, rows in md_tables(markdown)
+        ]
+        assert _html_tables(page) == expected, name
+        titles = [line.lstrip("#").strip() for line in markdown.splitlines() if line[:1] == "#"]
+        found = [
+            html.unescape(re.sub(r"<[^>]+>", "", h)) for h in re.findall(r"<h\d>(.*?)</h\d>", page)
+        ]
+        assert found == [title.replace("`", "") for title in titles], name
 
 
 def test_runs_html_holds_every_cell(ceiling_study):

@@ -8,13 +8,13 @@ import pytest
 import torch
 from torch import nn
 
-from nettebench.study import precision
-from nettebench.study.precision import APEX_OPT_LEVELS
 from nettebench.training.apex import (
     ApexAmpUnavailable,
     ApexTrainingStep,
     require_apex_amp,
 )
+from nettebench.vocabulary import precision
+from nettebench.vocabulary.precision import APEX_OPT_LEVELS
 
 UNRELATED = "is not NVIDIA apex but PyPI's unrelated package named `apex`"
 

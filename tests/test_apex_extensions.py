@@ -13,11 +13,11 @@ import sys
 import pandas as pd
 import pytest
 
-from nettebench.builds.catalog import APEX_EXTENSION_ARGS
 from nettebench.records import environment
 from nettebench.report.grids import APEX_FALLBACK, mark_apex_fallback
 from nettebench.study import builds as build_plans
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
+from nettebench.vocabulary.build_catalog import APEX_EXTENSION_ARGS
 from tests import vendored_apex
 from tests.library_repos import commit_all
 from tests.workflow_helpers import REPO
@@ -69,7 +69,7 @@ def test_the_extension_options_reach_apexs_setup_argv_through_the_wheel_step(tmp
     env = {**os.environ, "PYTHONPATH": str(REPO / "scripts")}
 
     def step(*args: str) -> None:
-        command = [sys.executable, "-m", "nettebench.builds.build", *args]
+        command = [sys.executable, "-m", "nettebench.builds", *args]
         subprocess.run([*command, "--log", str(tmp_path / "log")], check=True, env=env)
 
     step("clone", "--library", "apex", "--build", "ext", "--repo", str(repo), "--ref", "25.05",

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from nettebench.benchmarks import ceiling as bench
-from nettebench.study.cell import CellSpec
 from nettebench.training.step import TrainingStep
+from nettebench.vocabulary.cell import CellSpec
 
 TINY = dict(image_size=32, device="cpu", warmup_steps=2, steps=3, threads=1)
 

@@ -7,13 +7,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from nettebench.study.cell import (
+from nettebench.study.cell_options import add_cell_options
+from nettebench.vocabulary.cell import (
     CORE_KEYS,
     RUN_PARAMETERS,
     CellSpec,
     field_defaults,
 )
-from nettebench.study.cell_options import add_cell_options
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"
 

@@ -12,8 +12,8 @@ import pytest
 from PIL import Image
 
 from nettebench.records import files as records
-from nettebench.study import outputs
-from nettebench.study.cell import CellSpec
+from nettebench.vocabulary import outputs
+from nettebench.vocabulary.cell import CellSpec
 
 
 @pytest.fixture(scope="module")

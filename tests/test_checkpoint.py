@@ -92,7 +92,7 @@ def test_the_temporary_file_of_a_killed_save_is_removed_by_the_next_run(tmp_path
 
 
 def test_the_pattern_is_the_name_open_atomic_streams_into(tmp_path):
-    from nettebench.records.atomic import open_atomic
+    from nettebench.vocabulary.atomic import open_atomic
 
     with open_atomic(tmp_path / CHECKPOINT_FILE) as handle:
         handle.write(b"x")

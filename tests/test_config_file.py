@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from nettebench.study import config_file
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
 
 SCHEMA = config_file.load_schema()
 BASE = {"datasets": {"tiny": {"synthetic": {"size": 16}}}, "matrix": {"epochs": 1}}

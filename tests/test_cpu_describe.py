@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from nettebench.records import cpu
-from nettebench.study.precision import emulated_reason
+from nettebench.vocabulary.precision import emulated_reason
 
 CPUINFO = """processor\t: 0
 model name\t: AMD EPYC 7B12

@@ -11,13 +11,13 @@ from torchvision import datasets
 
 from nettebench.data import store
 from nettebench.data.pil import TreeImageFolder, load_image
-from nettebench.datasets import DatasetError
 from nettebench.datasets import images as image_check
 from nettebench.datasets.info import describe_tree
 from nettebench.datasets.local import register_directory
 from nettebench.datasets.testing import TINY_CLASSES, make_image_tree
 from nettebench.datasets.walk import class_images, split_samples, tree_images, tree_stamp
 from nettebench.study.workflow import plan_dataset
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 CLASSES = tuple(sorted(TINY_CLASSES))
 SYNTHETIC = {"synthetic": {"size": 16, "train_images": 6, "val_images": 3}}

@@ -8,7 +8,8 @@ import sys
 
 import pytest
 
-from nettebench.datasets import CATALOG, CatalogEntry, DatasetError, lookup
+from nettebench.vocabulary.dataset_catalog import CATALOG, CatalogEntry, lookup
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 EXPECTED = {
     # name: (size, md5) from fastai/data/checks.txt
@@ -73,7 +74,8 @@ def test_importing_the_dataset_layer_loads_nothing_heavy():
     """Snakemake imports the catalog at parse time; torch/numpy there would slow every dry run."""
     code = (
         "import sys\n"
-        "import nettebench.datasets, nettebench.datasets.catalog, nettebench.datasets.info\n"
+        "import nettebench.datasets, nettebench.datasets.info\n"
+        "import nettebench.vocabulary.dataset_catalog\n"
         "import nettebench.datasets.fetch, nettebench.datasets.extract, nettebench.datasets.local\n"
         "heavy = {'torch', 'torchvision', 'pandas', 'numpy', 'PIL', 'tqdm'}\n"
         "light = sorted(heavy & set(sys.modules))\n"

@@ -10,9 +10,10 @@ import tarfile
 
 import pytest
 
-from nettebench.datasets import DatasetError, load_data_root
+from nettebench.datasets import load_data_root
 from nettebench.datasets.extract import extract, main
 from nettebench.datasets.testing import TINY_CLASSES, make_image_tree, make_tgz
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 
 @pytest.fixture
@@ -233,7 +234,8 @@ def test_cli_reports_errors_in_one_line(tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets.extract",
+            "nettebench.datasets",
+            "extract",
             "--archive",
             str(bogus),
             "--out-dir",

@@ -11,9 +11,9 @@ from datetime import datetime
 
 import pytest
 
-from nettebench.datasets import DatasetError
 from nettebench.datasets.fetch import fetch, main
 from nettebench.datasets.testing import LocalHTTPServer, Reply, make_image_tree, make_tgz
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 
 @pytest.fixture(autouse=True)
@@ -211,7 +211,8 @@ def test_cli_runs_as_a_module(server, tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets.fetch",
+            "nettebench.datasets",
+            "fetch",
             "--url",
             server.url("/truncated.tgz"),
             "--out",

@@ -10,12 +10,13 @@ import pytest
 
 from nettebench.data import store_build
 from nettebench.data.pil import build_pil_loaders
-from nettebench.datasets import DatasetError, load_data_root
+from nettebench.datasets import load_data_root
 from nettebench.datasets.extract import extract
 from nettebench.datasets.images import find_bad_images
 from nettebench.datasets.info import remove_stale_trees
 from nettebench.datasets.local import register_directory
 from nettebench.datasets.testing import make_image_tree, make_tgz
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 BAD = "train/n01440764/n01440764_0.JPEG"
 NOT_AN_IMAGE = "val/n02102040/n02102040_0.JPEG"

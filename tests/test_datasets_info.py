@@ -8,10 +8,11 @@ import sys
 
 import pytest
 
-from nettebench.datasets import DatasetError, load_data_root
+from nettebench.datasets import load_data_root
 from nettebench.datasets.info import INFO_KEYS, count_images, describe_tree, write_info
 from nettebench.datasets.local import register_directory
 from nettebench.datasets.testing import TINY_CLASSES, make_image_tree
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 CLASSES = tuple(sorted(TINY_CLASSES))
 
@@ -128,7 +129,8 @@ def test_local_cli(tree, tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets.local",
+            "nettebench.datasets",
+            "local",
             "--source",
             str(tree),
             "--out-dir",
@@ -146,7 +148,8 @@ def test_local_cli(tree, tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets.local",
+            "nettebench.datasets",
+            "local",
             "--source",
             str(tree / "train"),
             "--out-dir",

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from nettebench.datasets import DatasetError, load_data_root
+from nettebench.datasets import load_data_root
 from nettebench.datasets.synthetic import IMAGENETTE_WNIDS, class_names, generate
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 QUICK = {"size": 64, "train_images": 400, "val_images": 100}  # the quick-start defaults
 
@@ -193,7 +194,8 @@ def test_cli(tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets.synthetic",
+            "nettebench.datasets",
+            "synthetic",
             "--out-dir",
             str(tmp_path / "s"),
             "--name",
@@ -219,7 +221,8 @@ def test_cli(tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets.synthetic",
+            "nettebench.datasets",
+            "synthetic",
             "--out-dir",
             str(tmp_path / "b"),
             "--name",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from nettebench.study.cell import CellSpec
+from nettebench.vocabulary.cell import CellSpec
 from tests.library_repos import make_package_repo
 from tests.workflow_helpers import copy_workflow, planned_jobs, run_study, write_config
 

@@ -23,8 +23,8 @@ import pytest
 from nettebench.datasets.synthetic import generate
 from nettebench.report.collect import read_cells, runs_frame
 from nettebench.report.tables.scaling import scaling_frame
-from nettebench.study.cell import CellSpec
 from nettebench.training import launch
+from nettebench.vocabulary.cell import CellSpec
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="gloo processes under torchrun")
 
@@ -227,9 +227,9 @@ def _one_step(rank: int, world: int, init: str, out: str) -> None:
     import torch
     import torch.distributed as dist
 
-    from nettebench.study import precision
     from nettebench.training import distributed
     from nettebench.training.step import TrainingStep
+    from nettebench.vocabulary import precision
 
     os.environ.update(RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 
 from nettebench.datasets.testing import make_image_tree, make_tgz
-from nettebench.study.cell import CellSpec
 from nettebench.study.job_signals import descendants
+from nettebench.vocabulary.cell import CellSpec
 from tests.workflow_helpers import (
     copy_workflow,
     planned_jobs,

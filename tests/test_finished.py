@@ -14,8 +14,8 @@ import torch
 
 from nettebench.datasets.synthetic import generate
 from nettebench.study import code_groups
-from nettebench.study.cell import CellSpec
 from nettebench.training import finished, validity
+from nettebench.vocabulary.cell import CellSpec
 
 CELL = CellSpec(
     dataset="fin", model="squeezenet1_1", batch_size=20, epochs=1, image_size=32, workers=0
@@ -293,7 +293,7 @@ def test_retrain_is_asked_by_the_option_or_the_environment(monkeypatch):
 def test_the_builds_and_the_environment_a_cell_names_are_in_the_key(dataset, tmp_path, monkeypatch):
     """Read where the trainer reads them, for a trainer run by hand (no --depends-on)."""
     from nettebench.builds.activate import ENVIRONMENTS_DIR_ENV
-    from nettebench.builds.catalog import BUILD_MANIFEST, ENVIRONMENT_MANIFEST
+    from nettebench.vocabulary.build_catalog import BUILD_MANIFEST, ENVIRONMENT_MANIFEST
 
     build = tmp_path / "builds" / "torchvision" / "b" / "prefix"
     environment = tmp_path / "environments" / "e" / "prefix"

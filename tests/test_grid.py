@@ -2,7 +2,8 @@
 
 import pytest
 
-from nettebench.study.grid import ConfigError, expand
+from nettebench.study.crossing import ConfigError
+from nettebench.study.grid import expand
 
 DATASETS = ["imagenette2-320"]
 

@@ -127,8 +127,8 @@ def test_a_cell_without_final_weights_says_why(data, tmp_path):
 
 
 def test_the_trainer_writes_weights_that_say_why_when_the_cell_did_not_run(data, tmp_path):
-    from nettebench.study.cell import CellSpec
     from nettebench.training.cli import run_cell
+    from nettebench.vocabulary.cell import CellSpec
 
     if torch.cuda.is_available():
         pytest.skip("O3 runs here")
@@ -143,8 +143,8 @@ def test_the_trainer_writes_weights_that_say_why_when_the_cell_did_not_run(data,
 def test_a_trained_cells_final_weights_give_its_final_top1_in_fp32(data, tmp_path):
     """The same weights on the same validation split through the reference pipeline: fp32
     inference accuracy is the trainer's last-epoch top-1, whatever the batch size."""
-    from nettebench.study.cell import CellSpec
     from nettebench.training.cli import run_cell
+    from nettebench.vocabulary.cell import CellSpec
 
     cell = CellSpec("tiny", model="resnet18", device="cpu", epochs=1, batch_size=5, image_size=32,
                     workers=0)  # fmt: skip

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from nettebench.study import inference_cells as inference
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
 from nettebench.study.workflow import Study
 
 SCHEMA = Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml"

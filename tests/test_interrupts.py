@@ -19,9 +19,9 @@ from torch.utils.data import DataLoader, Dataset
 
 from nettebench.data.pil import _seed_worker
 from nettebench.study import job_signals
-from nettebench.study.cell import CellSpec
 from nettebench.training import interrupts
 from nettebench.training.interrupts import Interrupted, StopOnSignal, stop_between_batches
+from nettebench.vocabulary.cell import CellSpec
 
 
 def _signal_self(signum: int) -> None:

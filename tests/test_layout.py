@@ -4,7 +4,9 @@
   numpy, PIL or matplotlib: Snakemake imports it while it parses the workflow.
 - The commands that run a cell put the cell's library build first on the import path before
   anything imports torchvision or apex, so importing them imports neither.
-- Imports run one way: nothing in the parse-time core imports a module above it.
+- Imports run one way: the subpackages stand on the floors ``nettebench/__init__.py`` lists,
+  bottom to top; a module imports only modules of its own floor or of a floor below, and the
+  ground floor imports nothing of the package (the standard library only).
 - Every subpackage says in its docstring what it owns and what it may import.
 """
 
@@ -27,20 +29,12 @@ PARSE_TIME = (
     "nettebench.study.config_file",
     "nettebench.study.job_signals",
     "nettebench.study.resources",
-    "nettebench.study.outputs",
     "nettebench.study.stored",
     "nettebench.study.inference_cells",
-    "nettebench.datasets.catalog",
-    "nettebench.builds.catalog",
+    "nettebench.vocabulary.outputs",
+    "nettebench.vocabulary.dataset_catalog",
+    "nettebench.vocabulary.build_catalog",
     "nettebench.profiling.plan",
-)
-# The parse-time core may import these subpackages' stdlib-only leaves, nothing else above it.
-CORE_MAY_IMPORT = (
-    "nettebench.study",
-    "nettebench.datasets.catalog",
-    "nettebench.datasets.errors",
-    "nettebench.datasets.walk",  # stdlib only: a local folder's stamp, taken while parsing
-    "nettebench.builds.catalog",
 )
 CELL_COMMANDS = (
     "nettebench.training.cli",
@@ -78,7 +72,7 @@ def _workflow_imports() -> set[str]:
                 found.add(words[1])
                 base = PACKAGE_DIR.parent.joinpath(*words[1].split("."))
                 found |= {f"{words[1]}.{n}" for n in names if (base / f"{n}.py").exists()}
-    return found - {"nettebench.study"}
+    return found - {"nettebench.study", "nettebench.vocabulary"}
 
 
 def test_the_parse_time_list_holds_every_module_the_workflow_imports():
@@ -93,24 +87,65 @@ def test_cell_commands_import_no_library_a_build_could_replace(command):
     assert _loaded_after_import((command,), ("torchvision", "apex", "efficientnet_pytorch")) == []
 
 
+def floors() -> list[list[str]]:
+    """The floors, bottom to top, as the package docstring lists them (``1. vocabulary``)."""
+    doc = ast.get_docstring(ast.parse((PACKAGE_DIR / "__init__.py").read_text())) or ""
+    listed = [line.split(".", 1) for line in doc.splitlines() if line[:1].isdigit()]
+    return [[room.strip() for room in rooms.split(",")] for _, rooms in listed]
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def _imports(path: Path) -> set[str]:
+    """Every module or package ``path`` imports (anywhere in it), relative imports resolved."""
+    here = _module_name(path).split(".")
+    package = here if path.name == "__init__.py" else here[:-1]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            found |= {f"{node.module}.{alias.name}" for alias in node.names} | {node.module}
-    return {name for name in found if name.startswith("nettebench.")}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                above = package[: len(package) - node.level + 1]
+                base = ".".join(above + ([base] if base else []))
+            found |= {f"{base}.{alias.name}" for alias in node.names} | {base}
+    return found
 
 
-def test_the_parse_time_core_imports_only_downward():
-    for path in sorted((PACKAGE_DIR / "study").glob("*.py")):
-        upward = {
-            name
-            for name in _imports(path)
-            if not any(name == ok or name.startswith(ok + ".") for ok in CORE_MAY_IMPORT)
-        }
-        assert not upward, f"{path.name} imports {sorted(upward)} from above the core"
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if parts[0] == "nettebench" and len(parts) > 1 else None
+
+
+def test_the_floors_hold_every_subpackage_once():
+    listed = [room for floor in floors() for room in floor]
+    rooms = sorted(init.parent.name for init in PACKAGE_DIR.glob("*/__init__.py"))
+    assert sorted(listed) == rooms
+    assert floors()[0] == ["vocabulary"]
+
+
+def test_a_module_imports_only_its_own_floor_or_below():
+    level = {room: n for n, floor in enumerate(floors()) for room in floor}
+    upward = []
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        here = _room(_module_name(path))
+        for name in sorted(_imports(path)):
+            there = _room(name)
+            if here in level and there in level and level[there] > level[here]:
+                upward.append(f"{path.relative_to(PACKAGE_DIR)} imports {name}")
+    assert not upward, "imports that run up a floor:\n" + "\n".join(upward)
+
+
+def test_the_ground_floor_imports_the_standard_library_only():
+    for path in sorted((PACKAGE_DIR / "vocabulary").glob("*.py")):
+        for name in _imports(path):
+            top = name.split(".")[0]
+            ok = top in sys.stdlib_module_names or name.startswith("nettebench.vocabulary")
+            assert ok, f"vocabulary/{path.name} imports {name}"
 
 
 def test_every_subpackage_says_what_it_owns_and_may_import():

@@ -15,8 +15,9 @@ import yaml
 
 from nettebench.builds import activate as libraries
 from nettebench.study import builds as build_plans
-from nettebench.study.cell import CellSpec
-from nettebench.study.grid import ConfigError, expand
+from nettebench.study.crossing import ConfigError
+from nettebench.study.grid import expand
+from nettebench.vocabulary.cell import CellSpec
 from tests.library_repos import commit_all, make_package_repo
 from tests.workflow_helpers import REPO
 
@@ -37,7 +38,7 @@ def run_steps(repo: Path, ref: str, out: Path, *, library: str = "apex", build: 
     codes, errors = [], []
     for step, log in zip(steps, ("clone", "build", "install"), strict=True):
         result = subprocess.run(
-            [sys.executable, "-m", "nettebench.builds.build", *map(str, step)]
+            [sys.executable, "-m", "nettebench.builds", *map(str, step)]
             + ["--log", str(out / f"{log}.log")],
             capture_output=True,
             text=True,
@@ -124,7 +125,7 @@ def test_a_fresh_process_imports_the_build_a_cell_names_and_records_it(tmp_path)
         "import json, subprocess, sys\n"
         "from nettebench.builds import activate as libraries\n"
         "from nettebench.records import environment\n"
-        "from nettebench.study.cell import CellSpec\n"
+        "from nettebench.vocabulary.cell import CellSpec\n"
         f"libraries.activate(CellSpec(dataset='d', apex='b'), {str(tmp_path / 'builds')!r})\n"
         "import apex.amp\n"
         "child = subprocess.run([sys.executable, '-c', 'import apex; print(apex.__file__)'],"

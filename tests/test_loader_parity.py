@@ -18,8 +18,8 @@ from __future__ import annotations
 import pandas as pd
 
 from nettebench.datasets.synthetic import generate
-from nettebench.study.cell import CellSpec
 from nettebench.training.cli import run_cell
+from nettebench.vocabulary.cell import CellSpec
 
 MAX_GAP_POINTS = 2.0
 

@@ -11,8 +11,6 @@ import pytest
 import torch
 from torch import nn
 
-from nettebench.study import precision
-from nettebench.study.cell import CellSpec
 from nettebench.training.fit import val_padding
 from nettebench.training.loop import (
     LOADER_STARTUP_STEPS,
@@ -23,6 +21,8 @@ from nettebench.training.loop import (
 )
 from nettebench.training.step import TrainingStep
 from nettebench.training.step_clock import StepClock
+from nettebench.vocabulary import precision
+from nettebench.vocabulary.cell import CellSpec
 
 CLASSES = 7  # top-5 of 7 classes is not trivially 100 %
 

@@ -18,7 +18,7 @@ from nettebench.models.build import (
     weights_file,
 )
 from nettebench.models.errors import PretrainedWeightsUnavailable
-from nettebench.study.model_names import (
+from nettebench.vocabulary.model_names import (
     EFFICIENTNET_PYTORCH_MODELS,
     TORCHVISION_MODELS,
     check_model_name,

@@ -8,8 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from nettebench.study import precision
 from nettebench.training.step import TrainingStep
+from nettebench.vocabulary import precision
 
 CPU = torch.device("cpu")
 

@@ -6,7 +6,7 @@ import pytest
 
 from nettebench.profiling.plan import ProfilePlan
 from nettebench.study import grid
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
 
 MATRIX = {
     cell.path(): cell

@@ -8,7 +8,7 @@ import pytest
 
 from nettebench.records.environment import parse_scontrol, slurm_job
 from nettebench.study import resources
-from nettebench.study.cell import CellSpec
+from nettebench.vocabulary.cell import CellSpec
 
 IMAGENETTE = (9469, 3925)
 

@@ -20,9 +20,9 @@ import torch
 import nettebench
 from nettebench.datasets.synthetic import generate
 from nettebench.records import files as records
-from nettebench.study import outputs
-from nettebench.study.cell import CellSpec
 from nettebench.training.checkpoint import CHECKPOINT_FILE
+from nettebench.vocabulary import outputs
+from nettebench.vocabulary.cell import CellSpec
 
 # Long enough epochs (~1 s on 2 cores) that a poll finds the run inside epoch 2.
 CELL = CellSpec(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import torch
 
 from nettebench.data.cached import RESIDENT, STREAMED, _cpu_loaders, device_loaders, store_bytes
-from nettebench.study.cell import CellSpec
 from nettebench.training import fit
+from nettebench.vocabulary.cell import CellSpec
 from tests.memory_store import OUT, MemoryStore
 
 

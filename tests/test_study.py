@@ -11,7 +11,7 @@ import pytest
 from nettebench.study import code_groups
 from nettebench.study import workflow as study_module
 from nettebench.study.code_groups import CODE_GROUPS, PACKAGE_DIR, modules
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
 from nettebench.study.workflow import Study, plan_dataset
 
 ENTRY_POINTS = {

@@ -111,29 +111,27 @@ def test_row_labels_show_only_parameters_that_tell_rows_apart():
     assert T.row_labels(frame.iloc[:0], ["batch_size"]).empty
 
 
-SAMPLE_MD = """# Throughput <all> & more
-
-Images per second, `summary.train_img_s`,
-mean over seeds.
-
-## Training throughput (img/s)
-
-### imagenette, 3 epochs
-
-| model | O0 | O1 | mid |
-|:---|---:|--:|:-:|
-| resnet18 (a\\|b) | 5,765 | <b>x</b> | c |
-| vgg19 | OOM |
-
-~ extrapolated: `max_steps` steps.
-
-#### Deeper
-Paragraph right under a heading.
-"""
+def sample_document() -> T.Text:
+    """Headings, a paragraph over two lines, a table with an escaped pipe, HTML to escape, a
+    short row, a footnote, a hand-written heading, a paragraph right under a heading."""
+    table = T.pipe_table(
+        ["model", "O0", "O1", "mid"],
+        [["resnet18 (a|b)", "5,765", "<b>x</b>", "c"], ["vgg19", "OOM"]],
+        "lrrl",
+    )
+    return T.document(
+        "Throughput <all> & more",
+        "Images per second, `summary.train_img_s`,\nmean over seeds.",
+        [
+            "## Training throughput (img/s)\n",
+            T.section("imagenette, 3 epochs", table, notes=["~ extrapolated: `max_steps` steps."]),
+            T.section("Deeper", "Paragraph right under a heading.", level=4),
+        ],
+    )
 
 
-def test_markdown_to_html_headings_paragraphs_tables_and_escaping():
-    page = T.markdown_to_html(SAMPLE_MD)
+def test_html_document_headings_paragraphs_tables_and_escaping():
+    page = T.html_document(sample_document())
     assert page.startswith("<!DOCTYPE html>\n") and page.endswith("</html>\n")
     assert "<title>Throughput &lt;all&gt; &amp; more</title>" in page
     assert "<style>" in page and "<script" not in page and "<link" not in page
@@ -144,11 +142,11 @@ def test_markdown_to_html_headings_paragraphs_tables_and_escaping():
     assert "<p>Images per second, <code>summary.train_img_s</code>, mean over seeds.</p>" in page
     assert (
         '<thead><tr><th class="l">model</th><th class="r">O0</th><th class="r">O1</th>'
-        '<th class="c">mid</th></tr></thead>'
+        '<th class="l">mid</th></tr></thead>'
     ) in page
     assert (
         '<tr><td class="l">resnet18 (a|b)</td><td class="r">5,765</td>'
-        '<td class="r">&lt;b&gt;x&lt;/b&gt;</td><td class="c">c</td></tr>'
+        '<td class="r">&lt;b&gt;x&lt;/b&gt;</td><td class="l">c</td></tr>'
     ) in page
     assert '<tr><td class="l">vgg19</td><td class="r">OOM</td><td class="r"></td>' in page
     assert "<b>" not in page
@@ -157,18 +155,25 @@ def test_markdown_to_html_headings_paragraphs_tables_and_escaping():
     assert page.count("<table>") == 1
 
 
-def test_markdown_to_html_renders_what_pipe_table_writes():
+def test_html_document_renders_what_pipe_table_writes():
     md = T.document(
         "T", "n", [T.section("S", T.pipe_table(["a", "b"], [["x|y", "1"]], "lr"), notes=["f"])]
     )
-    page = T.markdown_to_html(md, title="Given")
+    page = T.html_document(md, title="Given")
     assert "<title>Given</title>" in page
     assert '<td class="l">x|y</td><td class="r">1</td>' in page
     assert '<p class="note">f</p>' in page
 
 
-def test_a_pipe_line_without_an_alignment_row_is_text():
-    page = T.markdown_to_html("| not | a table |\nmore")
+def test_texts_added_or_joined_keep_their_tables():
+    table = T.section("S", T.pipe_table(["a"], [["1"]]))
+    for text in (table + "\n" + table, "\n" + table, T.join([table, table])):
+        assert isinstance(text, T.Text)
+        assert T.html_body(text)[1].count("<table>") == str(text).count("|---|")
+
+
+def test_plain_text_is_headings_and_paragraphs_never_a_table():
+    page = T.html_document(T.document("T", "| not | a table |\nmore", []))
     assert "<table>" not in page and "<p>| not | a table | more</p>" in page
 
 

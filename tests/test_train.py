@@ -13,10 +13,10 @@ import torch
 from PIL import Image
 
 from nettebench.records import files as records
-from nettebench.study import outputs
-from nettebench.study.cell import CellSpec
 from nettebench.training.cli import run_cell
 from nettebench.training.step import TrainingStep
+from nettebench.vocabulary import outputs
+from nettebench.vocabulary.cell import CellSpec
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import torch
 from nettebench.data import val_sample
 from nettebench.datasets.info import load_data_root
 from nettebench.datasets.synthetic import generate
-from nettebench.study.cell import CellSpec
 from nettebench.training.fit import build_loaders
+from nettebench.vocabulary.cell import CellSpec
 
 
 def test_balanced_indices_take_the_classes_in_turn():

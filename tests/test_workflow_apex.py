@@ -14,7 +14,7 @@ import tarfile
 import pandas as pd
 import pytest
 
-from nettebench.study.cell import CellSpec
+from nettebench.vocabulary.cell import CellSpec
 from tests.vendored_apex import VENDORED_APEX
 from tests.workflow_helpers import copy_workflow, run_study, write_config
 

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from nettebench.records.environment import _torchvision_git_version, _version
-from nettebench.study.cell import CellSpec
+from nettebench.vocabulary.cell import CellSpec
 from tests.library_repos import LOCAL_TORCHVISION_VERSION, make_torchvision_repo
 from tests.workflow_helpers import copy_workflow, planned_jobs, run_study, write_config
 

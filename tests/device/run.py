@@ -146,7 +146,7 @@ def python(*args: str) -> list[str]:
 def make_data(s: Suite) -> list[list[str]]:
     z = s.sizes
     return [python(
-        "-m", "nettebench.datasets.synthetic", "--out-dir", str(s.data.parent), "--name",
+        "-m", "nettebench.datasets", "synthetic", "--out-dir", str(s.data.parent), "--name",
         "imagenette-320-shaped", "--size", str(z.image), "--train-images", str(z.train),
         "--val-images", str(z.val), "--classes", str(z.classes),
     )]  # fmt: skip
@@ -154,7 +154,7 @@ def make_data(s: Suite) -> list[list[str]]:
 
 def make_store(s: Suite) -> list[list[str]]:
     return [python(
-        "-m", "nettebench.data.store_build", "--data", str(s.data), "--out-dir", str(s.store),
+        "-m", "nettebench.data", "store", "--data", str(s.data), "--out-dir", str(s.store),
         "--resolution", str(round(s.sizes.crop / 0.875)),
     )]  # fmt: skip
 

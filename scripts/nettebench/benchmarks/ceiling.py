@@ -13,8 +13,9 @@ Timed like a GPU engineer: ``warmup_steps`` steps first (cuDNN autotuning, alloc
 not timed, the device is synchronised before the clock starts, every timed step is measured on
 its own (CUDA events on a GPU, a synchronised ``perf_counter`` on a CPU) and the median is
 reported with the 10th and 90th percentiles. Every option of the trainer's cell
-(:class:`nettebench.study.cell.CellSpec`) is accepted, so the workflow can pass a cell's arguments
-unchanged; the ones a ceiling does not depend on (dataset, epochs, workers, ...) are ignored.
+(:class:`nettebench.vocabulary.cell.CellSpec`) is accepted, so the workflow can pass a cell's
+arguments unchanged; the ones a ceiling does not depend on (dataset, epochs, workers, ...) are
+ignored.
 
 An out-of-memory batch or a precision the device cannot run is a result (``status`` "oom" or
 "unsupported", exit status 0), as it is for the trainer.
@@ -39,13 +40,13 @@ from nettebench.builds.activate import LibraryError
 from nettebench.datasets.info import load_data_root
 from nettebench.records import conditions, environment
 from nettebench.records import files as records
-from nettebench.study.cell import CellSpec
 from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
 from nettebench.training import distributed
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
 from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory, synchronize
 from nettebench.training.outcome import oom_message, unsupported_reason
+from nettebench.vocabulary.cell import CellSpec
 
 WARMUP_STEPS = 10
 STEPS = 30

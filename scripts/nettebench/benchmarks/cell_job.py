@@ -24,10 +24,10 @@ from typing import Any
 
 from nettebench.benchmarks import ceiling
 from nettebench.datasets.info import load_data_root
-from nettebench.records.atomic import write_text_atomic
 from nettebench.study.cell_options import cell_from_args, plain_text
 from nettebench.training import cli as trainer
 from nettebench.training import distributed
+from nettebench.vocabulary.atomic import write_text_atomic
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,12 +21,12 @@ from typing import Any
 import torch
 
 from nettebench.datasets.info import load_data_root
-from nettebench.records.atomic import write_json_atomic
-from nettebench.study.cell import CellSpec
 from nettebench.study.cell_options import CommandParser
 from nettebench.training.cli import resolve_device
 from nettebench.training.fit import build_loaders, seed_epoch
 from nettebench.training.loop import synchronize
+from nettebench.vocabulary.atomic import write_json_atomic
+from nettebench.vocabulary.cell import CellSpec
 
 LOADERS = ("pil", "cached")
 

@@ -28,9 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from nettebench.records.atomic import write_json_atomic
-from nettebench.study.cell import CellSpec
 from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
+from nettebench.vocabulary.atomic import write_json_atomic
+from nettebench.vocabulary.cell import CellSpec
 
 DEFAULT_VARIANTS = ("loader=pil", "loader=cached")
 COLUMNS = (

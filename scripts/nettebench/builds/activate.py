@@ -22,15 +22,15 @@ from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import Any
 
-from nettebench.builds.catalog import (
+from nettebench.vocabulary.build_catalog import (
     BUILD_MANIFEST,
+    BUILDS_ROOT,
     ENVIRONMENT_MANIFEST,
+    ENVIRONMENTS_ROOT,
     INSTALL_MANIFEST,
     LIBRARIES,
 )
-from nettebench.study.builds import BUILDS_ROOT
-from nettebench.study.cell import INSTALLED, LIBRARY_PARAMETERS
-from nettebench.study.environments import ENVIRONMENTS_ROOT
+from nettebench.vocabulary.cell import INSTALLED, LIBRARY_PARAMETERS
 
 BUILDS_DIR_ENV = "NETTEBENCH_BUILDS_DIR"  # where a trainer run outside Snakemake finds them
 # Where a cell run outside Snakemake finds the package environments (config `environments:`).

@@ -3,11 +3,11 @@
 The study built torchvision (``git clone pytorch/vision; python setup.py install``) and NVIDIA
 apex from source by hand. These are the same steps, made safe to repeat::
 
-    python -m nettebench.builds.build clone --library torchvision --build v0.29.1 \\
+    python -m nettebench.builds clone --library torchvision --build v0.29.1 \\
         --repo https://github.com/pytorch/vision --ref v0.29.1 --src SRC --manifest source.json
-    python -m nettebench.builds.build wheel --src SRC --source source.json --out-dir WHEEL \\
+    python -m nettebench.builds wheel --src SRC --source source.json --out-dir WHEEL \\
         --manifest wheel.json
-    python -m nettebench.builds.build install --wheel-manifest wheel.json --wheel-dir WHEEL \\
+    python -m nettebench.builds install --wheel-manifest wheel.json --wheel-dir WHEEL \\
         --prefix PREFIX --manifest install.json
 
 - **clone** fetches one ref (branch, tag or commit) of a repository (URL or local path), shallow
@@ -19,7 +19,7 @@ apex from source by hand. These are the same steps, made safe to repeat::
 - **install** installs the wheel with ``pip install --no-deps --target`` into a prefix of its
   own, which the trainer puts first on its import path
   (:func:`nettebench.builds.activate.activate`), and writes
-  :data:`nettebench.builds.catalog.BUILD_MANIFEST` into it.
+  :data:`nettebench.vocabulary.build_catalog.BUILD_MANIFEST` into it.
 
 Each step works in a temporary folder beside its output and renames it into place only when it
 succeeded, so a failed or killed step leaves nothing half-made. Every command's output goes to
@@ -46,8 +46,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nettebench.builds.catalog import BUILD_MANIFEST, LIBRARIES, is_url
-from nettebench.records.atomic import write_text_atomic
+from nettebench.vocabulary.atomic import write_text_atomic
+from nettebench.vocabulary.build_catalog import BUILD_MANIFEST, LIBRARIES, is_url
 
 TAIL_LINES = 40  # lines of a failed command's output shown in the error
 # What git prints when it cannot reach a remote at all (as opposed to a missing ref or repo).
@@ -364,7 +364,7 @@ def _installed_version(distribution: str) -> str | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m nettebench.builds.build", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m nettebench.builds", description=__doc__)
     steps = parser.add_subparsers(dest="step", required=True)
 
     step = steps.add_parser("clone", help="check out a ref of a repository")
@@ -436,7 +436,3 @@ def _key_value(item: str) -> tuple[str, str]:
     if not sep or not key:
         raise SystemExit(f"--env takes KEY=VALUE, got {item!r}")
     return key, value
-
-
-if __name__ == "__main__":
-    sys.exit(main())

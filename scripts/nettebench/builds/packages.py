@@ -3,12 +3,12 @@
 The ``environment_install`` rule's command, for the config's ``environments:``
 (:mod:`nettebench.study.environments`)::
 
-    python -m nettebench.builds.packages --name pillow11 --prefix PREFIX --manifest install.json \\
-        [--pip-arg ARG ...] -- pillow==11.3.0
+    python -m nettebench.builds environment --name pillow11 --prefix PREFIX \\
+        --manifest install.json [--pip-arg ARG ...] -- pillow==11.3.0
 
 runs ``pip install --target`` into a temporary folder beside the prefix (with the packages'
 dependencies, as the registry resolves them), checks that every pin was installed at its version,
-writes :data:`nettebench.builds.catalog.ENVIRONMENT_MANIFEST` into it (the pins, every
+writes :data:`nettebench.vocabulary.build_catalog.ENVIRONMENT_MANIFEST` into it (the pins, every
 distribution installed and its version, the top-level modules they provide, the Python it was
 installed for) and renames it into place, so a failed or killed install leaves nothing. A cell
 whose ``environment`` names it puts the prefix first on its import path
@@ -31,8 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from nettebench.builds.build import BuildError, _fresh_tmp, _Log, _replace, tail
-from nettebench.builds.catalog import ENVIRONMENT_MANIFEST, canonical_name
-from nettebench.records.atomic import write_text_atomic
+from nettebench.vocabulary.atomic import write_text_atomic
+from nettebench.vocabulary.build_catalog import ENVIRONMENT_MANIFEST, canonical_name
 
 _NETWORK_SIGNS = (
     "could not find a version that satisfies",
@@ -162,7 +162,7 @@ def _pip_version() -> str | None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m nettebench.builds.packages",
+        prog="python -m nettebench.builds environment",
         description="Install pinned packages from the registry into a prefix of their own.",
     )
     parser.add_argument("--name", required=True, help="the environment's name in the config")
@@ -190,7 +190,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     versions = ", ".join(f"{d} {v}" for d, v in record["installed"].items())
     print(f"environment {args.name}: {versions} in {record['install_s']} s", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

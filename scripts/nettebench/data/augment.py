@@ -392,7 +392,3 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"random_resized_crop_flip: {rate:,.0f} img/s (batch {args.batch}, "
         f"{args.resolution}->{args.out}, {args.device}, {torch.get_num_threads()} threads)"
     )
-
-
-if __name__ == "__main__":
-    main()

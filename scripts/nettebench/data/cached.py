@@ -39,7 +39,7 @@ from nettebench.data import augment
 from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD, Loaders, _seed_worker
 from nettebench.data.shards import Shard
 from nettebench.data.streaming import RING_SLOTS, stream_to_device, upload
-from nettebench.study.cell import VAL_RESIZE_RATIO
+from nettebench.vocabulary.cell import VAL_RESIZE_RATIO
 
 # Use at most this share of the free device memory for the store (the rest is for training).
 DEVICE_MEMORY_SHARE = 0.5

@@ -16,9 +16,9 @@ import torch
 from torch.utils.data import DataLoader
 from torchvision import datasets, transforms
 
-from nettebench.datasets.errors import DatasetError
 from nettebench.datasets.walk import split_samples
-from nettebench.study.cell import VAL_RESIZE_RATIO
+from nettebench.vocabulary.cell import VAL_RESIZE_RATIO
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

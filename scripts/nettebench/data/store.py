@@ -22,7 +22,7 @@ resolution`` (torchvision's ``CenterCrop`` arithmetic), so the stored pixels equ
 
 Full frame (training images). The reference's RandomResizedCrop samples from the *whole*
 image, so a training image keeps its whole frame: its longer side, up to ``frame = int(
-resolution * 1.5)`` (:data:`nettebench.study.cell.STORE_MAX_ASPECT`; a longer side beyond that,
+resolution * 1.5)`` (:data:`nettebench.vocabulary.cell.STORE_MAX_ASPECT`; a longer side beyond that,
 rarer than 4:3 and 3:2 photographs, is centre-cropped to it), lies along the array's width
 (portrait images are stored transposed), in the left of a ``resolution x frame`` slot (its
 last column repeated to the slot's end);
@@ -53,10 +53,10 @@ from typing import Any
 
 import numpy as np
 
-from nettebench.datasets.errors import DatasetError
 from nettebench.datasets.info import SPLITS, load_data_root, read_info
 from nettebench.datasets.walk import split_samples
-from nettebench.study.cell import store_frame_width as frame_width
+from nettebench.vocabulary.cell import store_frame_width as frame_width
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 FORMAT_VERSION = 2  # bump when the layout or the pixels a policy produces change
 
@@ -182,7 +182,7 @@ def read_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     except FileNotFoundError:
         raise StoreError(
             f"{path} does not exist: {out_dir} holds no finished store; build it with "
-            "python -m nettebench.data.store"
+            "python -m nettebench.data store"
         ) from None
     except (OSError, ValueError) as exc:
         raise StoreError(f"could not read {path}: {exc}") from exc

@@ -7,7 +7,7 @@ a store that looks ready.
 
 Command line::
 
-    python -m nettebench.data.store_build --data DATASET_JSON_OR_DIR --out-dir DIR \\
+    python -m nettebench.data store --data DATASET_JSON_OR_DIR --out-dir DIR \\
         --resolution 256 [--resize-policy shorter_side] [--jobs N]
 """
 
@@ -17,7 +17,6 @@ import argparse
 import contextlib
 import multiprocessing
 import os
-import sys
 import time
 from collections.abc import Callable
 from functools import partial
@@ -41,10 +40,10 @@ from nettebench.data.store import (
     source_of,
     store_is_current,
 )
-from nettebench.datasets.errors import DatasetError, report
 from nettebench.datasets.info import SPLITS, load_data_root
-from nettebench.records.atomic import make_work_dir, remove_tree, write_json_atomic
-from nettebench.study.cell import store_frame_width as frame_width
+from nettebench.vocabulary.atomic import make_work_dir, remove_tree, write_json_atomic
+from nettebench.vocabulary.cell import store_frame_width as frame_width
+from nettebench.vocabulary.dataset_errors import DatasetError, report
 
 
 def _shorter_side(image: Image.Image, resolution: int) -> Image.Image:
@@ -255,7 +254,7 @@ def _default_jobs() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m nettebench.data.store",
+        prog="python -m nettebench.data store",
         description="Decode a dataset once into memory-mappable uint8 arrays for the cached "
         "loader (does nothing when the store is already current).",
     )
@@ -287,7 +286,3 @@ def main(argv: list[str] | None = None) -> int:
         f"({total / max(seconds, 1e-9):.0f} img/s)"
     )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -24,7 +24,7 @@ the archive names it, never the temporary folder) and the check.
 
 Command line::
 
-    python -m nettebench.datasets.extract --archive PATH --out-dir DIR --name NAME
+    python -m nettebench.datasets extract --archive PATH --out-dir DIR --name NAME
         [--size N] [--md5 HEX] [--sha256 HEX] [--source TEXT] [--kind archive|catalog]
         [--bad-images reject|skip] [--jobs N]
 """
@@ -38,10 +38,10 @@ import tarfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from nettebench.records.atomic import install_tree, make_work_dir, remove_tree
+from nettebench.vocabulary.atomic import install_tree, make_work_dir, remove_tree
+from nettebench.vocabulary.dataset_errors import DatasetError, report
 
 from . import images
-from .errors import DatasetError, report
 from .info import INFO_FILE, describe_tree, has_splits, remove_stale_trees, write_info
 from .verify import check_expected, scan_archive
 
@@ -245,7 +245,7 @@ def _find_dataset_root(archive: Path, work: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m nettebench.datasets.extract",
+        prog="python -m nettebench.datasets extract",
         description="Verify and safely extract a dataset archive, then write dataset.json.",
     )
     parser.add_argument("--archive", required=True, help="the .tgz to extract")
@@ -281,7 +281,3 @@ def main(argv: list[str] | None = None) -> int:
         + ")"
     )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

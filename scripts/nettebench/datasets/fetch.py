@@ -15,7 +15,7 @@ how to run anyway (a local copy via ``source:``, or a ``synthetic:`` dataset).
 
 Command line::
 
-    python -m nettebench.datasets.fetch --url URL --out PATH [--size N] [--md5 HEX]
+    python -m nettebench.datasets fetch --url URL --out PATH [--size N] [--md5 HEX]
         [--sha256 HEX] [--retries N] [--timeout S]
 """
 
@@ -33,9 +33,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from nettebench.records.atomic import write_json_atomic
+from nettebench.vocabulary.atomic import write_json_atomic
+from nettebench.vocabulary.dataset_errors import DatasetError, report
 
-from .errors import DatasetError, report
 from .verify import CHUNK, Digests, check_expected, describe, scan_archive
 
 USER_AGENT = "nettebench-fetch/1"
@@ -248,7 +248,7 @@ def _unreachable_message(url: str, reason: str, attempts: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m nettebench.datasets.fetch",
+        prog="python -m nettebench.datasets fetch",
         description="Download an archive, verify it (size/md5/sha256 when given, gzip tar "
         "always) and write a manifest next to it.",
     )
@@ -277,7 +277,3 @@ def main(argv: list[str] | None = None) -> int:
         f"{manifest['sha256']}, verified: {', '.join(manifest['verified'])})"
     )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

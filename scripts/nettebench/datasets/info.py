@@ -40,9 +40,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nettebench.records.atomic import remove_tree, write_json_atomic
+from nettebench.vocabulary.atomic import remove_tree, write_json_atomic
+from nettebench.vocabulary.dataset_errors import DatasetError
 
-from .errors import DatasetError
 from .walk import IMAGE_EXTENSIONS, SPLITS, class_images, split_samples
 
 INFO_FILE = "dataset.json"

@@ -20,7 +20,7 @@ dataset.json content, which the restore key then matches.
 
 Command line::
 
-    python -m nettebench.datasets.local --source DIR --out-dir DIR --name NAME
+    python -m nettebench.datasets local --source DIR --out-dir DIR --name NAME
         [--bad-images reject|skip] [--jobs N]
 """
 
@@ -32,8 +32,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nettebench.vocabulary.dataset_errors import DatasetError, report
+
 from . import images
-from .errors import DatasetError, report
 from .info import INFO_FILE, describe_tree, remove_stale_trees, write_info
 
 
@@ -84,7 +85,7 @@ def register_directory(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m nettebench.datasets.local",
+        prog="python -m nettebench.datasets local",
         description="Check a folder holding train/ and val/ and write dataset.json for it.",
     )
     parser.add_argument("--source", required=True, help="folder holding train/ and val/")
@@ -103,7 +104,3 @@ def main(argv: list[str] | None = None) -> int:
         f"{info['train_images']} train / {info['val_images']} val images)"
     )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

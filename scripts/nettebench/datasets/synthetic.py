@@ -21,7 +21,7 @@ i)``, so the same arguments give byte-identical files whatever ``jobs`` is.
 
 Command line::
 
-    python -m nettebench.datasets.synthetic --out-dir DIR --name NAME [--size PX]
+    python -m nettebench.datasets synthetic --out-dir DIR --name NAME [--size PX]
         [--train-images N] [--val-images N] [--classes N] [--seed S] [--jobs N]
 """
 
@@ -43,9 +43,9 @@ import numpy as np
 from PIL import Image
 from tqdm import tqdm
 
-from nettebench.records.atomic import install_tree, make_work_dir, remove_tree
+from nettebench.vocabulary.atomic import install_tree, make_work_dir, remove_tree
+from nettebench.vocabulary.dataset_errors import DatasetError, report
 
-from .errors import DatasetError, report
 from .info import INFO_FILE, TreeStats, remove_stale_trees, write_info
 from .walk import tree_images
 
@@ -315,7 +315,7 @@ def _check_arguments(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m nettebench.datasets.synthetic",
+        prog="python -m nettebench.datasets synthetic",
         description="Generate a learnable, Imagenette-shaped JPEG dataset and its dataset.json.",
     )
     parser.add_argument("--out-dir", required=True, help="receives data/ and dataset.json")
@@ -345,7 +345,3 @@ def main(argv: list[str] | None = None) -> int:
         f"({info['num_classes']} classes, {args.size} px) in {Path(args.out_dir) / info['root']}"
     )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

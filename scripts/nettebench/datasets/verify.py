@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from .errors import DatasetError
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 CHUNK = 1 << 20
 _END_MARKER = 2 * tarfile.BLOCKSIZE  # two zero blocks close every tar archive

@@ -24,7 +24,7 @@ import hashlib
 import os
 from collections.abc import Collection, Sequence
 
-from .errors import DatasetError
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 # The extensions torchvision's ImageFolder accepts (torchvision.datasets.folder.IMG_EXTENSIONS),
 # so the counts here match what the trainer will load.

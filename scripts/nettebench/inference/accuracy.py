@@ -15,8 +15,8 @@ from typing import Any
 import torch
 
 from nettebench.inference.model import InferenceModel
-from nettebench.study import precision
 from nettebench.training.loop import pad_batch, topk_correct
+from nettebench.vocabulary import precision
 
 
 def load_weights(path) -> dict[str, Any]:

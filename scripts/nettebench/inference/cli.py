@@ -30,12 +30,12 @@ from nettebench.datasets.info import load_data_root
 from nettebench.inference import accuracy, measure
 from nettebench.records import conditions, environment
 from nettebench.records import files as records
-from nettebench.study import precision
 from nettebench.study.cell_options import CommandParser, _option_type
 from nettebench.study.inference_cells import SETTINGS, InferenceSpec
 from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory
 from nettebench.training.outcome import oom_message
+from nettebench.vocabulary import precision
 
 KIND = "inference"
 PEAK_MEM = {"cuda": "cuda_allocated", "cpu": "cpu_max_rss"}

@@ -14,9 +14,9 @@ from collections.abc import Mapping
 import torch
 
 from nettebench.models.build import build_model
-from nettebench.study import precision
 from nettebench.training.loop import synchronize
 from nettebench.training.step import cast_model, main_logits, set_tf32, torch_dtype
+from nettebench.vocabulary import precision
 
 
 class InferenceModel:

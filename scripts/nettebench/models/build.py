@@ -2,8 +2,8 @@
 
 Two families: every torchvision classification model (``resnet50``, ``vgg19``,
 ``efficientnet_b0``, ...) and lukemelas' EfficientNet-PyTorch under the study's names
-(``efficientnet-b3``). Names are checked against :mod:`nettebench.study.model_names`, the same list
-the
+(``efficientnet-b3``). Names are checked against :mod:`nettebench.vocabulary.model_names`, the same
+list the
 workflow validates the config with.
 
 A model starts from scratch, or with ``pretrained=True`` from its library's ImageNet weights and a
@@ -32,7 +32,7 @@ from torch import nn
 from torch.hub import HASH_REGEX
 
 from nettebench.models.errors import PretrainedWeightsUnavailable
-from nettebench.study.model_names import EFFICIENTNET_PYTORCH_MODELS, check_model_name
+from nettebench.vocabulary.model_names import EFFICIENTNET_PYTORCH_MODELS, check_model_name
 
 DOWNLOAD_TIMEOUT_S = 60  # per blocking socket operation, so a silent firewall fails, not hangs
 

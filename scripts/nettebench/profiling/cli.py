@@ -28,7 +28,6 @@ import torch
 
 from nettebench.builds import activate as libraries
 from nettebench.builds.activate import LibraryError
-from nettebench.datasets import DatasetError
 from nettebench.datasets.info import load_data_root
 from nettebench.models.errors import PretrainedWeightsUnavailable
 from nettebench.profiling import (
@@ -52,13 +51,14 @@ from nettebench.profiling.backends import BackendUnavailable
 from nettebench.profiling.external import ToolFailed, run_inner
 from nettebench.profiling.summaries import TABLE_COLUMNS, Tables, category_rows, write_csv
 from nettebench.records import conditions, environment
-from nettebench.records.atomic import write_bytes_atomic, write_json_atomic
-from nettebench.study.cell import CellSpec
 from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
-from nettebench.study.precision import unsupported_reason
 from nettebench.training.apex import ApexAmpUnavailable
 from nettebench.training.cli import resolve_device
 from nettebench.training.outcome import oom_message
+from nettebench.vocabulary.atomic import write_bytes_atomic, write_json_atomic
+from nettebench.vocabulary.cell import CellSpec
+from nettebench.vocabulary.dataset_errors import DatasetError
+from nettebench.vocabulary.precision import unsupported_reason
 
 CATEGORY_NOTES = {
     SOURCE_GPU: "categories: GPU time of kernels and memory operations",

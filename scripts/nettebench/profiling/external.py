@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from nettebench.records.atomic import write_json_atomic
+from nettebench.vocabulary.atomic import write_json_atomic
 
 WINDOW_FILE = "window.json"
 

@@ -28,8 +28,8 @@ from nettebench.profiling import (
     DEFAULT_WARMUP_STEPS,
     OUTPUT_FILES,
 )
-from nettebench.study.cell import PARAMETER_NAMES, CellSpec
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
+from nettebench.vocabulary.cell import PARAMETER_NAMES, CellSpec
 
 PROFILE_ROOT = "results/profiles"
 SETTINGS = ("cells", "warmup", "steps", "backend")

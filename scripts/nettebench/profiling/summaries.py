@@ -25,7 +25,7 @@ from nettebench.profiling import (
     KERNEL_COLUMNS,
 )
 from nettebench.profiling.categories import CATEGORIES, categorize
-from nettebench.records.atomic import write_text_atomic
+from nettebench.vocabulary.atomic import write_text_atomic
 
 
 @dataclass

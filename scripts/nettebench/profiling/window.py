@@ -19,7 +19,6 @@ from pathlib import Path
 import torch
 
 from nettebench.datasets.info import load_data_root
-from nettebench.study.cell import CellSpec
 from nettebench.training.fit import (
     build_loaders,
     choose_batch_size,
@@ -27,6 +26,7 @@ from nettebench.training.fit import (
     make_runner,
     seed_epoch,
 )
+from nettebench.vocabulary.cell import CellSpec
 
 
 @dataclass

@@ -21,8 +21,8 @@ from typing import Any
 import torch
 
 from nettebench.builds.activate import active_environment, find_build
-from nettebench.builds.catalog import LIBRARIES
 from nettebench.records import cpu
+from nettebench.vocabulary.build_catalog import LIBRARIES
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 

@@ -19,8 +19,8 @@ from typing import Any
 
 # All-or-nothing writes: a killed process leaves the old file or the new one, never a torn one,
 # so the workflow never mistakes a crashed cell for a finished one.
-from nettebench.records.atomic import write_text_atomic as atomic_write_text
-from nettebench.study.outputs import EPOCHS_FILE, METRICS_FILE
+from nettebench.vocabulary.atomic import write_text_atomic as atomic_write_text
+from nettebench.vocabulary.outputs import EPOCHS_FILE, METRICS_FILE
 
 SCHEMA_VERSION = 1
 # Outcomes of a cell. Anything but "ok" still writes metrics.json, so a failed cell is a result

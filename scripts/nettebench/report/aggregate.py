@@ -19,7 +19,7 @@ Imports pandas and json only (no torch, no matplotlib): aggregation runs on any 
 
 Usage::
 
-    python -m nettebench.report.aggregate --out-dir results/tables [METRICS_JSON ...]
+    python -m nettebench.report tables --out-dir results/tables [METRICS_JSON ...]
 
 With no metrics files (an aggregate-only run that finds none) it writes empty tables that say so.
 """
@@ -49,7 +49,7 @@ from nettebench.report.tables.throughput import throughput_markdown
 from nettebench.report.tables.time import time_markdown
 from nettebench.report.tables.time_to_accuracy import time_to_accuracy_markdown
 from nettebench.report.tables.versions import library_versions_markdown
-from nettebench.study import outputs
+from nettebench.vocabulary import outputs
 
 # The markdown tables; each is also written as HTML under the same name.
 MARKDOWN_TABLES = outputs.TABLE_NAMES
@@ -112,7 +112,7 @@ def aggregate(
         "scaling": scaling_markdown(runs),
     }
     texts["runs_html"] = T.csv_to_html(texts["runs"], "Runs", _RUNS_NOTE, empty=NO_CELLS_NOTE)
-    texts.update({f"{name}_html": T.markdown_to_html(texts[name]) for name in MARKDOWN_TABLES})
+    texts.update({f"{name}_html": T.html_document(texts[name]) for name in MARKDOWN_TABLES})
     headline = texts["time_by_model_precision"]
     if _several_setups(runs):  # a merge of machines: the front page sets them side by side too
         headline += "\n" + texts["time_by_machine"]
@@ -134,7 +134,7 @@ def _several_setups(runs: pd.DataFrame) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m nettebench.report.aggregate",
+        prog="python -m nettebench.report tables",
         description="Aggregate cell records (metrics.json, epochs.csv and an optional "
         "ceiling.json) into CSV, markdown and HTML tables.",
     )
@@ -169,7 +169,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         file=sys.stderr,
     )
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -16,7 +16,7 @@ into marks in the tables (by :mod:`nettebench.report.grids`) and the report:
   Nothing else is called impossible: a first epoch faster than the later ones is
   epoch-to-epoch variation (``epoch_variation``), stated with its size.
 - **Emulated** precision: bf16 on a CPU without native bf16 arithmetic
-  (:func:`nettebench.study.precision.emulated_reason`), marked in the column header.
+  (:func:`nettebench.vocabulary.precision.emulated_reason`), marked in the column header.
 
 pandas-free helpers on plain dictionaries, so the tests can feed them records directly.
 """
@@ -28,7 +28,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nettebench.study.precision import PRECISIONS, emulated_reason
+from nettebench.vocabulary.precision import PRECISIONS, emulated_reason
 
 INTERFERENCE_MARK = "‡"  # suffix: timed under interference
 IMPOSSIBLE_MARK = "✗"  # in place of a figure that cannot be true as measured

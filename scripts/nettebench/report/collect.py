@@ -26,8 +26,8 @@ from nettebench.records.cpu import CPU_KEYS
 from nettebench.report import format as T
 from nettebench.report.caveats import CAVEAT_COLUMNS, caveat_columns
 from nettebench.report.setups import setup_ids, setup_labels
-from nettebench.study import outputs
-from nettebench.study.cell import PARAMETER_NAMES
+from nettebench.vocabulary import outputs
+from nettebench.vocabulary.cell import PARAMETER_NAMES
 
 # Columns after the cell parameters, in this order (then summary, environment, path).
 RECORD_COLUMNS = ("kind", "status", "message", "cell_id", "device_type", "device_name", "threads")

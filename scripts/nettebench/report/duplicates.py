@@ -36,7 +36,7 @@ import pandas as pd
 from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report.collect import cell_keys
-from nettebench.study.outputs import METRICS_FILE
+from nettebench.vocabulary.outputs import METRICS_FILE
 
 # env_* columns that say where and when a record was made, not what was measured on what.
 INCIDENTAL_ENV = (

@@ -29,7 +29,7 @@ change the backend of whoever imports it. No torch.
 
 Usage::
 
-    python -m nettebench.report.figures --runs results/tables/runs.csv \\
+    python -m nettebench.report figures --runs results/tables/runs.csv \\
         --epochs results/tables/epochs.csv --out-dir results/figures
 """
 
@@ -66,7 +66,7 @@ from nettebench.report.plotting import (
 )
 from nettebench.report.scaling_figure import plot_scaling
 from nettebench.report.setups import SETUP_COLUMNS
-from nettebench.study import outputs
+from nettebench.vocabulary import outputs
 
 FIGURE_NAMES = outputs.FIGURE_NAMES
 
@@ -395,7 +395,7 @@ def make_figures(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m nettebench.report.figures",
+        prog="python -m nettebench.report figures",
         description="Draw the study's figures from runs.csv and epochs.csv.",
     )
     parser.add_argument("--runs", required=True, type=Path, help="runs.csv from aggregate")
@@ -410,7 +410,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     count = sum(len(paths) for paths in written.values())
     print(f"wrote {count} figure files to {args.out_dir}", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

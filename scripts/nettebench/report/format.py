@@ -7,10 +7,11 @@ for cells that did not run, ``~`` for extrapolated times) lives in one place wit
 figure of the same data list precisions and models the same way.
 
 Tables are GitHub pipe tables written by hand: the ``tabulate`` package is not a dependency.
-Snakemake's report shows only images, PDF and HTML inline, so :func:`markdown_to_html` renders the
-same markdown text as a small self-contained HTML page (the subset these tables use: headings,
-paragraphs, pipe tables, inline code), and :func:`csv_to_html` does the same for runs.csv; the
-``markdown`` package is not a dependency either.
+Snakemake's report shows only images, PDF and HTML inline, so every document is built once, as
+blocks (headings, paragraphs, tables of rows), and written twice: as Markdown (the :class:`Text`
+itself) and as a small self-contained HTML page (:func:`html_document`, from the same rows, never
+by reading the Markdown back); :func:`csv_to_html` does the same for runs.csv. The ``markdown``
+package is not a dependency either.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from nettebench.study.precision import PRECISION_NAMES
+from nettebench.vocabulary.precision import PRECISION_NAMES
 
 # Display order of precisions: the precision table's own order (O0, tf32, O1, O2, O3, bf16, fp32),
 # so every table and figure reads from "plain fp32" towards "least precise".
@@ -133,11 +134,67 @@ def outcome_cell(
     return ""
 
 
+# A hand-written heading line (``## Compute ceiling (img/s)``) in a plain string.
+_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+
+
+class Text(str):
+    """Markdown text that also holds the blocks it was written from (``("h", level, text)``,
+    ``("p", text)``, ``("table", header, rows, align)``), so its HTML comes from the rows.
+
+    Adding texts adds their blocks; a plain ``str`` added to one (a hand-written ``## heading``
+    or a sentence) counts as headings and paragraphs (:func:`blocks_of`).
+    """
+
+    blocks: tuple[tuple, ...]
+
+    def __new__(cls, markdown: str, blocks: Iterable[tuple] = ()) -> Text:
+        text = super().__new__(cls, markdown)
+        text.blocks = tuple(blocks)
+        return text
+
+    def __add__(self, other: str) -> Text:
+        return Text(str(self) + str(other), (*self.blocks, *blocks_of(other)))
+
+    def __radd__(self, other: str) -> Text:
+        return Text(str(other) + str(self), (*blocks_of(other), *self.blocks))
+
+
+def blocks_of(text: Any) -> tuple[tuple, ...]:
+    """A :class:`Text`'s blocks; a plain string's lines as headings (``#`` lines) and
+    paragraphs (consecutive lines, joined), the way the documents write them by hand."""
+    if isinstance(text, Text):
+        return text.blocks
+    blocks: list[tuple] = []
+    paragraph: list[str] = []
+    for line in [*str(text).splitlines(), ""]:
+        heading = _HEADING.match(line)
+        if (heading or not line.strip()) and paragraph:
+            blocks.append(("p", " ".join(paragraph)))
+            paragraph = []
+        if heading:
+            blocks.append(("h", len(heading.group(1)), heading.group(2)))
+        elif line.strip():
+            paragraph.append(line.strip())
+    return tuple(blocks)
+
+
+def join(texts: Sequence[str], separator: str = "\n") -> Text:
+    """``separator.join(texts)``, keeping their blocks."""
+    blocks = tuple(block for text in texts for block in blocks_of(text))
+    return Text(separator.join(texts), blocks)
+
+
 def _escape(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
 
-def pipe_table(header: Sequence[Any], rows: Iterable[Sequence[Any]], align: str = "") -> str:
+def _cell(text: Any) -> str:
+    """A cell's text as its HTML shows it: the Markdown's, unescaped and stripped."""
+    return str(text).replace("\n", " ").strip()
+
+
+def pipe_table(header: Sequence[Any], rows: Iterable[Sequence[Any]], align: str = "") -> Text:
     """A GitHub pipe table; ``align`` has one letter per column, ``l`` or ``r`` (default ``l``).
 
     Short rows are padded with blanks so a ragged row cannot break the table.
@@ -146,25 +203,32 @@ def pipe_table(header: Sequence[Any], rows: Iterable[Sequence[Any]], align: str 
     align = (align + "l" * width)[:width]
     rule = ["---:" if a == "r" else "---" for a in align]
     lines = ["| " + " | ".join(_escape(h) for h in header) + " |", "|" + "|".join(rule) + "|"]
+    cells = []
     for row in rows:
-        cells = [_escape(c) for c in row][:width]
-        cells += [""] * (width - len(cells))
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+        row = list(row)[:width]
+        row += [""] * (width - len(row))
+        cells.append([_cell(c) for c in row])
+        lines.append("| " + " | ".join(_escape(c) for c in row) + " |")
+    table = ("table", [_cell(h) for h in header], cells, align)
+    return Text("\n".join(lines) + "\n", [table])
 
 
-def section(title: str, body: str, *, notes: Sequence[str] = (), level: int = 3) -> str:
+def section(title: str, body: str, *, notes: Sequence[str] = (), level: int = 3) -> Text:
     """A heading, the table (or text) under it, then footnote lines."""
     parts = [f"{'#' * level} {title}", "", body.rstrip("\n"), ""]
     for note in notes:
         parts += [note, ""]
-    return "\n".join(parts)
+    blocks = [*blocks_of(f"{'#' * level} {title}"), *blocks_of(body)]
+    blocks += [block for note in notes for block in blocks_of(note)]
+    return Text("\n".join(parts), blocks)
 
 
-def document(title: str, note: str, sections: Sequence[str], *, empty: str = "") -> str:
+def document(title: str, note: str, sections: Sequence[str], *, empty: str = "") -> Text:
     """A whole markdown file: heading, the one-line note, then the sections (or ``empty``)."""
     body = "\n".join(s.rstrip("\n") + "\n" for s in sections) if sections else empty + "\n"
-    return f"# {title}\n\n{note}\n\n{body}".rstrip("\n") + "\n"
+    blocks = [*blocks_of(f"# {title}"), *blocks_of(note)]
+    blocks += [b for s in sections for b in blocks_of(s)] if sections else blocks_of(empty)
+    return Text(f"# {title}\n\n{note}\n\n{body}".rstrip("\n") + "\n", blocks)
 
 
 SEEDS_TEXT = "mean ± 95 % confidence interval over seeds"  # what a table cell holds
@@ -252,9 +316,6 @@ tbody tr:hover { background: #fff8c5; }
 .c { text-align: center; }
 """
 
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
-_RULE_CELL = re.compile(r"^\s*(:?)-+(:?)\s*$")
-_CELL_SPLIT = re.compile(r"(?<!\\)\|")
 _CODE = re.compile(r"`([^`]+)`")
 
 
@@ -307,91 +368,34 @@ def html_page(title: str, body: str) -> str:
     )
 
 
-def _is_row(line: str) -> bool:
-    return line.lstrip().startswith("|")
-
-
-def _split_row(line: str) -> list[str]:
-    """The cells of a pipe-table line, outer pipes dropped, ``\\|`` turned back into ``|``."""
-    text = line.strip()
-    text = text[1:] if text.startswith("|") else text
-    text = text[:-1] if text.endswith("|") and not text.endswith("\\|") else text
-    return [cell.strip().replace("\\|", "|") for cell in _CELL_SPLIT.split(text)]
-
-
-def _rule_align(line: str) -> str | None:
-    """``lrc`` letters of a table's alignment row (``|---|---:|:-:|``), or None if it is not one."""
-    if not _is_row(line):
-        return None
-    letters = []
-    for cell in _split_row(line):
-        match = _RULE_CELL.match(cell)
-        if match is None:
-            return None
-        left, right = match.groups()
-        letters.append("c" if left and right else "r" if right else "l")
-    return "".join(letters)
-
-
-def markdown_to_html(text: str, title: str | None = None) -> str:
-    """Render the markdown these tables are written in as a self-contained HTML page.
-
-    Understands ATX headings (``#`` to ``######``), paragraphs (consecutive lines), GitHub pipe
-    tables (a header line, then the alignment row, then rows) and inline code. Paragraphs between
-    a table and the next heading are its footnotes and are set smaller. Everything is
-    HTML-escaped. ``title`` defaults to the first heading.
-    """
-    first_heading, body = markdown_body(text)
+def html_document(text: Text, title: str | None = None) -> str:
+    """A document (:func:`document`) as a self-contained HTML page, from its blocks: headings,
+    paragraphs (those between a table and the next heading are its footnotes, set smaller),
+    tables, inline code; everything HTML-escaped. ``title`` defaults to the first heading."""
+    first_heading, body = html_body(text)
     page_title = title or (first_heading or "nettebench").replace("`", "")
     return html_page(page_title, body)
 
 
-def markdown_body(text: str) -> tuple[str | None, str]:
-    """(first heading, HTML body) of :func:`markdown_to_html`, without the page around it: a
+def html_body(text: Text) -> tuple[str | None, str]:
+    """(first heading, HTML body) of :func:`html_document`, without the page around it: a
     fragment another page embeds (the report's front page)."""
-    lines = text.splitlines()
     parts: list[str] = []
     first_heading = None
     after_table = False
-    i = 0
-
-    def starts_block(index: int) -> bool:
-        line = lines[index]
-        if _HEADING.match(line):
-            return True
-        return (
-            index + 1 < len(lines) and _is_row(line) and _rule_align(lines[index + 1]) is not None
-        )
-
-    while i < len(lines):
-        line = lines[i]
-        if not line.strip():
-            i += 1
-            continue
-        heading = _HEADING.match(line)
-        if heading:
-            level, content = len(heading.group(1)), heading.group(2)
-            first_heading = content if first_heading is None else first_heading
-            parts.append(f"<h{level}>{inline_html(content)}</h{level}>")
+    for kind, *content in blocks_of(text):
+        if kind == "h":
+            level, words = content
+            first_heading = words if first_heading is None else first_heading
+            parts.append(f"<h{level}>{inline_html(words)}</h{level}>")
             after_table = False
-            i += 1
-        elif starts_block(i):
-            header = _split_row(line)
-            align = _rule_align(lines[i + 1]) or ""
-            i += 2
-            rows = []
-            while i < len(lines) and _is_row(lines[i]):
-                rows.append(_split_row(lines[i]))
-                i += 1
+        elif kind == "table":
+            header, rows, align = content
             parts.append(html_table(header, rows, align, render=inline_html))
             after_table = True
         else:
-            paragraph = []
-            while i < len(lines) and lines[i].strip() and not (paragraph and starts_block(i)):
-                paragraph.append(lines[i].strip())
-                i += 1
             css = ' class="note"' if after_table else ""
-            parts.append(f"<p{css}>{inline_html(' '.join(paragraph))}</p>")
+            parts.append(f"<p{css}>{inline_html(content[0])}</p>")
     return first_heading, "\n".join(parts)
 
 

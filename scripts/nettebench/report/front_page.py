@@ -8,7 +8,7 @@ Two steps, because the figure is drawn after the tables:
   know before quoting a number (cells timed under interference, figures withheld as impossible,
   precisions the CPU emulated), then the study's headline table, seconds by model x precision,
   with its marks and footnotes;
-- rule ``front_page_write`` (``python -m nettebench.report.front_page``, :func:`compose`) adds
+- rule ``front_page_write`` (``python -m nettebench.report front-page``, :func:`compose`) adds
   the throughput-against-ceiling figure, embedded as a data URI so the report stays one file,
   into ``results/front_page.html``, which ``report/workflow.rst`` includes above its prose.
 
@@ -22,15 +22,14 @@ from __future__ import annotations
 import argparse
 import base64
 import html
-import sys
 from pathlib import Path
 
 import pandas as pd
 
-from nettebench.records.atomic import write_text_atomic
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.answers import answer_sentences
+from nettebench.vocabulary.atomic import write_text_atomic
 
 
 def _demote(body: str) -> str:
@@ -91,7 +90,7 @@ def answer_html(runs: pd.DataFrame) -> str:
 def headline_html(runs: pd.DataFrame, headline_markdown: str) -> str:
     """The answer in words, the caveats line, then the headline table's HTML (headings one
     level down)."""
-    _, body = T.markdown_body(headline_markdown)
+    _, body = T.html_body(headline_markdown)
     line = caveat_line(runs)
     caveats = f'<p class="caveats"><strong>{html.escape(line)}</strong></p>\n' if line else ""
     return f"{answer_html(runs)}{caveats}{_demote(body)}\n"
@@ -132,7 +131,7 @@ FIGURE_CAPTION = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nettebench.report.front_page")
+    parser = argparse.ArgumentParser(prog="python -m nettebench.report front-page")
     parser.add_argument("--headline", required=True, type=Path, help="tables/headline.html")
     parser.add_argument("--figure", required=True, type=Path, help="figures/throughput.png")
     parser.add_argument("--out", required=True, type=Path)
@@ -148,7 +147,3 @@ def main(argv: list[str] | None = None) -> int:
     )
     write_text_atomic(args.out, page)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -7,14 +7,13 @@ pipeline's img/s at the same batches as a dashed line of the same colour, so the
 the two is what the input pipeline costs. Log-log, as a batch sweep spans orders of magnitude.
 Reads only ``results/tables/inference.csv`` (nettebench.report.tables.inference)::
 
-    python -m nettebench.report.inference_figure --cells results/tables/inference.csv \\
+    python -m nettebench.report inference-figure --cells results/tables/inference.csv \\
         --out-dir results/figures
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import matplotlib as mpl
@@ -67,7 +66,7 @@ def draw(cells: pd.DataFrame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nettebench.report.inference_figure")
+    parser = argparse.ArgumentParser(prog="python -m nettebench.report inference-figure")
     parser.add_argument("--cells", required=True, type=Path, help="tables/inference.csv")
     parser.add_argument("--out-dir", required=True, type=Path)
     args = parser.parse_args(argv)
@@ -75,7 +74,3 @@ def main(argv: list[str] | None = None) -> int:
     cells = pd.read_csv(args.cells) if text else pd.DataFrame()
     P.save(draw(cells), args.out_dir, NAME)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -11,7 +11,7 @@ a figure that says there is nothing profiled. Deterministic SVG, like the study'
 
 Usage::
 
-    python -m nettebench.report.kernel_figure --categories results/tables/kernel_categories.csv \\
+    python -m nettebench.report kernel-figure --categories results/tables/kernel_categories.csv \\
         --out-dir results/figures
 """
 
@@ -116,7 +116,7 @@ def make_figure(categories_csv: str | Path, out_dir: str | Path) -> list[Path]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m nettebench.report.kernel_figure",
+        prog="python -m nettebench.report kernel-figure",
         description="Draw the kernel category figure from kernel_categories.csv.",
     )
     parser.add_argument("--categories", required=True, type=Path)
@@ -129,7 +129,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

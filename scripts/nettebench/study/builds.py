@@ -2,8 +2,8 @@
 
 The study compared library versions and built torchvision (and apex) from source. A cell
 parameter per library (``torchvision``, ``apex``; see
-:data:`nettebench.study.cell.LIBRARY_PARAMETERS`) names ``installed`` (the environment's own, the
-default) or a build of this section::
+:data:`nettebench.vocabulary.cell.LIBRARY_PARAMETERS`) names ``installed`` (the environment's own,
+the default) or a build of this section::
 
     builds:
       torchvision:
@@ -23,11 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nettebench.builds.catalog import INSTALL_MANIFEST, LIBRARIES, is_url
-from nettebench.study.cell import INSTALLED, LIBRARY_PARAMETERS
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
+from nettebench.vocabulary.build_catalog import BUILDS_ROOT, INSTALL_MANIFEST, LIBRARIES, is_url
+from nettebench.vocabulary.cell import INSTALLED, LIBRARY_PARAMETERS
 
-BUILDS_ROOT = "results/builds"  # relative to the workflow's working directory
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._+-]+$")
 assert tuple(LIBRARIES) == LIBRARY_PARAMETERS
 

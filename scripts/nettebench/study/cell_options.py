@@ -1,8 +1,8 @@
 """A cell's parameters as command-line options, and the parser every command of the package uses.
 
 The trainer, the ceiling, the profiler and the benches take one ``--option`` per
-:class:`~nettebench.study.cell.CellSpec` parameter (:func:`add_cell_options`), so a rule passes a
-cell's arguments to any of them unchanged. Their ``--help`` shows each option's default and the
+:class:`~nettebench.vocabulary.cell.CellSpec` parameter (:func:`add_cell_options`), so a rule passes
+a cell's arguments to any of them unchanged. Their ``--help`` shows each option's default and the
 allowed values of the enumerated ones; a bad value ends the command in one line
 (``python -m nettebench.training: error: argument --precision: invalid choice: 'o1' (choose
 from O0, tf32, ...); see --help``), checked by the same code that checks the config
@@ -21,9 +21,10 @@ import re
 import sys
 from typing import Any, NoReturn
 
-from nettebench.study import grid, model_names, precision
-from nettebench.study.cell import INSTALLED, LIBRARY_PARAMETERS, CellSpec
-from nettebench.study.grid import ConfigError
+from nettebench.study import grid
+from nettebench.study.crossing import ConfigError
+from nettebench.vocabulary import model_names, precision
+from nettebench.vocabulary.cell import INSTALLED, LIBRARY_PARAMETERS, CellSpec
 
 # The enumerated parameters and their allowed values (argparse choices: listed by --help).
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -39,7 +40,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
 HELP: dict[str, str] = {
     "dataset": "the dataset's name in the record (default: the name in --data)",
     "model": "a torchvision classification model or efficientnet-b0..b7",
-    "precision": "precision mode (nettebench.study.precision)",
+    "precision": "precision mode (nettebench.vocabulary.precision)",
     "batch_size": "images per step, or auto: halve from 256 until a step fits",
     "epochs": "training epochs",
     "seed": "random seed",

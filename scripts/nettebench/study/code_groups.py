@@ -22,24 +22,24 @@ from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
-# What every group that reads or writes records runs: the parse-time core and the record files.
-_CORE = ("study/", "records/")
+# What every group that reads or writes records runs: the ground floor, the parse-time core and
+# the record files.
+_CORE = ("vocabulary/", "study/", "records/")
 # What reads a prepared dataset: its description (dataset.json), not how it was fetched or made.
 _DATASET = (
     "datasets/__init__.py",
-    "datasets/catalog.py",
-    "datasets/errors.py",
     "datasets/info.py",
     "datasets/walk.py",  # the one walk of a tree's images (counts, store, pil loader)
 )
 # A training cell: the trainer, its input pipelines and models, the build it activates (not the
 # build steps) and the dataset it reads.
-_BUILD_USE = ("builds/__init__.py", "builds/activate.py", "builds/catalog.py")
+_BUILD_USE = ("builds/__init__.py", "builds/activate.py")
 _TRAINER = ("training/", "data/", "models/", *_BUILD_USE, *_DATASET, *_CORE)
 
 # What every table and figure is built from: the records read into frames, shaped and formatted.
 _REPORT = (
     "report/__init__.py",
+    "report/__main__.py",  # python -m nettebench.report <command> (vocabulary/commands.py)
     "report/collect.py",
     "report/grids.py",
     "report/format.py",
@@ -51,7 +51,14 @@ _REPORT = (
 
 CODE_GROUPS: dict[str, tuple[str, ...]] = {
     # Only the store's own modules of data/: editing a loader must not decode the dataset again.
-    "store": ("data/__init__.py", "data/store.py", "data/store_build.py", *_DATASET, *_CORE),
+    "store": (
+        "data/__init__.py",
+        "data/__main__.py",
+        "data/store.py",
+        "data/store_build.py",
+        *_DATASET,
+        *_CORE,
+    ),
     "train": _TRAINER,
     # A matrix cell's job trains it and measures its ceiling right after (benchmarks/cell_job)
     "matrix_train": (
@@ -91,13 +98,21 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     "profile_aggregate": (*_REPORT, "report/tables/kernels.py", "profiling/"),
     "profile_figures": (*_REPORT, "report/kernel_figure.py", "report/plotting.py", "profiling/"),
     # A library build depends on its own steps alone, so no other edit rebuilds a library.
-    "builds": ("builds/build.py", "builds/catalog.py", "records/atomic.py"),
+    "builds": (
+        "builds/__main__.py",
+        "builds/build.py",
+        "vocabulary/build_catalog.py",
+        "vocabulary/atomic.py",
+        "vocabulary/commands.py",
+    ),
     # A package environment's install step and what it shares with the builds' steps.
     "environments": (
+        "builds/__main__.py",
+        "vocabulary/commands.py",
         "builds/packages.py",
         "builds/build.py",
-        "builds/catalog.py",
-        "records/atomic.py",
+        "vocabulary/build_catalog.py",
+        "vocabulary/atomic.py",
     ),
 }
 

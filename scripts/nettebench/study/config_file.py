@@ -12,7 +12,7 @@ names the key and the allowed values only deep in a long dump. Here:
   ``profile.backend: 'nvprof2' is not allowed; allowed: torch, nsys, nvprof``, looking inside
   ``oneOf``/``anyOf`` for the alternative the value was meant to be (one line, no schema dump).
 
-``python -m nettebench.study.config_file FILE`` checks a config file the whole way (YAML, schema,
+``python -m nettebench.study config FILE`` checks a config file the whole way (YAML, schema,
 the matrix) without Snakemake; it is how to find the line of a YAML error in a file passed with
 ``--configfile``, which Snakemake reads before any of the workflow's code runs. Like Snakemake,
 it reads the workflow's ``config.yaml`` first and merges the files over it (so a partial file
@@ -34,7 +34,7 @@ import jsonschema
 import yaml
 
 from nettebench.study.cell_options import CommandParser
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
 from nettebench.study.workflow import Study
 
 SCHEMA_FILE = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.yaml"
@@ -224,10 +224,10 @@ def main(argv: list[str] | None = None) -> int:
     workflow's config.yaml first, then each file merged over it, as Snakemake merges
     --configfile files."""
     parser = CommandParser(
-        prog="python -m nettebench.study.config_file",
+        prog="python -m nettebench.study config",
         description=main.__doc__,
-        epilog="example:\n  python -m nettebench.study.config_file compare.yaml\n"
-        "  python -m nettebench.study.config_file --replace-workflow-config "
+        epilog="example:\n  python -m nettebench.study config compare.yaml\n"
+        "  python -m nettebench.study config --replace-workflow-config "
         "profiles/quickstart/study.yaml",
     )
     parser.add_argument("files", nargs="+", help="config files, merged in order like Snakemake")
@@ -265,7 +265,3 @@ def merge_config(into: dict[str, Any], update: Mapping[str, Any]) -> None:
             merge_config(into[key], value)
         else:
             into[key] = dict(value) if isinstance(value, Mapping) else value
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -26,11 +26,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from nettebench.builds.catalog import INSTALL_MANIFEST, canonical_name
-from nettebench.study.cell import INSTALLED
-from nettebench.study.grid import ConfigError
+from nettebench.study.crossing import ConfigError
+from nettebench.vocabulary.build_catalog import ENVIRONMENTS_ROOT, INSTALL_MANIFEST, canonical_name
+from nettebench.vocabulary.cell import INSTALLED
 
-ENVIRONMENTS_ROOT = "results/environments"  # relative to the workflow's working directory
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9._+-]+$")
 # name[extras]==version, as pip writes an exact pin
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]*\])?==([A-Za-z0-9.+!_-]+)$")

@@ -9,20 +9,21 @@ The matrix works like a CI matrix:
   every axis an entry does not name takes all of the main matrix's values. So
   ``{model: resnet50, batch_size: 128}`` adds resnet50 at batch 128 in every precision and seed.
 
-Parameters no axis names take the defaults of :class:`nettebench.study.cell.CellSpec`. Duplicate
-cells collapse into one. Every value is checked here, before any job runs, so a typo fails with the
-key, the bad value and the allowed values.
+Parameters no axis names take the defaults of :class:`nettebench.vocabulary.cell.CellSpec`.
+Duplicate cells collapse into one. Every value is checked here, before any job runs, so a typo fails
+with the key, the bad value and the allowed values.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nettebench.study import model_names, precision
-from nettebench.study.cell import (
+from nettebench.study import crossing
+from nettebench.study.crossing import ConfigError
+from nettebench.vocabulary import model_names, precision
+from nettebench.vocabulary.cell import (
     INSTALLED,
     LIBRARY_PARAMETERS,
     PARAMETER_NAMES,
@@ -42,8 +43,16 @@ _NON_NEGATIVE_INTS = ("workers", "seed")
 _NON_NEGATIVE_NUMBERS = ("momentum", "weight_decay")
 
 
-class ConfigError(ValueError):
-    """A config value the workflow cannot run; the message names the key and what is allowed."""
+# What the matrix's axes may name: every cell parameter but the run's labels, which are refused
+# with where they go instead.
+_RUN_LEVEL = (
+    "{key} labels a whole run, not a cell; set it once at the top level of the config "
+    "({key}: t4) or on the command line (--config {key}=t4), and run the study once per machine"
+)
+AXES = crossing.Axes(
+    allowed=[k for k in PARAMETER_NAMES if k not in RUN_PARAMETERS],
+    refused={key: _RUN_LEVEL.format(key=key) for key in RUN_PARAMETERS},
+)
 
 
 def expand(
@@ -63,17 +72,8 @@ def expand(
     and under the key ``environment`` the package environments (``installed`` and the names
     under ``environments:``).
     """
-    matrix = dict(matrix or {})
-    include = _entries(matrix.pop("include", None), f"{section}.include")
-    exclude = _entries(matrix.pop("exclude", None), f"{section}.exclude")
     base = {"dataset": list(datasets), **dict(overrides or {})}
-    axes = {**{key: _as_list(value) for key, value in base.items()}, **_axes(matrix, section)}
-
-    combos = [c for c in _product(axes) if not any(_matches(c, e) for e in exclude)]
-    for index, entry in enumerate(include):
-        entry_axes = _axes(entry, f"{section}.include[{index}]")
-        combos.extend(_product({**axes, **entry_axes}))
-
+    combos = crossing.cross(matrix, where=section, axes=AXES, base=base, defaults=field_defaults())
     cells: dict[str, CellSpec] = {}
     for combo in combos:
         cell = build_cell(combo, section=section, datasets=datasets, builds=builds)
@@ -134,24 +134,24 @@ def build_cell(
 def _check_value(key: str, value: Any, *, section: str, datasets: Sequence[str]) -> None:
     where = f"{section}.{key}"
     if key == "dataset":
-        _one_of(where, value, datasets, what="configured datasets")
+        crossing.one_of(where, value, datasets, what="configured datasets")
     elif key == "model":
         try:
             model_names.check_model_name(value)
         except ValueError as error:
             raise ConfigError(f"{where}: {error}") from None
     elif key == "precision":
-        _one_of(where, value, precision.PRECISION_NAMES)
+        crossing.one_of(where, value, precision.PRECISION_NAMES)
     elif key == "device":
-        _one_of(where, value, DEVICES)
+        crossing.one_of(where, value, DEVICES)
     elif key == "lr_schedule":
-        _one_of(where, value, LR_SCHEDULES)
+        crossing.one_of(where, value, LR_SCHEDULES)
     elif key == "amp_backend":
-        _one_of(where, value, AMP_BACKENDS)
+        crossing.one_of(where, value, AMP_BACKENDS)
     elif key == "loader":
-        _one_of(where, value, LOADERS)
+        crossing.one_of(where, value, LOADERS)
     elif key == "store_placement":
-        _one_of(where, value, STORE_PLACEMENTS)
+        crossing.one_of(where, value, STORE_PLACEMENTS)
     elif key == "batch_size":
         if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
             raise ConfigError(f"{where} must be an integer >= 1 or auto, got {value!r}")
@@ -209,56 +209,3 @@ def _check_environment(
             f"{section}.environment: {value!r} is not allowed; {INSTALLED} or a package "
             f"environment named under `environments:` in the config: {', '.join(allowed)}"
         )
-
-
-def _one_of(where: str, value: Any, allowed: Iterable[str], what: str = "allowed") -> None:
-    allowed = list(allowed)
-    if value not in allowed:
-        raise ConfigError(f"{where}: {value!r} is not allowed; {what}: {', '.join(allowed)}")
-
-
-def _axes(mapping: Mapping[str, Any], where: str) -> dict[str, list[Any]]:
-    run_level = sorted(set(mapping) & set(RUN_PARAMETERS))
-    if run_level:
-        key = run_level[0]
-        raise ConfigError(
-            f"{where}.{key}: {key} labels a whole run, not a cell; set it once at the top level "
-            f"of the config ({key}: t4) or on the command line (--config {key}=t4), and run "
-            "the study once per machine"
-        )
-    unknown = sorted(set(mapping) - set(PARAMETER_NAMES))
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key(s) {', '.join(unknown)}; allowed: "
-            f"{', '.join(k for k in PARAMETER_NAMES if k not in RUN_PARAMETERS)}, include, exclude"
-        )
-    axes = {key: _as_list(value) for key, value in mapping.items()}
-    for key, values in axes.items():
-        if not values:
-            raise ConfigError(f"{where}.{key} is an empty list; give at least one value")
-    return axes
-
-
-def _entries(value: Any, where: str) -> list[Mapping[str, Any]]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(e, Mapping) for e in value):
-        raise ConfigError(f"{where} must be a list of mappings like {{model: resnet50}}")
-    for index, entry in enumerate(value):
-        _axes(entry, f"{where}[{index}]")
-    return value
-
-
-def _as_list(value: Any) -> list[Any]:
-    return list(value) if isinstance(value, list | tuple) else [value]
-
-
-def _product(axes: Mapping[str, list[Any]]) -> list[dict[str, Any]]:
-    keys = list(axes)
-    return [dict(zip(keys, combo, strict=True)) for combo in itertools.product(*axes.values())]
-
-
-def _matches(cell: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
-    """Whether a crossed cell matches an exclude entry (keys no axis names hold their default)."""
-    defaults = field_defaults()
-    return all(cell.get(key, defaults.get(key)) in _as_list(v) for key, v in entry.items())

@@ -3,10 +3,10 @@
 An inference cell measures one (dataset, model, precision, batch size) and its options: Offline
 throughput at its batch, the same through the dataset's validation pipeline, SingleStream latency
 at batch 1 and peak memory (:mod:`nettebench.inference`). Its axes cross like the matrix's,
-``include:``/``exclude:`` included (:mod:`nettebench.study.grid`'s rules over these
-parameters), and its identity, path and arguments follow :class:`~.cell.CellSpec`'s:
-core keys always, any other parameter only when it differs from its default, so adding an option
-later moves no result.
+``include:``/``exclude:`` included (:mod:`nettebench.study.crossing`, the engine the matrix
+uses, over these parameters), and its identity, path and arguments follow
+:class:`~nettebench.vocabulary.cell.CellSpec`'s: core keys always, any other parameter only when
+it differs from its default, so adding an option later moves no result.
 
 A few keys of the section are run settings, not axes (:data:`SETTINGS`): how many SingleStream
 queries, the CPU's time cap, and ``accuracy``, which keeps the final weights of the matrix cells of
@@ -24,9 +24,10 @@ import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nettebench.study import grid, model_names, precision
-from nettebench.study.cell import CellSpec, identity_args, identity_path
-from nettebench.study.grid import ConfigError
+from nettebench.study import crossing, grid
+from nettebench.study.crossing import ConfigError
+from nettebench.vocabulary import precision
+from nettebench.vocabulary.cell import CellSpec, identity_args, identity_path
 
 ROOT = "results/inference"
 ACCURACY_ROOT = "results/inference_accuracy"
@@ -113,6 +114,11 @@ def field_defaults() -> dict[str, Any]:
     }
 
 
+# What the section's axes may name: every parameter but the run's label; its run settings are
+# keys too, popped before crossing.
+AXES = crossing.Axes(allowed=[n for n in PARAMETER_NAMES if n != "machine"], also=list(SETTINGS))
+
+
 def split_section(section: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(axes with include/exclude, run settings with defaults) of the ``inference:`` section."""
     axes = dict(section or {})
@@ -132,7 +138,10 @@ def expand(
     if not section:
         return []
     axes, _ = split_section(section)
-    combos = _cross(axes, datasets)
+    base = {"dataset": list(datasets)}
+    combos = crossing.cross(
+        axes, where="inference", axes=AXES, base=base, defaults=field_defaults()
+    )
     cells: dict[str, InferenceSpec] = {}
     for combo in combos:
         cell = build_cell(combo, datasets=datasets, machine=machine)
@@ -140,71 +149,16 @@ def expand(
     return list(cells.values())
 
 
-def _cross(section: Mapping[str, Any], datasets: Sequence[str]) -> list[dict[str, Any]]:
-    """The matrix's crossing rules (nettebench.study.grid) over the inference parameters."""
-    section = dict(section)
-    include = _entries(section.pop("include", None), "inference.include")
-    exclude = _entries(section.pop("exclude", None), "inference.exclude")
-    axes = {"dataset": list(datasets), **_axes(section, "inference")}
-    defaults = field_defaults()
-
-    def matches(combo: Mapping[str, Any], entry: Mapping[str, Any]) -> bool:
-        return all(combo.get(k, defaults.get(k)) in grid._as_list(v) for k, v in entry.items())
-
-    combos = [c for c in grid._product(axes) if not any(matches(c, e) for e in exclude)]
-    for index, entry in enumerate(include):
-        combos.extend(grid._product({**axes, **_axes(entry, f"inference.include[{index}]")}))
-    return combos
-
-
-def _axes(mapping: Mapping[str, Any], where: str) -> dict[str, list[Any]]:
-    allowed = [name for name in PARAMETER_NAMES if name != "machine"]
-    unknown = sorted(set(mapping) - set(allowed))
-    if unknown:
-        raise ConfigError(
-            f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}, "
-            f"{', '.join(SETTINGS)}, include, exclude"
-        )
-    axes = {key: grid._as_list(value) for key, value in mapping.items()}
-    for key, values in axes.items():
-        if not values:
-            raise ConfigError(f"{where}.{key} is an empty list; give at least one value")
-    return axes
-
-
-def _entries(value: Any, where: str) -> list[Mapping[str, Any]]:
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(e, Mapping) for e in value):
-        raise ConfigError(f"{where} must be a list of mappings like {{model: resnet50}}")
-    return value
-
-
 def build_cell(
     values: Mapping[str, Any], *, datasets: Sequence[str], machine: str | None
 ) -> InferenceSpec:
     where = "inference"
     for key, value in values.items():
-        if key == "dataset":
-            grid._one_of(f"{where}.dataset", value, datasets, what="configured datasets")
-        elif key == "model":
-            try:
-                model_names.check_model_name(value)
-            except ValueError as error:
-                raise ConfigError(f"{where}.model: {error}") from None
-        elif key == "precision":
-            grid._one_of(f"{where}.precision", value, precision.PRECISION_NAMES)
-        elif key == "device":
-            grid._one_of(f"{where}.device", value, DEVICES)
-        elif key in ("batch_size", "image_size") or key == "workers":
-            lowest = 0 if key == "workers" else 1
-            if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
-                raise ConfigError(f"{where}.{key} must be an integer >= {lowest}, got {value!r}")
-        elif key == "channels_last":
-            if not isinstance(value, bool) and value != "auto":
-                raise ConfigError(f"{where}.channels_last must be true, false or auto")
-        elif key == "compile" and not isinstance(value, bool):
-            raise ConfigError(f"{where}.compile must be true or false, got {value!r}")
+        if key == "batch_size":  # a fixed batch: no auto search here
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{where}.{key} must be an integer >= 1, got {value!r}")
+        else:  # the same parameters as a training cell's, checked the same way
+            grid.check_value(key, value, section=where, datasets=datasets)
     cell = InferenceSpec(**values, machine=machine)
     if cell.device != "auto":
         reason = precision.unsupported_reason(cell.precision, cell.device)
@@ -270,7 +224,7 @@ def accuracy_jobs(
         trained = [
             cell
             for cell in trained
-            if all(getattr(cell, k) in grid._as_list(v) for k, v in which.items())
+            if all(getattr(cell, k) in crossing.as_list(v) for k, v in which.items())
         ]
     jobs = []
     for cell in trained:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from nettebench.study.cell import CellSpec, store_frame_width
+from nettebench.vocabulary.cell import CellSpec, store_frame_width
 
 
 @dataclass(frozen=True)

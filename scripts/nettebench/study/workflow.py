@@ -15,16 +15,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from nettebench.datasets.catalog import CATALOG
-from nettebench.datasets.errors import DatasetError
 from nettebench.datasets.walk import tree_stamp
 from nettebench.study import builds as build_plans
 from nettebench.study import environments as environment_plans
 from nettebench.study import grid
 from nettebench.study import inference_cells as inference
-from nettebench.study.cell import CellSpec
-from nettebench.study.grid import ConfigError
-from nettebench.study.outputs import CEILING_FILE
+from nettebench.study.crossing import ConfigError
+from nettebench.vocabulary.build_catalog import BUILDS_ROOT, ENVIRONMENTS_ROOT
+from nettebench.vocabulary.cell import CellSpec
+from nettebench.vocabulary.dataset_catalog import CATALOG
+from nettebench.vocabulary.dataset_errors import DatasetError
+from nettebench.vocabulary.outputs import CEILING_FILE
 
 TOP_LEVEL_KEYS = (
     "datasets",
@@ -260,7 +261,7 @@ class Study:
             return self.builds[library][name]
         except KeyError:
             raise ConfigError(
-                f"{build_plans.BUILDS_ROOT}/{library}/{name} is not a build of this study's "
+                f"{BUILDS_ROOT}/{library}/{name} is not a build of this study's "
                 f"config (builds.{library})"
             ) from None
 
@@ -283,7 +284,7 @@ class Study:
             return self.environments[name]
         except KeyError:
             raise ConfigError(
-                f"{environment_plans.ENVIRONMENTS_ROOT}/{name} is not a package environment "
+                f"{ENVIRONMENTS_ROOT}/{name} is not a package environment "
                 "of this study's config (environments:)"
             ) from None
 

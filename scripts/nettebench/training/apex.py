@@ -25,8 +25,8 @@ import torch
 from torch import nn
 
 from nettebench.records.environment import apex_package_dirs, is_nvidia_apex
-from nettebench.study import precision
 from nettebench.training.step import main_logits, set_tf32
+from nettebench.vocabulary import precision
 
 
 class ApexAmpUnavailable(RuntimeError):

@@ -42,12 +42,12 @@ from typing import Any
 
 import torch
 
-from nettebench.records.atomic import open_atomic
 from nettebench.training import startup, validity
+from nettebench.vocabulary.atomic import open_atomic
 
 CHECKPOINT_FILE = "checkpoint.pt"
 GPU_EVERY_S = 10.0  # on a GPU, at most one checkpoint per this many seconds
-# What records.atomic.open_atomic names the file it streams into until the rename.
+# What vocabulary.atomic.open_atomic names the file it streams into until the rename.
 TEMPORARY_PATTERN = f".{CHECKPOINT_FILE}.*.tmp"
 
 

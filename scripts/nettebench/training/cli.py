@@ -7,10 +7,10 @@ Runs with or without Snakemake::
         --batch-size 128 --epochs 10
 
 Needs only torch, torchvision, numpy, pandas-free code and tqdm, so it also runs on a GPU machine
-that has no Snakemake. Every parameter of :class:`nettebench.study.cell.CellSpec` is an option with
-the same default. Outcomes that are results rather than crashes (out of memory, a precision the
-device cannot run) are written to metrics.json with exit status 0, so one bad cell never stops a
-study.
+that has no Snakemake. Every parameter of :class:`nettebench.vocabulary.cell.CellSpec` is an
+option with the same default. Outcomes that are results rather than crashes (out of memory, a
+precision the device cannot run) are written to metrics.json with exit status 0, so one bad cell
+never stops a study.
 
 What the run came to is written by :mod:`.outcome`. A command that extends the trainer (the
 workflow's matrix cell job, :mod:`nettebench.benchmarks.cell_job`, which measures the cell's
@@ -43,12 +43,10 @@ import torch
 
 from nettebench.builds import activate as libraries
 from nettebench.builds.activate import LibraryError
-from nettebench.datasets import DatasetError
 from nettebench.datasets.info import load_data_root
 from nettebench.models.errors import PretrainedWeightsUnavailable
 from nettebench.records import conditions, environment
 from nettebench.records import files as records
-from nettebench.study.cell import CellSpec
 from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
 from nettebench.training import checkpoint, finished, launch, outcome, startup, validity
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
@@ -61,6 +59,8 @@ from nettebench.training.context import (
 )
 from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_name
 from nettebench.training.parallel import DataParallel
+from nettebench.vocabulary.cell import CellSpec
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 KINDS = ("matrix", "cpu_baseline")
 

@@ -17,9 +17,9 @@ from typing import Any
 import torch
 
 from nettebench.records import conditions
-from nettebench.study.cell import CellSpec
 from nettebench.training.interrupts import StopOnSignal
 from nettebench.training.parallel import ALONE, DataParallel
+from nettebench.vocabulary.cell import CellSpec
 
 WARMUP_STEPS = 5  # first-epoch steps excluded from img/s (autotuning, allocator, workers)
 

@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Any
 
 from nettebench.records import files as records
-from nettebench.records.atomic import write_json_atomic, write_text_atomic
-from nettebench.study.outputs import EPOCHS_FILE, METRICS_FILE
 from nettebench.training import validity
+from nettebench.vocabulary.atomic import write_json_atomic, write_text_atomic
+from nettebench.vocabulary.outputs import EPOCHS_FILE, METRICS_FILE
 
 FINISHED_FILE = "finished.json"
 FORMAT_VERSION = 2  # 2: keyed by validity.key

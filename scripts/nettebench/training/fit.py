@@ -37,8 +37,6 @@ from nettebench.datasets.info import load_data_root
 from nettebench.models.build import build_model
 from nettebench.records import conditions
 from nettebench.records import files as records
-from nettebench.study import precision
-from nettebench.study.cell import CellSpec
 from nettebench.training import checkpoint, startup
 from nettebench.training.apex import ApexTrainingStep, require_apex_amp
 from nettebench.training.context import RunContext
@@ -54,6 +52,8 @@ from nettebench.training.loop import (
 from nettebench.training.outcome import epoch_row, log_epoch
 from nettebench.training.parallel import DataParallel
 from nettebench.training.step import TrainingStep
+from nettebench.vocabulary import precision
+from nettebench.vocabulary.cell import CellSpec
 
 AUTO_BATCH_START = 256  # batch_size: auto starts at the reference batch size and halves
 

@@ -34,9 +34,9 @@ import uuid
 from pathlib import Path
 
 from nettebench.records import files as records
-from nettebench.study.outputs import METRICS_FILE
 from nettebench.training import checkpoint
 from nettebench.training.interrupts import signal_name
+from nettebench.vocabulary.outputs import METRICS_FILE
 
 SHUTDOWN_TIMEOUT_S = 10  # after forwarding a signal, the agent kills what still runs
 MONITOR_INTERVAL_S = 0.5  # how often the agent looks for a process that ended

@@ -23,10 +23,10 @@ import torch
 
 from nettebench.records import environment, spread
 from nettebench.records import files as records
-from nettebench.study import precision
-from nettebench.study.cell import CellSpec
 from nettebench.training import checkpoint, finished
 from nettebench.training.context import RunContext, Trained
+from nettebench.vocabulary import precision
+from nettebench.vocabulary.cell import CellSpec
 
 
 def unsupported_reason(cell: CellSpec, device: torch.device) -> str | None:

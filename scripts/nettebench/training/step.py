@@ -1,10 +1,10 @@
 """Turn a precision mode into a model, an optimiser and one training step.
 
-:mod:`nettebench.study.precision` says what a mode means; this module is where that meaning becomes
-torch objects: the model's dtype (batch-norm kept fp32 for O2), the autocast context, the loss
-scaler and, for O2, fp32 master weights that the optimiser updates and copies back into the fp16
-model. The training loop only calls :meth:`TrainingStep.step` and :meth:`TrainingStep.autocast`,
-so no loop code branches on precision names.
+:mod:`nettebench.vocabulary.precision` says what a mode means; this module is where that meaning
+becomes torch objects: the model's dtype (batch-norm kept fp32 for O2), the autocast context, the
+loss scaler and, for O2, fp32 master weights that the optimiser updates and copies back into the
+fp16 model. The training loop only calls :meth:`TrainingStep.step` and
+:meth:`TrainingStep.autocast`, so no loop code branches on precision names.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 import torch
 from torch import nn
 
-from nettebench.study.precision import PrecisionMode
+from nettebench.vocabulary.precision import PrecisionMode
 
 
 def torch_dtype(dtype_name: str | None) -> torch.dtype | None:

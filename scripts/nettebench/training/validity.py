@@ -72,7 +72,7 @@ from nettebench.datasets.info import IMAGE_EXTENSIONS, INFO_FILE
 from nettebench.records import files as records
 from nettebench.records.environment import cpu_model
 from nettebench.study import code_groups
-from nettebench.study.cell import INSTALLED, LIBRARY_PARAMETERS, CellSpec
+from nettebench.vocabulary.cell import INSTALLED, LIBRARY_PARAMETERS, CellSpec
 
 KEY_VERSION = 2  # bumped when the parts change: an older record or checkpoint never matches
 PARTS = (

@@ -20,7 +20,7 @@ from nettebench.report.collect import cell_keys
 from nettebench.report.duplicates import identity_columns
 from nettebench.report.grids import APPROX_NOTE, LEGEND, NO_CELLS_NOTE, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, describe, varying
-from nettebench.study.cell import PATH_LABELS
+from nettebench.vocabulary.cell import PATH_LABELS
 
 # Parameters a CPU baseline differs from the matrix in by design (or that the table lays out):
 # never required to match. Every other parameter (loader, image size, workers, lr, package

@@ -5,7 +5,7 @@ into two tidy frames (written as ``inference.csv`` and ``inference_accuracy.csv`
 latency-throughput figure reads), then writes both tables as markdown and HTML and a one-line
 summary for the report's front page::
 
-    python -m nettebench.report.tables.inference --out-dir results/tables \\
+    python -m nettebench.report inference-tables --out-dir results/tables \\
         --records results/inference/.../inference.json --accuracy .../accuracy.json
 
 Every timing is a median with its 95 % interval (nettebench.inference.samples); a number whose
@@ -25,9 +25,9 @@ from typing import Any
 
 import pandas as pd
 
-from nettebench.records.atomic import write_text_atomic
 from nettebench.report import caveats as C
 from nettebench.report import format as T
+from nettebench.vocabulary.atomic import write_text_atomic
 
 UNSTABLE_MARK = "≈"  # the samples' std is >= 10 % of their mean
 OUTPUTS = {
@@ -338,8 +338,8 @@ def write(records: list[str], accuracy: list[str], out_dir: str | Path) -> dict[
         "accuracy_table": accuracy_markdown(scores),
         "headline": headline(cells, scores),
     }
-    texts["table_html"] = T.markdown_to_html(texts["table"])
-    texts["accuracy_table_html"] = T.markdown_to_html(texts["accuracy_table"])
+    texts["table_html"] = T.html_document(texts["table"])
+    texts["accuracy_table_html"] = T.html_document(texts["accuracy_table"])
     written = {}
     for name, text in texts.items():
         written[name] = Path(out_dir) / OUTPUTS[name]
@@ -348,7 +348,7 @@ def write(records: list[str], accuracy: list[str], out_dir: str | Path) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nettebench.report.tables.inference")
+    parser = argparse.ArgumentParser(prog="python -m nettebench.report inference-tables")
     parser.add_argument("--out-dir", required=True, type=Path)
     parser.add_argument("--records", nargs="*", default=[], help="inference.json files")
     parser.add_argument("--accuracy", nargs="*", default=[], help="accuracy.json files")
@@ -356,7 +356,3 @@ def main(argv: list[str] | None = None) -> int:
     written = write(args.records, args.accuracy, args.out_dir)
     print(f"wrote {len(written)} files in {args.out_dir}", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

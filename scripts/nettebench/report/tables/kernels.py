@@ -12,7 +12,7 @@ Reads only what ``python -m nettebench.profiling`` wrote beside each ``profile.j
 
 Usage::
 
-    python -m nettebench.report.tables.kernels --out-dir results/tables [PROFILE_JSON ...]
+    python -m nettebench.report kernel-tables --out-dir results/tables [PROFILE_JSON ...]
 
 Imports pandas, no torch.
 """
@@ -42,7 +42,7 @@ from nettebench.records import files as records
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.grids import tell_apart
-from nettebench.study.cell import PARAMETER_NAMES
+from nettebench.vocabulary.cell import PARAMETER_NAMES
 
 TOP_N = 10
 NAME_WIDTH = 90
@@ -329,7 +329,7 @@ def top_kernels_markdown(
         if cell["status"] == STATUS_OK
     ]
     if tops:
-        sections.append(T.section("Top kernels per profiled cell", "", level=2) + "\n".join(tops))
+        sections.append(T.section("Top kernels per profiled cell", "", level=2) + T.join(tops))
     return T.document("Top kernels", _NOTE, sections)
 
 
@@ -348,7 +348,7 @@ def aggregate(
     texts = {
         "categories": categories.to_csv(index=False, lineterminator="\n"),
         "top_kernels": markdown,
-        "top_kernels_html": T.markdown_to_html(markdown),
+        "top_kernels_html": T.html_document(markdown),
     }
     out = Path(out_dir)
     written = {}
@@ -359,7 +359,7 @@ def aggregate(
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m nettebench.report.tables.kernels",
+        prog="python -m nettebench.report kernel-tables",
         description="Collect profiled cells into kernel_categories.csv and top_kernels.md/html.",
     )
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for the tables")
@@ -372,7 +372,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.exit(2, f"{parser.prog}: error: {error}\n")
     print(f"aggregated {len(args.profiles)} profile(s) into {args.out_dir}", file=sys.stderr)
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

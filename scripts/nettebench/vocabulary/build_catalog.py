@@ -20,6 +20,10 @@ WHEEL_MANIFEST = "wheel.json"  # the wheel: file, sha256, commit, torch it was b
 INSTALL_MANIFEST = "install.json"  # the install: the prefix's BUILD_MANIFEST, outside it
 # Inside a package environment's prefix (config `environments:`): what pip installed there.
 ENVIRONMENT_MANIFEST = "nettebench-environment.json"
+# Where the workflow installs them, relative to its working directory (results/builds/<library>/
+# <build>/, results/environments/<name>/): the plans (nettebench.study) and activation agree.
+BUILDS_ROOT = "results/builds"
+ENVIRONMENTS_ROOT = "results/environments"
 _URL = re.compile(r"^[a-z][a-z0-9+.-]*://|^[^/\s]+@[^/\s]+:")  # scheme://... or user@host:path
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import dataclass
 
-from .errors import DatasetError
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 BASE_URL = "https://s3.amazonaws.com/fast-ai-imageclas"
 

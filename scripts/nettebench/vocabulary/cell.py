@@ -19,7 +19,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from nettebench.study import precision
+from nettebench.vocabulary import precision
 
 # Always part of a cell's identity and path, in this order.
 CORE_KEYS = ("dataset", "model", "precision", "batch_size", "epochs", "seed")

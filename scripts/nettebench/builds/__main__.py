@@ -1,0 +1,10 @@
+"""``python -m nettebench.builds <command>``.
+
+The command names are :mod:`nettebench.vocabulary.commands`'s.
+"""
+
+import sys
+
+from nettebench.vocabulary.commands import main
+
+sys.exit(main("builds"))

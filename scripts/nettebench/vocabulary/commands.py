@@ -1,0 +1,72 @@
+"""The package's command names: ``python -m nettebench.<subpackage> <command> [options]``.
+
+A subpackage with several commands has one ``__main__`` that hands its arguments to :func:`main`,
+which runs the named command's ``main(argv)``; each command's parser names itself the way a user
+types it (``prog="python -m nettebench.report tables"``), in its usage and one-line errors. The
+rules (``rules/*.smk``) and the README use these names. The trainer, the profiler and the inference
+cells are one command each (``python -m nettebench.training``, ``.profiling``, ``.inference``);
+the benchmarks keep their module names (``python -m nettebench.benchmarks.ceiling``: a cell
+command that may restart itself by module name, :mod:`nettebench.builds.activate`).
+
+Stdlib only: a command's module is imported when it runs, never to list the commands.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+# subpackage -> command -> (its module inside the subpackage, the arguments that come first)
+COMMANDS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
+    "datasets": {
+        "fetch": ("fetch", ()),  # download an archive, verified
+        "extract": ("extract", ()),  # unpack it, all or nothing
+        "local": ("local", ()),  # use a folder in place
+        "synthetic": ("synthetic", ()),  # generate an Imagenette-shaped dataset
+    },
+    "data": {
+        "store": ("store_build", ()),  # decode a dataset into the uint8 store
+        "augment": ("augment", ()),  # time the batched crop and flip
+    },
+    "builds": {
+        "clone": ("build", ("clone",)),  # a library's source at a ref
+        "wheel": ("build", ("wheel",)),  # build it against the installed torch
+        "install": ("build", ("install",)),  # install the wheel into a prefix
+        "environment": ("packages", ()),  # a package environment from the registry
+    },
+    "study": {
+        "config": ("config_file", ()),  # check a config file the whole way
+    },
+    "report": {
+        "tables": ("aggregate", ()),  # records -> every table
+        "figures": ("figures", ()),  # the aggregate -> the figures
+        "front-page": ("front_page", ()),  # the report's front page
+        "kernel-tables": ("tables.kernels", ()),  # profiled cells -> kernel tables
+        "kernel-figure": ("kernel_figure", ()),  # their figure
+        "inference-tables": ("tables.inference", ()),  # inference cells -> their tables
+        "inference-figure": ("inference_figure", ()),  # latency against throughput
+    },
+}
+
+
+def main(package: str, argv: Sequence[str] | None = None) -> int:
+    """Run ``python -m nettebench.<package> <command> ...``: the command's ``main(argv)``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = COMMANDS[package]
+    usage = f"usage: python -m nettebench.{package} {{{','.join(commands)}}} [options]"
+    if not argv or argv[0] in ("-h", "--help"):
+        listed = "".join(f"  {c:<18}python -m nettebench.{package} {c} --help\n" for c in commands)
+        print(f"{usage}\n\ncommands:\n{listed}", file=sys.stdout if argv else sys.stderr, end="")
+        return 0 if argv else 2
+    name, rest = argv[0], argv[1:]
+    if name not in commands:
+        print(
+            f"python -m nettebench.{package}: error: unknown command {name!r}; choose from "
+            f"{', '.join(commands)}; see --help",
+            file=sys.stderr,
+        )
+        return 2
+    module, first = commands[name]
+    command = importlib.import_module(f"nettebench.{package}.{module}")
+    return command.main([*first, *rest])
