@@ -32,7 +32,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 VENDORED_APEX = REPO.parent / "shared" / "vendor" / "apex-25.05-git.tar.gz"
-SNAKEMAKE = "snakemake==9.27.1"  # the version the workflow is tested with here
+SNAKEMAKE = re.search(r"^snakemake==\S+", (REPO / "envs/constraints.txt").read_text(), re.M)[0]
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64", "any")
 _MISSING = re.compile(r"No matching distribution found for ([A-Za-z0-9_.\-]+)")
 
