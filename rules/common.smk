@@ -125,6 +125,7 @@ def final_outputs():
     return (
         cells
         + ["results/tables/runs.csv", "results/tables/runs.html", outputs.FRONT_PAGE]
+        + [outputs.STEPS_TABLE, outputs.PYPERF_DIR]
         + tables
         + figures
         + profile_outputs()
