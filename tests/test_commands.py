@@ -8,6 +8,7 @@ pages themselves, so a command they start to show is checked too.
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 import subprocess
@@ -166,3 +167,39 @@ def test_every_relative_link_resolves(page):
 def test_every_page_of_docs_is_in_the_readmes_contents():
     listed = {Path(t.partition("#")[0]).name for t in relative_links(README)}
     assert {page.name for page in PAGES[1:]} <= listed
+
+
+def test_an_abbreviated_option_is_refused(tmp_path, capsys):
+    """argparse's default reads `--epoch 2` as `--epochs 2` (and then trains a default cell);
+    every command refuses it instead."""
+    argv = ["--data", str(tmp_path), "--out-dir", str(tmp_path), "--epoch", "2"]
+    with pytest.raises(SystemExit) as stopped:
+        entry_point("nettebench.training")(argv)
+    assert stopped.value.code == 2
+    assert "unrecognized arguments: --epoch 2" in capsys.readouterr().err
+
+
+def _parser_calls(path: Path):
+    """Every ArgumentParser(...) and add_parser(...) call of a module, with its keywords."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            if name in {"ArgumentParser", "add_parser"}:
+                yield name, node.lineno, {kw.arg: kw.value for kw in node.keywords}
+
+
+def test_every_parser_refuses_abbreviations():
+    """CommandParser sets allow_abbrev=False; any other parser of the package (or a subcommand
+    parser not made by CommandParser) says so itself."""
+    open_to_prefixes = []
+    for path in sorted((ROOT / "scripts" / "nettebench").rglob("*.py")):
+        text = path.read_text()
+        for name, line, keywords in _parser_calls(path):
+            refused = isinstance(keywords.get("allow_abbrev"), ast.Constant) and (
+                keywords["allow_abbrev"].value is False
+            )
+            inherited = name == "add_parser" and "parser_class=CommandParser" in text
+            if not (refused or inherited):
+                open_to_prefixes.append(f"{path.relative_to(ROOT)}:{line} {name}")
+    assert not open_to_prefixes, open_to_prefixes

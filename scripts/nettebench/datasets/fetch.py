@@ -248,6 +248,7 @@ def _unreachable_message(url: str, reason: str, attempts: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m nettebench.datasets.fetch",
         description="Download an archive, verify it (size/md5/sha256 when given, gzip tar "
         "always) and write a manifest next to it.",
