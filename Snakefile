@@ -1,4 +1,4 @@
-# nettebench: the study in ../shared/SEED_STUDY.md as one reproducible command.
+# nettebench: a hand-run benchmark study as one reproducible command (README.md).
 # Helpers live in rules/common.smk, rules in rules/*.smk, code in scripts/nettebench/.
 from snakemake.utils import min_version
 

@@ -24,6 +24,8 @@ rule tables_aggregate:
             )
             for name in TABLES
         ],
+        steps=outputs.STEPS_TABLE,
+        pyperf=directory(outputs.PYPERF_DIR),
     log:
         "results/logs/tables_aggregate.log",
     localrule: True
@@ -35,6 +37,8 @@ rule tables_aggregate:
     shell:
         "python -m nettebench.report tables --out-dir {params.out_dir} {params.options}"
         " {input.metrics} > {log} 2>&1"
+        " && python -m nettebench.report steps --steps {output.steps}"
+        " --pyperf-dir {output.pyperf} {input.metrics} >> {log} 2>&1"
 
 
 rule figures_plot:

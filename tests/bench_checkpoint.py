@@ -33,7 +33,7 @@ def state() -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__)
     parser.add_argument("--repeats", type=int, default=7)
     parser.add_argument("--dir", default=None, help="where the checkpoint goes (default: /tmp)")
     args = parser.parse_args()

@@ -21,7 +21,7 @@ from tests.workflow_helpers import copy_workflow, planned_jobs, run_study, write
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
+    parser = argparse.ArgumentParser(allow_abbrev=False, description=__doc__)
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()

@@ -252,7 +252,7 @@ def side_by_side(summaries: list[dict]) -> str:
 
 def main() -> int:
     parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawTextHelpFormatter
+        allow_abbrev=False, description=__doc__, formatter_class=argparse.RawTextHelpFormatter
     )
     parser.add_argument("--avx2", action="store_true", help="cap torch and oneDNN at AVX2")
     parser.add_argument("--interfere", type=int, default=0, help="busy loops run beside it")

@@ -1,7 +1,7 @@
 """How the suite shares a small machine: two pytest-xdist workers (``-n auto`` in pyproject.toml),
 whole files per worker, the longest files first, and OpenMP threads that sleep when they wait.
 
-Measured on the 2-core VM (README, "Development"): one after the other the suite kept
+Measured on the 2-core VM (docs/measurements.md): one after the other the suite kept
 the CPUs about half idle (single-threaded imports, Snakemake's bookkeeping, ``--threads 1``
 trainers), but two workers with torch's default OpenMP threads were slower than one: two
 2-thread training processes on 2 cores ran a resnet18 step in 874-921 ms each instead of 185 ms

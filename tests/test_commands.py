@@ -1,12 +1,14 @@
-"""Every command the README shows: a --help a user can read (no reST markup, the allowed values
-of every choice, the defaults, examples on their own lines) and bad values that end in one line.
+"""Every command the README and docs/ show: a --help a user can read (no reST markup, the allowed
+values of every choice, the defaults, examples on their own lines), bad values that end in one
+line, and no abbreviated options; every relative link in them leads to a file and heading.
 
 Through each command's real entry point (its ``main``); the list of commands is read from the
-README itself, so a command it starts to show is checked too.
+pages themselves, so a command they start to show is checked too.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 import subprocess
@@ -15,17 +17,42 @@ from pathlib import Path
 
 import pytest
 
-README = Path(__file__).resolve().parents[1] / "README.md"
-# Every `python -m nettebench...` the README shows (and the trainer's extension, cell_job).
+from nettebench.vocabulary.commands import COMMANDS as GROUPED
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+# The pages a user reads: the README and one page a topic under docs/.
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _shown(text: str) -> set[str]:
+    """The commands a page shows: ``python -m nettebench.x`` or, for a subpackage with grouped
+    commands (vocabulary.commands.COMMANDS), ``python -m nettebench.x <command>``; a
+    placeholder (``nettebench.<subpackage>``, ``nettebench.benchmarks.{ceiling,...}``) is none."""
+    found = set()
+    for package, word in re.findall(
+        r"python -m (nettebench(?:\.\w++)*+)(?!\.[<{])(?: ([a-z][\w-]*))?", text
+    ):
+        grouped = GROUPED.get(package.removeprefix("nettebench."))
+        found.add(f"{package} {word}" if grouped and word in grouped else package)
+    return found
+
+
+# Every `python -m nettebench...` the pages show (and the trainer's extension, cell_job).
 COMMANDS = sorted(
-    set(re.findall(r"python -m (nettebench[\w.]*)", README.read_text()))
-    | {"nettebench.benchmarks.cell_job"}
+    set().union(*(_shown(page.read_text()) for page in PAGES)) | {"nettebench.benchmarks.cell_job"}
 )
 
 
 def entry_point(name: str):
-    """The ``main(argv)`` that ``python -m name`` runs: the module's own, or for a package
-    run through its ``__main__``, its ``cli`` module's."""
+    """The ``main(argv)`` that ``python -m name`` runs: a grouped command's module's (with the
+    arguments it puts first), the module's own, or for a package run through its ``__main__``,
+    its ``cli`` module's."""
+    package, _, command = name.partition(" ")
+    if command:
+        module, first = GROUPED[package.removeprefix("nettebench.")][command]
+        run = importlib.import_module(f"{package}.{module}").main
+        return lambda argv: run([*first, *argv])
     module = importlib.import_module(name)
     if hasattr(module, "main"):
         return module.main
@@ -100,3 +127,92 @@ def test_a_bad_value_ends_in_one_line(name, argv, expected, tmp_path):
     assert result.returncode != 0
     assert "Traceback" not in output and "usage:" not in output, output
     assert len(output.splitlines()) == 1 and expected in output, output
+
+
+# Links: [text](target) outside code; a target with a scheme (https:, mailto:) is not checked.
+_LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
+_FENCE = re.compile(r"^```.*?^```", re.S | re.M)
+_CODE = re.compile(r"`[^`\n]*`")
+
+
+def heading_anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation dropped, spaces to
+    hyphens, a repeated heading numbered (-1, -2, ...)."""
+    anchors: set[str] = set()
+    seen: dict[str, int] = {}
+    for line in _FENCE.sub("", page.read_text()).splitlines():
+        heading = re.match(r"#{1,6} +(.*?) *#*$", line)
+        if not heading:
+            continue
+        slug = re.sub(r"[^\w\- ]", "", heading.group(1).replace("`", "").lower()).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        anchors.add(slug if count == 0 else f"{slug}-{count}")
+    return anchors
+
+
+def relative_links(page: Path) -> list[str]:
+    text = _CODE.sub("", _FENCE.sub("", page.read_text()))
+    return [t for t in _LINK.findall(text) if not re.match(r"[a-z][a-z+.-]*:", t)]
+
+
+def test_the_anchor_rule_is_githubs():
+    page = ROOT / "docs" / "honest-numbers.md"
+    assert "spread-every-timing-is-a-distribution" in heading_anchors(page)
+    assert "timing-conditions-and-caveats" in heading_anchors(page)
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_every_relative_link_resolves(page):
+    """Every relative link of README.md and docs/*.md names a file that exists, and its
+    #anchor a heading of that file (or of the page itself, for a bare #anchor)."""
+    broken = []
+    for target in relative_links(page):
+        path, _, anchor = target.partition("#")
+        file = (page.parent / path).resolve() if path else page
+        if not file.exists():
+            broken.append(f"{target}: no file {file.relative_to(ROOT)}")
+        elif anchor and anchor not in heading_anchors(file):
+            broken.append(f"{target}: no heading #{anchor} in {file.relative_to(ROOT)}")
+    assert not broken, broken
+
+
+def test_every_page_of_docs_is_in_the_readmes_contents():
+    listed = {Path(t.partition("#")[0]).name for t in relative_links(README)}
+    assert {page.name for page in PAGES[1:]} <= listed
+
+
+def test_an_abbreviated_option_is_refused(tmp_path, capsys):
+    """argparse's default reads `--epoch 2` as `--epochs 2` (and then trains a default cell);
+    every command refuses it instead."""
+    argv = ["--data", str(tmp_path), "--out-dir", str(tmp_path), "--epoch", "2"]
+    with pytest.raises(SystemExit) as stopped:
+        entry_point("nettebench.training")(argv)
+    assert stopped.value.code == 2
+    assert "unrecognized arguments: --epoch 2" in capsys.readouterr().err
+
+
+def _parser_calls(path: Path):
+    """Every ArgumentParser(...) and add_parser(...) call of a module, with its keywords."""
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
+            name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+            if name in {"ArgumentParser", "add_parser"}:
+                yield name, node.lineno, {kw.arg: kw.value for kw in node.keywords}
+
+
+def test_every_parser_refuses_abbreviations():
+    """CommandParser sets allow_abbrev=False; any other parser of the package (or a subcommand
+    parser not made by CommandParser) says so itself."""
+    open_to_prefixes = []
+    for path in sorted((ROOT / "scripts" / "nettebench").rglob("*.py")):
+        text = path.read_text()
+        for name, line, keywords in _parser_calls(path):
+            refused = isinstance(keywords.get("allow_abbrev"), ast.Constant) and (
+                keywords["allow_abbrev"].value is False
+            )
+            inherited = name == "add_parser" and "parser_class=CommandParser" in text
+            if not (refused or inherited):
+                open_to_prefixes.append(f"{path.relative_to(ROOT)}:{line} {name}")
+    assert not open_to_prefixes, open_to_prefixes

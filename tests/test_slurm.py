@@ -35,7 +35,7 @@ pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
 
 CLUSTER = REPO / "tests" / "slurm" / "cluster.sh"
 QUICKSTART = "profiles/quickstart/study.yaml"
-# The README's cluster command for the quick-start study. Only the first status check comes
+# docs/slurm.md's cluster command for the quick-start study. Only the first status check comes
 # sooner than the plugin's default 40 s, so a test of a few minutes does not idle for them.
 SLURM_ARGS = (
     "--workflow-profile",

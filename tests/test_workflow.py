@@ -38,9 +38,20 @@ def quickstart(tmp_path_factory):
     workdir = copy_workflow(tmp_path_factory.mktemp("quickstart"))
     config = workdir / "profiles" / "quickstart" / "study.yaml"
     started = time.perf_counter()
-    run_study(workdir, config, "--report-after-run", "--report", "results/report.html")
+    result = run_study(workdir, config, "--report-after-run", "--report", "results/report.html")
     print(f"quick-start workflow: {time.perf_counter() - started:.1f} s")
+    (workdir / "quickstart.log").write_text(result.stdout + result.stderr)
     return workdir, config
+
+
+def test_the_runs_last_line_names_the_report_and_the_steps_are_exported(quickstart):
+    workdir, _ = quickstart
+    last = (workdir / "quickstart.log").read_text().strip().splitlines()[-1]
+    assert last.startswith("nettebench: report: results/report.html"), last
+    steps = pd.read_csv(workdir / "results" / "tables" / "steps.csv")
+    assert set(steps["phase"]) == {"warmup", "steady"}
+    assert steps.loc[steps["phase"] == "steady", "seconds"].gt(0).all()
+    assert len(list((workdir / "results" / "pyperf").rglob("*.json"))) == 4  # 3 cells + CPU
 
 
 def test_every_cell_ran_and_learned(quickstart):

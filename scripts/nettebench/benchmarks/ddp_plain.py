@@ -95,7 +95,9 @@ def threads(options: dict[str, Any], processes: int) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m nettebench.benchmarks.ddp_plain", description=__doc__.split("\n\n")[0]
+        allow_abbrev=False,
+        prog="python -m nettebench.benchmarks.ddp_plain",
+        description=__doc__.split("\n\n")[0],
     )
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--model", default="resnet18")

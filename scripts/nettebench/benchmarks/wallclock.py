@@ -61,7 +61,7 @@ def parse_variant(text: str) -> dict[str, str]:
 def build_store(data: str, store_dir: Path, trainer_args: list[str]) -> float:
     """Build the cached loader's store for the trainer's image size; return the seconds."""
 
-    parser = argparse.ArgumentParser(add_help=False)
+    parser = argparse.ArgumentParser(allow_abbrev=False, add_help=False)
     add_cell_options(parser)
     known, _ = parser.parse_known_args(trainer_args)
     cell: CellSpec = cell_from_args(known, dataset="wallclock")

@@ -162,6 +162,7 @@ def _pip_version() -> str | None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m nettebench.builds environment",
         description="Install pinned packages from the registry into a prefix of their own.",
     )

@@ -380,7 +380,11 @@ def bench_augment(
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Throughput of the batched train transform.")
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False,
+        prog="python -m nettebench.data augment",
+        description="Throughput of the batched train transform.",
+    )
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--resolution", type=int, default=256)
     parser.add_argument("--out", type=int, default=224)

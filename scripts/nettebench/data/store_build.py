@@ -254,6 +254,7 @@ def _default_jobs() -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m nettebench.data store",
         description="Decode a dataset once into memory-mappable uint8 arrays for the cached "
         "loader (does nothing when the store is already current).",

@@ -245,6 +245,7 @@ def _find_dataset_root(archive: Path, work: Path) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m nettebench.datasets extract",
         description="Verify and safely extract a dataset archive, then write dataset.json.",
     )

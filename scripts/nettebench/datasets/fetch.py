@@ -29,7 +29,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -114,7 +114,7 @@ def fetch(
         "sha256": digests.sha256,
         "md5": digests.md5,
         "verified": verified,
-        "fetched_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "fetched_at": datetime.now(UTC).isoformat(timespec="seconds"),
     }
     write_json_atomic(manifest_path, manifest)
     return manifest
@@ -248,6 +248,7 @@ def _unreachable_message(url: str, reason: str, attempts: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m nettebench.datasets fetch",
         description="Download an archive, verify it (size/md5/sha256 when given, gzip tar "
         "always) and write a manifest next to it.",

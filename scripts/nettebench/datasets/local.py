@@ -85,6 +85,7 @@ def register_directory(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m nettebench.datasets local",
         description="Check a folder holding train/ and val/ and write dataset.json for it.",
     )

@@ -315,6 +315,7 @@ def _check_arguments(
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m nettebench.datasets synthetic",
         description="Generate a learnable, Imagenette-shaped JPEG dataset and its dataset.json.",
     )

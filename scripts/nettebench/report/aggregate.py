@@ -41,6 +41,7 @@ from nettebench.report.duplicates import Merge, merge_duplicates
 from nettebench.report.front_page import headline_html
 from nettebench.report.grids import NO_CELLS_NOTE
 from nettebench.report.tables.accuracy import accuracy_markdown
+from nettebench.report.tables.comparisons import comparisons_markdown
 from nettebench.report.tables.conditions import timing_conditions_markdown
 from nettebench.report.tables.cpu_vs_gpu import cpu_vs_gpu_markdown
 from nettebench.report.tables.machines import machines_markdown
@@ -110,6 +111,7 @@ def aggregate(
         "time_by_machine": machines_markdown(runs),
         "time_to_accuracy": time_to_accuracy_markdown(runs),
         "scaling": scaling_markdown(runs),
+        "comparisons": comparisons_markdown(runs),
     }
     texts["runs_html"] = T.csv_to_html(texts["runs"], "Runs", _RUNS_NOTE, empty=NO_CELLS_NOTE)
     texts.update({f"{name}_html": T.html_document(texts[name]) for name in MARKDOWN_TABLES})
@@ -134,6 +136,7 @@ def _several_setups(runs: pd.DataFrame) -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
+        allow_abbrev=False,
         prog="python -m nettebench.report tables",
         description="Aggregate cell records (metrics.json, epochs.csv and an optional "
         "ceiling.json) into CSV, markdown and HTML tables.",

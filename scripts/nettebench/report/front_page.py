@@ -131,7 +131,9 @@ FIGURE_CAPTION = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nettebench.report front-page")
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, prog="python -m nettebench.report front-page"
+    )
     parser.add_argument("--headline", required=True, type=Path, help="tables/headline.html")
     parser.add_argument("--figure", required=True, type=Path, help="figures/throughput.png")
     parser.add_argument("--out", required=True, type=Path)

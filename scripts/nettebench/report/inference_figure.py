@@ -66,7 +66,9 @@ def draw(cells: pd.DataFrame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m nettebench.report inference-figure")
+    parser = argparse.ArgumentParser(
+        allow_abbrev=False, prog="python -m nettebench.report inference-figure"
+    )
     parser.add_argument("--cells", required=True, type=Path, help="tables/inference.csv")
     parser.add_argument("--out-dir", required=True, type=Path)
     args = parser.parse_args(argv)

@@ -84,10 +84,13 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
 class CommandParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line (``prog: error: ...; see --help``) instead
-    of the usage, which for a command with thirty options fills the screen before the error."""
+    of the usage, which for a command with thirty options fills the screen before the error.
+    It takes no abbreviation of an option: argparse's default would read ``--epoch 2`` as
+    ``--epochs 2`` (and ``--batch 64`` as whichever option it prefixes), silently."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
+        kwargs.setdefault("allow_abbrev", False)
         if kwargs.get("description"):
             kwargs["description"] = plain_text(kwargs["description"])
         super().__init__(*args, **kwargs)

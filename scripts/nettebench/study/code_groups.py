@@ -84,6 +84,7 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
         "report/duplicates.py",
         "report/front_page.py",
         "report/tables/",
+        "report/steps_export.py",  # steps.csv and the pyperf files, in the same job
     ),
     # The report's front page: the headline table and the throughput figure on one page.
     "front_page": (*_REPORT, "report/front_page.py", "report/answers.py", "report/compare.py"),

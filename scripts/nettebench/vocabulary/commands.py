@@ -46,6 +46,7 @@ COMMANDS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
         "kernel-figure": ("kernel_figure", ()),  # their figure
         "inference-tables": ("tables.inference", ()),  # inference cells -> their tables
         "inference-figure": ("inference_figure", ()),  # latency against throughput
+        "steps": ("steps_export", ()),  # steps.csv and pyperf files for other tools
     },
 }
 

@@ -35,3 +35,9 @@ FIGURE_NAMES += ("scaling",)
 # One code manifest per code group (nettebench.study.code_groups.write_manifest): the input by
 # which a rule depends on the package's code.
 CODE_MANIFEST_DIR = ".snakemake/nettebench/code"
+# The front page's comparisons as a table (report.tables.comparisons): cached / pil, bf16 / O0.
+TABLE_NAMES += ("comparisons",)
+# Every training step (report.steps_export): one row a step, and each trained cell as a pyperf
+# benchmark file (results/pyperf/<cell path>.json), for `python -m pyperf stats|compare_to`.
+STEPS_TABLE = "results/tables/steps.csv"
+PYPERF_DIR = "results/pyperf"

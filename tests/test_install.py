@@ -1,0 +1,129 @@
+"""What the README's install lines say is what installs: the Python the dependencies need, the
+package's lower bounds around the one set of pins in ``envs/constraints.txt`` (which the Quick
+start, ``.ci/run`` and the device suite all read), the CPU-only line, and the licence."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from importlib.metadata import PackageNotFoundError, metadata, version
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+ROOT = Path(__file__).resolve().parents[1]
+PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+CONSTRAINTS = ROOT / "envs" / "constraints.txt"
+PINS = {
+    Requirement(line).name: Requirement(line)
+    for line in CONSTRAINTS.read_text().splitlines()
+    if line.strip() and not line.startswith("#")
+}
+README = (ROOT / "README.md").read_text()
+
+
+def quick_start() -> list[str]:
+    """The Quick start's commands, read with the awk program ``.ci/run`` reads them with."""
+    program = re.search(
+        r"quickstart=\$\(awk '([^']+)' README\.md\)", (ROOT / ".ci/run").read_text()
+    )
+    assert program, ".ci/run no longer reads the Quick start with awk"
+    result = subprocess.run(
+        ["awk", program.group(1), "README.md"], cwd=ROOT, capture_output=True, text=True, check=True
+    )
+    return result.stdout.splitlines()
+
+
+def test_the_quick_start_is_three_commands_and_installs_with_the_pins():
+    install, run, tests = quick_start()
+    assert install == "pip install -e '.[dev]' -c envs/constraints.txt"
+    assert run == "snakemake --workflow-profile profiles/quickstart" and tests == "pytest"
+
+
+def test_ci_and_the_device_suite_read_the_same_pins():
+    assert "-c envs/constraints.txt" in (ROOT / ".ci/run").read_text().split("slurm_venv")[-1]
+    # The device suite installs no registry package (the GPU machine reaches none and brings
+    # its own torch): it builds only the vendored apex, so it has no pin to disagree with.
+    carry = (ROOT / "tests/device/prepare_carry.py").read_text()
+    assert "pip download" not in carry and '"download"' not in carry
+    assert '"wheel"' in carry and "--no-deps" in carry
+
+
+def test_the_package_has_lower_bounds_and_the_pins_lie_within_them():
+    bounds = {Requirement(dep).name: Requirement(dep) for dep in PROJECT["dependencies"]}
+    for name in ("torch", "torchvision"):
+        assert not any(spec.operator == "==" for spec in bounds[name].specifier), bounds[name]
+        assert any(spec.operator == ">=" for spec in bounds[name].specifier), bounds[name]
+    assert {"torch", "torchvision", "snakemake"} <= set(PINS)
+    for name, pin in PINS.items():
+        (exact,) = pin.specifier
+        assert exact.operator == "==", pin
+        assert Version(exact.version) in bounds[name].specifier, (pin, bounds[name])
+
+
+def test_requires_python_is_what_the_pinned_dependencies_require():
+    """The oldest Python the package claims is one every pinned dependency installs on."""
+    claimed = SpecifierSet(PROJECT["requires-python"])
+    oldest = min(v for v in (f"3.{minor}" for minor in range(8, 20)) if v in claimed)
+    for name in PINS:
+        try:
+            needs = metadata(name)["Requires-Python"]
+        except PackageNotFoundError:
+            continue
+        if needs:
+            assert Version(oldest) in SpecifierSet(needs), f"{name} needs Python {needs}"
+    assert f"Python {oldest} or newer" in README
+
+
+def test_ruff_targets_the_oldest_python_claimed():
+    ruff = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]
+    assert ruff["target-version"] == "py" + PROJECT["requires-python"].lstrip(">=").replace(".", "")
+
+
+def cpu_install_line() -> str:
+    (line,) = re.findall(r"^pip install torch.*download\.pytorch\.org/whl/cpu$", README, re.M)
+    return line
+
+
+def test_the_cpu_only_install_asks_for_the_pins():
+    argv = shlex.split(cpu_install_line())
+    asked = {Requirement(arg).name: Requirement(arg) for arg in argv if "==" in arg}
+    assert set(asked) == {"torch", "torchvision"}
+    for name, requirement in asked.items():
+        assert requirement.specifier == PINS[name].specifier
+        # The CPU index's wheels carry a local label (2.14.1+cpu); the pin accepts it.
+        (exact,) = requirement.specifier
+        assert PINS[name].specifier.contains(f"{exact.version}+cpu")
+
+
+def test_pip_accepts_the_cpu_only_line():
+    """pip parses and resolves the line (a dry run, offline: only where the pinned versions are
+    installed already, which pip then takes without asking the index)."""
+    argv = shlex.split(cpu_install_line())
+    for name, pin in PINS.items():
+        if name in {"torch", "torchvision"}:
+            try:
+                installed = version(name)
+            except PackageNotFoundError:
+                pytest.skip(f"{name} is not installed")
+            if installed not in pin.specifier:
+                pytest.skip(f"{name} {installed} is not the pinned version: pip would download")
+    result = subprocess.run(
+        [sys.executable, "-m", *argv, "--dry-run", "-q", "-c", str(CONSTRAINTS)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Would install" not in result.stdout, result.stdout
+
+
+def test_the_licence_is_named_in_the_metadata():
+    assert PROJECT["license"] == "MIT" and PROJECT["license-files"] == ["LICENSE"]
+    assert (ROOT / "LICENSE").read_text().startswith("MIT License")
