@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import json
+import math
 import random
 
 import pytest
 import torch
 
 from nettebench.datasets.synthetic import generate
-from nettebench.inference import accuracy, cli, measure, samples
+from nettebench.inference import accuracy, cli, measure
 from nettebench.inference.model import InferenceModel
+from nettebench.records import spread
 from nettebench.study.inference_cells import InferenceSpec
 from nettebench.training import checkpoint
 
@@ -28,19 +30,49 @@ def data(tmp_path_factory):
 def test_median_interval_brackets_the_median_and_p99_needs_many_samples():
     rng = random.Random(0)
     xs = [rng.gauss(10, 0.5) for _ in range(1024)]
-    found = samples.spread(xs, quantiles=(0.9, 0.99))
+    found = spread.summary(xs, quantiles=(0.9, 0.99))
     assert found["median_low"] < found["median"] < found["median_high"]
     assert found["p99_low"] < found["p99"] <= found["p99_high"]
     assert found["unstable"] is False  # sd 0.5 on a mean of 10: 5 %
-    few = samples.spread(xs[:100], quantiles=(0.99,))
+    few = spread.summary(xs[:100], quantiles=(0.99,))
     assert few["p99"] is not None and few["p99_low"] is None  # too few for an interval
-    assert samples.spread([1.0, 1.0, 2.0, 1.0])["unstable"] is True  # std >= 10 % of mean
+    assert spread.summary([1.0, 1.0, 2.0, 1.0])["unstable"] is True  # std >= 10 % of mean
+
+
+def _fewest_samples(q: float, limit: int) -> int:
+    """The fewest n for which a 95 % order-statistic interval of the q-quantile exists, by exact
+    integer binomial sums (no library): B ~ Binomial(n, q) samples lie below the true quantile;
+    the lower rank j is the largest with P(B <= j - 1) <= 2.5 %, the upper rank k the smallest
+    with P(B <= k - 1) >= 97.5 % (else n), and (j, k) must hold P(j <= B <= k - 1) >= 95 %."""
+    num, den = round(q * 100), 100  # q = num / den exactly
+    for n in range(1, limit):
+        scale = den**n  # P(B <= r) * den^n, an integer
+        cdf, total = [], 0
+        for i in range(n + 1):
+            total += math.comb(n, i) * num**i * (den - num) ** (n - i)
+            cdf.append(total)
+        j = sum(1 for r in range(n) if 40 * cdf[r] <= scale)  # ranks with P(B <= j - 1) <= 1/40
+        k = next((r + 1 for r in range(n) if 40 * cdf[r] >= 39 * scale), n)
+        if j >= 1 and 20 * (cdf[k - 1] - cdf[j - 1]) >= 19 * scale:
+            return n
+    raise AssertionError("none below the limit")
+
+
+def test_an_inference_spread_has_its_exact_interval_from_6_samples_and_p99_from_348():
+    assert _fewest_samples(0.5, 20) == 6  # the normal approximation asked for 8
+    assert _fewest_samples(0.99, 400) == 348  # ... and for 563
+    xs = [float(x) for x in range(1, 349)]
+    assert spread.summary(xs[:5])["median_low"] is None
+    assert (spread.summary(xs[:6])["median_low"], spread.summary(xs[:6])["median_high"]) == (1, 6)
+    assert spread.summary(xs[:347], quantiles=(0.99,))["p99_high"] is None
+    p99 = spread.summary(xs, quantiles=(0.99,))
+    assert p99["p99_low"] is not None and p99["p99_low"] <= p99["p99"] <= p99["p99_high"]
 
 
 def test_quantile_interpolates_like_numpy():
-    assert samples.quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
-    assert samples.quantile([1.0, 2.0, 3.0, 4.0], 0.9) == pytest.approx(3.7)
-    assert samples.scaled({"n": 3, "median": 0.002, "unstable": False}, 1000)["median"] == 2.0
+    assert spread.sample_quantile([1.0, 2.0, 3.0, 4.0], 0.5) == 2.5
+    assert spread.sample_quantile([1.0, 2.0, 3.0, 4.0], 0.9) == pytest.approx(3.7)
+    assert spread.scaled({"n": 3, "median": 0.002, "unstable": False}, 1000)["median"] == 2.0
 
 
 def test_a_batch_one_cell_measures_all_three_phases(data):

@@ -16,7 +16,8 @@ Three timed phases on one model (timm's ``benchmark.py`` and MLPerf Inference's 
   from issue to result. ``latency_queries`` queries (MLPerf's minimum, 1,024, by default), fewer
   only when a CPU reaches ``max_seconds`` first (recorded: ``capped``).
 
-Every phase keeps its samples' spread (:mod:`.samples`); the whole run records its timing
+Every phase keeps its samples' spread (:func:`nettebench.records.spread.summary`, the exact
+order-statistic intervals the trainer's step times use); the whole run records its timing
 conditions (:mod:`nettebench.records.conditions`) and peak memory.
 """
 
@@ -30,8 +31,8 @@ from typing import Any
 
 import torch
 
-from nettebench.inference import samples
 from nettebench.inference.model import InferenceModel
+from nettebench.records import spread
 from nettebench.training.loop import synchronize
 
 MIN_SAMPLES = 3  # a capped CPU phase still times at least this many batches
@@ -60,12 +61,12 @@ def offline(model: InferenceModel, batch: int, image_size: int, budget: Budget) 
         seconds = _cuda_times(lambda: model(images), budget.offline_batches)
     else:
         seconds = _cpu_times(lambda: model(images), model.device, budget.offline_batches, budget)
-    summary = samples.spread(seconds, quantiles=(0.9, 0.99))
+    summary = spread.summary(seconds, quantiles=(0.9, 0.99))
     return {
         "img_s": batch / summary["median"],
         "img_s_low": batch / summary["median_high"] if summary["median_high"] else None,
         "img_s_high": batch / summary["median_low"] if summary["median_low"] else None,
-        "batch_ms": samples.scaled(summary, 1000),
+        "batch_ms": spread.scaled(summary, 1000),
         "batches": len(seconds),
         "compile_s": compile_s,
     }
@@ -112,7 +113,7 @@ def pipeline(model: InferenceModel, loader: Iterable, budget: Budget) -> dict[st
         "seconds": elapsed,
         "data_wait_share": wait / elapsed if elapsed else None,
         "passes": passes,
-        "batch_ms": samples.scaled(samples.spread(full_batches or seconds), 1000),
+        "batch_ms": spread.scaled(spread.summary(full_batches or seconds), 1000),
     }
 
 
@@ -137,7 +138,7 @@ def single_stream(
         if not on_gpu and time.perf_counter() - start > budget.max_seconds:
             capped = len(latencies) < budget.latency_queries
             break
-    summary = samples.scaled(samples.spread(latencies, quantiles=(0.9, 0.99)), 1000)
+    summary = spread.scaled(spread.summary(latencies, quantiles=(0.9, 0.99)), 1000)
     return {
         "queries": len(latencies),
         "queries_asked": budget.latency_queries,
