@@ -268,3 +268,48 @@ def test_beyond_both_spreads_under_interference_is_noise_not_impossible(tmp_path
     ceiling = text["throughput"].split("## Compute ceiling (img/s)")[1]
     assert f"2,000{C.INTERFERENCE_MARK}" in ceiling
     assert BUSY[0] in text["timing_conditions"]
+
+
+def _beyond(busy_cell: bool, busy_ceiling: bool) -> dict:
+    """caveat_columns of a cell whose whole interval is above its ceiling's fast end."""
+
+    def conditions(busy):
+        return F.window(0.5, reasons=BUSY) if busy else F.window()
+
+    record = {
+        "status": "ok", "cell": {"precision": "O0"}, "device": {"type": "cuda"},
+        "conditions": conditions(busy_cell),
+        "summary": {"train_img_s": 2300.0, "train_img_s_low": 2200.0},
+    }  # fmt: skip
+    ceiling = {
+        "status": "ok", "img_s": 2000.0, "batch_size": 256, "step_ms_p10": 1000 * 256 / 2100,
+        "conditions": conditions(busy_ceiling),
+    }  # fmt: skip
+    return C.caveat_columns(record, ceiling)
+
+
+@pytest.mark.parametrize(("busy_cell", "busy_ceiling"), [(True, False), (False, True)])
+def test_either_sides_own_interference_explains_a_cell_above_its_ceiling(busy_cell, busy_ceiling):
+    row = _beyond(busy_cell, busy_ceiling)
+    assert row["above_ceiling"] is False and row["implausible"] is None
+    assert "timed under interference" in row["ceiling_exceeded"]
+    assert row["ceiling_fast_img_s"] == pytest.approx(2100.0)
+
+
+def test_beyond_both_spreads_timed_quietly_is_impossible():
+    row = _beyond(False, False)
+    assert row["above_ceiling"] is True and row["ceiling_exceeded"] is None
+    assert "above its own compute ceiling (2,000 img/s, 2,100 at the fast end" in row["implausible"]
+
+
+def test_a_multi_seed_cell_with_one_impossible_seed_is_withheld():
+    fine = {"above_ceiling": False, "interference": False, "ceiling_interference": False}
+    bad = {**fine, "above_ceiling": True}
+    assert C.cell_caveat([fine, bad], "share") == (True, "")
+    assert C.cell_caveat([bad, fine], "share") == (True, "")
+    assert C.cell_caveat([fine, fine], "share") == (False, "")
+    assert C.cell_caveat([fine, bad], "cell") == (False, "")  # a time is not a share
+    busy = {**fine, "interference": True}
+    assert C.cell_caveat([fine, busy], "cell") == (False, C.INTERFERENCE_MARK)
+    assert C.cell_caveat([fine, busy], "ceiling") == (False, "")
+    assert C.cell_caveat([fine, {**fine, "ceiling_interference": "True"}], "share")[1] == "‡"

@@ -4,12 +4,16 @@ unstable cell its mark and cause (report/compare.py, report/grids.py, report/tab
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import record_factory as F
 
 from nettebench.report import caveats as C
 from nettebench.report import stats
 from nettebench.report.aggregate import aggregate
+from nettebench.report.collect import read_cells, runs_frame
+from nettebench.report.compare import ceiling_drift, cells_speedup, cells_speedup_text
 
 STEADY = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8, 100.1, 99.9]
 
@@ -129,3 +133,44 @@ def test_a_loader_comparison_is_widened_by_the_drift_its_identical_ceilings_show
     F.make_ceiling(fast, img_s=201.0)
     _, text = _tables(tmp_path / "b", [pil, fast])
     assert "1.10x faster than <code>pil</code>" in text["headline"]
+
+
+def _pair(tmp_path, faster, *, other_env=None, other_device=None, loader=("pil", "pil")):
+    """Two single-seed O0 cells, the second ``faster`` times the first, ceilings 2x apart."""
+    base = F.make_cell(tmp_path, precision="O0", extra_cell={"loader": loader[0]},
+                       train_img_s=100.0, summary_extra={"train_block_img_s": STEADY})  # fmt: skip
+    F.make_ceiling(base, img_s=200.0)
+    other = F.make_cell(
+        tmp_path / "other", precision="O0", extra_cell={"loader": loader[1]}, env=other_env,
+        device_name=other_device, train_img_s=100.0 * faster,
+        summary_extra={"train_block_img_s": [faster * r for r in STEADY]},
+    )  # fmt: skip
+    F.make_ceiling(other, img_s=400.0)
+    runs = runs_frame(read_cells([base, other]))
+    return runs.iloc[[0]], runs.iloc[[1]]
+
+
+def test_two_machines_or_two_versions_are_not_widened_by_their_ceilings_difference(tmp_path):
+    """Another GPU, or another torch, has another ceiling: that is the comparison's result, not
+    drift between two jobs, so a real 1.5x speed-up stays supported (no "(ns)")."""
+    expected = stats.ratio_interval([1.5 * r for r in STEADY], STEADY)
+    for name, options in [
+        ("device", {"other_device": "NVIDIA A100-SXM4-80GB"}),
+        ("torch", {"other_env": {"torch": "2.15.0"}}),
+    ]:
+        reference, other = _pair(tmp_path / name, 1.5, **options)
+        assert ceiling_drift(reference, other) is None, name
+        found = cells_speedup(reference, other)
+        assert (found.ratio, found.low, found.high) == (expected.ratio, expected.low, expected.high)
+        assert found.supported is True
+        text = cells_speedup_text(reference, other)
+        assert text == f"{expected.ratio:.2f}x [{expected.low:.2f}-{expected.high:.2f}]", name
+
+
+def test_a_loader_comparison_on_one_setup_is_widened_by_its_ceilings_drift(tmp_path):
+    reference, other = _pair(tmp_path, 1.5, loader=("pil", "cached"))
+    assert ceiling_drift(reference, other) == math.log(2)  # 200 vs 400: the machine drifted 2x
+    found = cells_speedup(reference, other)
+    plain = stats.ratio_interval([1.5 * r for r in STEADY], STEADY)
+    assert found.low == plain.low / 2 and found.high == plain.high * 2  # log margin log 2
+    assert found.supported is False  # 2x drift swallows a 1.5x difference

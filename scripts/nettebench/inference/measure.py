@@ -8,7 +8,9 @@ Three timed phases on one model (timm's ``benchmark.py`` and MLPerf Inference's 
 - **Offline, through the pipeline**: the dataset's validation split as the trainer reads it
   (ImageFolder, PIL decode, resize to image_size / 0.875, centre crop, normalise, DataLoader with
   ``workers``), each batch moved to the device and classified; the first batch (worker start-up)
-  untimed, then one pass over the split (repeated while a GPU pass is shorter than a second),
+  untimed, and so is one batch of every other shape the pass will meet (the short last batch:
+  a new shape recompiles under ``compile`` and autotunes cuDNN again), then one pass over the
+  split (repeated while a GPU pass is shorter than a second),
   capped at ``max_seconds`` on a CPU. Its img/s beside the device batch's shows what the input
   pipeline costs; the time spent waiting for a batch is recorded apart.
 - **SingleStream** (batch-1 cells only): one query at a time, a preprocessed validation image in
@@ -81,6 +83,8 @@ def pipeline(model: InferenceModel, loader: Iterable, budget: Budget) -> dict[st
         return {"img_s": None, "images": 0}
     full = first[0].shape[0]
     model(model.prepare(first[0]))  # worker start-up and the first batch's shape: untimed
+    for size in _short_batches(loader, full):  # the short last batch's shape: untimed too
+        model(model.prepare(first[0][:size]))
     synchronize(model.device)
     seconds: list[float] = []  # per batch: waiting for it, then classifying it
     full_batches: list[float] = []
@@ -115,6 +119,18 @@ def pipeline(model: InferenceModel, loader: Iterable, budget: Budget) -> dict[st
         "passes": passes,
         "batch_ms": spread.scaled(spread.summary(full_batches or seconds), 1000),
     }
+
+
+def _short_batches(loader: Iterable, full: int) -> list[int]:
+    """Sizes below ``full`` that ``loader`` will also yield (a DataLoader's short last batch;
+    every size of a list of batches), so that the timed loop meets no new batch shape: a new
+    shape recompiles under ``compile`` and autotunes cuDNN again in eager mode."""
+    if hasattr(loader, "dataset") and getattr(loader, "batch_size", None):
+        short = 0 if loader.drop_last else len(loader.dataset) % loader.batch_size
+        return [short] if 0 < short < full else []
+    if isinstance(loader, list | tuple):
+        return sorted({b[0].shape[0] for b in loader if b[0].shape[0] < full})
+    return []
 
 
 def single_stream(

@@ -25,7 +25,7 @@ from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.grids import GROUP_KEYS, Grid, device_title, groups, row_keys
-from nettebench.report.setups import title_suffix
+from nettebench.report.setups import SETUP_COLUMNS, title_suffix
 
 BASELINE_PRECISION = "O0"
 
@@ -65,14 +65,35 @@ def ratio_text(found: stats.Ratio) -> str:
     return text if found.supported else f"{text} {stats.NOT_SUPPORTED_MARK}"
 
 
-# What makes two cells' compute ceilings the same measurement (their ratio should be 1).
-SAME_CEILING = ("model", "precision", "batch_size", "image_size", "device_type")
+# What makes two cells' compute ceilings the same measurement (their ratio should be 1): the
+# step the ceiling times (model, precision, batch, image size, memory format, compile, processes)
+# on the same machine and software (the setup: device, driver, CUDA, cuDNN, torch, CPU capability;
+# the libraries that build the step). Only what the ceiling ignores may differ (the loader, its
+# workers, a Pillow version): a comparison of setups or versions changes the ceiling itself, so
+# the ceilings' ratio there is the result, not drift between two jobs.
+SAME_CEILING = (
+    "model",
+    "precision",
+    "batch_size",
+    "image_size",
+    "channels_last",
+    "compile",
+    "processes",
+    "device_type",
+    *SETUP_COLUMNS,
+    "setup_id",
+    "env_torchvision",
+    "env_apex",
+    "torchvision",
+    "apex",
+)
 
 
 def ceiling_drift(reference: pd.DataFrame, other: pd.DataFrame) -> float | None:
     """|log| of the ratio of two single-seed cells' compute ceilings when both measured the
-    same thing (same model, precision, batch, image size, device: a loader comparison), so any
-    difference between them is the machine drifting between the two jobs; else None."""
+    same thing (every :data:`SAME_CEILING` column alike: a loader comparison), so any difference
+    between them is the machine drifting between the two jobs; else None (a comparison of
+    precisions, setups or library versions, whose ceilings differ by what is compared)."""
     a, b = (cells[cells["status"] == records.STATUS_OK] for cells in (reference, other))
     if len(a) != 1 or len(b) != 1 or "ceiling_img_s" not in a:
         return None
