@@ -313,3 +313,17 @@ def test_a_multi_seed_cell_with_one_impossible_seed_is_withheld():
     assert C.cell_caveat([fine, busy], "cell") == (False, C.INTERFERENCE_MARK)
     assert C.cell_caveat([fine, busy], "ceiling") == (False, "")
     assert C.cell_caveat([fine, {**fine, "ceiling_interference": "True"}], "share")[1] == "‡"
+
+
+def test_the_caveats_line_is_bold_red_only_when_it_warns(tmp_path):
+    from nettebench.report import front_page
+
+    quiet = [F.make_cell(tmp_path, precision=p, conditions=F.window()) for p in ("O0", "O1")]
+    runs, text = _tables(tmp_path, quiet)
+    assert front_page.caveat_line(runs).startswith("Caveats: 0 of 2 cells were timed under")
+    assert '<p class="caveats-none">Caveats: 0 of 2 cells' in text["headline"]
+    assert '<p class="caveats">' not in text["headline"]
+    assert "<strong>Caveats" not in text["headline"]
+    busy = F.make_cell(tmp_path / "b", precision="O2", conditions=F.window(0.48, reasons=BUSY))
+    runs, text = _tables(tmp_path / "b", [*quiet, busy])
+    assert '<p class="caveats"><strong>Caveats: 1 of 3 cells' in text["headline"]

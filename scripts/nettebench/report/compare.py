@@ -6,7 +6,7 @@ cell is faster); it carries ``(ns)`` when Welch's t-test on the per-seed seconds
 support a difference. With a single seed on a side the seeds cannot be tested, but the cell's
 own steady steps can: the speed-up is then the ratio of the two cells' steady training rates
 with its 95 % interval (:func:`nettebench.report.stats.ratio_interval` on their block rates,
-``summary.train_block_img_s``), ``1.10x [1.04-1.16]``, and ``(ns)`` when the interval holds 1.
+``summary.train_block_img_s``), written ``Rx [L-H]``, and ``(ns)`` when the interval holds 1.
 Only records without step times still print ``(n=1)``. Used by the time table (each precision
 against O0), the machines table (each setup against the first), the version table (each
 version against the first) and the report's front page (each loader against the first).
@@ -52,6 +52,21 @@ def single_blocks(cells: pd.DataFrame) -> list[float] | None:
     if len(ok) != 1 or "train_block_img_s" not in ok:
         return None
     return block_rates(ok["train_block_img_s"].iloc[0]) or None
+
+
+def formula_note(reference: str, other: str) -> str:
+    """What a speed-up cell shows, as its caption states it: the formula each of its two forms
+    is computed by (:func:`cells_speedup_text`), so a reader can recompute it from runs.csv."""
+    return (
+        f"A speed-up is how many times faster {other} is than {reference} (above 1: faster), "
+        "by one of two formulas, told apart by its form. `Rx [L-H]` (one seed a side with step "
+        f"times): the steady training rate of {other} / that of {reference}, each the geometric "
+        "mean of the cell's block rates (`train_block_img_s`: images / seconds of 10 "
+        "consecutive runs of steady steps); it leaves out validation, warm-up and each epoch's "
+        "loader start-up, so it can differ from the ratio of the seconds above. `Rx` (several "
+        f"seeds a side, or no step times): mean seconds of {reference} / mean seconds of "
+        f"{other} (`summary.time_for_epochs_s`)."
+    )
 
 
 def ratio_text(found: stats.Ratio) -> str:
