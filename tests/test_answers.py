@@ -5,6 +5,7 @@ over the reference's)."""
 
 from __future__ import annotations
 
+import pandas as pd
 import record_factory as F
 
 from nettebench.report import answers as A
@@ -151,3 +152,39 @@ def test_a_loader_comparison_names_the_loaders_against_pil(tmp_path):
     found = _within(fast)
     text = _only(_runs(paths))
     assert text.startswith(f"{WHERE}`cached` trains resnet18 {found.ratio:.2f}x faster than `pil`")
+
+
+def test_without_pil_the_first_loader_is_the_reference(tmp_path):
+    fast = [1.5 * r for r in STEADY]
+    paths = [
+        F.make_cell(tmp_path, extra_cell={"loader": name}, train_img_s=sum(b) / len(b),
+                    summary_extra={"train_block_img_s": b})
+        for name, b in (("cached", STEADY), ("streaming", fast))
+    ]  # fmt: skip
+    runs = _runs(paths)
+    first, second = list(dict.fromkeys(runs["loader"]))
+    text = _only(runs)
+    assert f"`{second}` trains" in text and f"than `{first}`" in text
+
+
+def test_a_loader_sentence_names_the_drift_its_ceilings_widened_it_by(tmp_path):
+    fast = [1.1 * r for r in STEADY]
+    paths = []
+    for name, blocks, ceiling in (("pil", STEADY, 200.0), ("cached", fast, 224.0)):
+        path = F.make_cell(tmp_path, extra_cell={"loader": name}, train_img_s=sum(blocks) / 10,
+                           summary_extra={"train_block_img_s": blocks})  # fmt: skip
+        F.make_ceiling(path, img_s=ceiling)
+        paths.append(path)
+    text = _only(_runs(paths))
+    assert "over their steady steps, widened by the 12% their identical ceilings differed" in text
+    assert "noise cannot tell apart" in text
+
+
+def test_where_names_the_device_kind_and_its_models():
+    def where(types, names):
+        return A._where(pd.DataFrame({"device_type": types, "device_name": names}))
+
+    assert where(["cuda"], ["NVIDIA H200"]) == "a GPU (NVIDIA H200)"
+    assert where(["cpu", "cpu"], ["B", "A"]) == "a CPU (A; B)"
+    assert where(["cuda"], [None]) == "a GPU"
+    assert where(["cuda", "cpu"], ["H", "E"]) == "cpu, cuda (E; H)"  # mixed: the grid's title
