@@ -13,7 +13,13 @@ from nettebench.report import caveats as C
 from nettebench.report import stats
 from nettebench.report.aggregate import aggregate
 from nettebench.report.collect import read_cells, runs_frame
-from nettebench.report.compare import ceiling_drift, cells_speedup, cells_speedup_text
+from nettebench.report.compare import (
+    ceiling_drift,
+    cells_speedup,
+    cells_speedup_text,
+    speedup_grids,
+    speedup_text,
+)
 
 STEADY = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8, 100.1, 99.9]
 
@@ -174,3 +180,72 @@ def test_a_loader_comparison_on_one_setup_is_widened_by_its_ceilings_drift(tmp_p
     plain = stats.ratio_interval([1.5 * r for r in STEADY], STEADY)
     assert found.low == plain.low / 2 and found.high == plain.high * 2  # log margin log 2
     assert found.supported is False  # 2x drift swallows a 1.5x difference
+
+
+def _frame(paths):
+    return runs_frame(read_cells(paths))
+
+
+def test_speedup_text_is_mean_reference_seconds_over_mean_other_seconds():
+    assert speedup_text([100.0, 104.0, 96.0], [50.0, 52.0]) == "1.96x"  # 100 / 51, unequal n
+    assert speedup_text([90.0], [30.0]) == f"3.00x {stats.UNTESTED_MARK}"
+    assert speedup_text([90.0], [30.0], approx=True).startswith("~3.00x")
+    assert speedup_text([], [30.0]) == "" and speedup_text([30.0], ["n/a"]) == ""
+
+
+def test_an_extrapolated_single_seed_speedup_keeps_its_interval_and_its_mark(tmp_path):
+    fast = [1.5 * r for r in STEADY]
+    paths = [
+        F.make_cell(tmp_path, precision=p, max_steps=3, train_img_s=100.0,
+                    summary_extra={"train_block_img_s": b})
+        for p, b in (("O0", STEADY), ("O1", fast))
+    ]  # fmt: skip
+    runs = _frame(paths)
+    base, other = runs[runs["precision"] == "O0"], runs[runs["precision"] == "O1"]
+    found = stats.ratio_interval(fast, STEADY)
+    expected = f"~{found.ratio:.2f}x [{found.low:.2f}-{found.high:.2f}]"
+    assert cells_speedup_text(base, other, approx=True) == expected
+    (grid,) = speedup_grids(runs)
+    assert grid.approx is True and grid.rows[0][1] == expected
+
+
+def test_ceiling_drift_needs_one_finished_seed_a_side_and_positive_ceilings():
+    def side(ceiling, n=1):
+        return pd.DataFrame(
+            {"status": ["ok"] * n, "ceiling_img_s": [ceiling] * n, "model": ["resnet18"] * n}
+        )
+
+    assert ceiling_drift(side(0.5), side(1.0)) == math.log(2)  # small rates are rates too
+    assert ceiling_drift(side(0.5, n=2), side(1.0)) is None
+    assert ceiling_drift(side(0.5), side(1.0, n=2)) is None
+    assert ceiling_drift(side(0.0), side(1.0)) is None
+    assert ceiling_drift(side(-1.0), side(1.0)) is None
+    assert ceiling_drift(side(0.5).drop(columns="ceiling_img_s"), side(1.0)) is None
+
+
+def test_speedup_grids_need_o0_and_another_precision_and_mark_only_what_applies(tmp_path):
+    only_o0 = _frame([F.make_cell(tmp_path / "a", precision="O0")])
+    assert speedup_grids(only_o0) == []
+    no_o0 = _frame([F.make_cell(tmp_path / "b", precision=p) for p in ("O1", "O3")])
+    assert speedup_grids(no_o0) == []
+    runs = _frame(
+        [
+            F.make_cell(tmp_path / "c", precision="O0"),
+            F.make_cell(tmp_path / "c", precision="O1"),
+            F.make_cell(tmp_path / "c", precision="O3", status="oom"),
+        ]
+    )
+    (grid,) = speedup_grids(runs)
+    assert grid.approx is False and grid.not_ok is True and grid.rows[0][2] == "OOM"
+    assert not grid.rows[0][1].startswith("~")
+    # O0 out of memory, O1 extrapolated: no ratio, so nothing extrapolated is shown
+    runs = _frame(
+        [
+            F.make_cell(tmp_path / "d", precision="O0", status="oom"),
+            F.make_cell(tmp_path / "d", precision="O1", max_steps=3),
+            F.make_cell(tmp_path / "d", model="resnet34", precision="O0"),
+        ]
+    )
+    (grid,) = speedup_grids(runs)
+    assert grid.approx is False and grid.not_ok is False
+    assert [row[1] for row in grid.rows] == ["", ""]
