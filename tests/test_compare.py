@@ -14,9 +14,11 @@ from nettebench.report import stats
 from nettebench.report.aggregate import aggregate
 from nettebench.report.collect import read_cells, runs_frame
 from nettebench.report.compare import (
+    block_rates,
     ceiling_drift,
     cells_speedup,
     cells_speedup_text,
+    ratio_text,
     speedup_grids,
     speedup_text,
 )
@@ -249,3 +251,36 @@ def test_speedup_grids_need_o0_and_another_precision_and_mark_only_what_applies(
     (grid,) = speedup_grids(runs)
     assert grid.approx is False and grid.not_ok is False
     assert [row[1] for row in grid.rows] == ["", ""]
+
+
+def test_block_rates_and_ratio_text_read_what_runs_csv_holds():
+    assert block_rates("not json") == [] and block_rates(None) == []
+    assert block_rates("[1, 2.5]") == [1.0, 2.5] and block_rates([3, None]) == [3.0]
+    assert ratio_text(stats.Ratio(None, None, None, None, None, None)) == ""
+    untested = stats.Ratio(1.1, None, None, None, None, None)
+    assert ratio_text(untested) == f"1.10x {stats.UNTESTED_MARK}"
+    assert ratio_text(stats.Ratio(1.1, 1.04, 1.16, 9.0, 0.01, True)) == "1.10x [1.04-1.16]"
+    noise = stats.Ratio(1.0, 0.9, 1.1, 9.0, 0.9, False)
+    assert ratio_text(noise) == f"1.00x [0.90-1.10] {stats.NOT_SUPPORTED_MARK}"
+
+
+def test_no_drift_between_cells_of_another_model_or_precision():
+    def side(**values):
+        row = {"status": "ok", "ceiling_img_s": 100.0, "model": "resnet18", "precision": "O0"}
+        return pd.DataFrame([{**row, **values}])
+
+    assert ceiling_drift(side(), side(ceiling_img_s=200.0)) == math.log(2)
+    assert ceiling_drift(side(), side(ceiling_img_s=200.0, model="resnet50")) is None
+    assert ceiling_drift(side(), side(ceiling_img_s=200.0, precision="O2")) is None
+
+
+def test_speedup_text_reads_only_finite_values_of_any_sequence():
+    assert speedup_text([10.0, None, "x", float("nan")], [5.0]) == f"2.00x {stats.UNTESTED_MARK}"
+    assert speedup_text(pd.Series([10.0, 12.0]), pd.Series([5.0, 6.0])).startswith("2.00x")
+
+
+def test_a_speedup_grid_is_titled_like_the_time_table_and_counts_its_seeds(tmp_path):
+    paths = [F.make_cell(tmp_path, precision=p, seed=s) for p in ("O0", "O1") for s in (0, 1)]
+    (grid,) = speedup_grids(_frame(paths))
+    assert grid.title == f"{F.DATASET}, {F.STUDY_EPOCHS} epochs, cuda ({F.GPU_NAME})"
+    assert grid.header == ["model", "O1"] and grid.seed_counts == [2, 2]

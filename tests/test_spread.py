@@ -104,3 +104,31 @@ def test_a_block_rate_is_its_images_over_its_time_not_a_mean_of_step_rates():
     seconds, images = [0.1, 0.3, 0.2, 0.2, 0.5, 0.1], [8, 8, 8, 4, 8, 8]
     expected = [16 / 0.4, 12 / 0.4, 16 / 0.6]  # three runs of two steps each
     assert S.block_rates(seconds, images, blocks=3) == pytest.approx(expected)
+
+
+def test_finite_drops_booleans_none_text_and_infinities():
+    assert S.finite([True, False, None, 1.0, "x", float("inf"), "2.5", float("nan")]) == [1.0, 2.5]
+
+
+def test_ranks_need_a_quantile_strictly_inside_0_1_and_a_sample():
+    for q in (0.0, 1.0, 1.5, -0.1):
+        assert S.order_statistic_ranks(10, q, 0.95) is None
+    assert S.order_statistic_ranks(0, 0.5, 0.95) is None
+
+
+def test_the_normal_ranks_above_5000_still_cover_95_percent():
+    for q in (0.5, 0.99):
+        n = S.EXACT_RANKS_UP_TO + 1
+        j, k = S.order_statistic_ranks(n, q, 0.95)
+        cdf = S._binomial_cdf(n, q)
+        assert cdf[k - 1] - cdf[j - 1] >= 0.95, q
+    assert S.order_statistic_ranks(6000, 0.0002, 0.95) is None  # a lower rank of 0 is none
+
+
+def test_quantile_interval_defaults_to_the_median_and_cv_is_sd_over_the_mean():
+    found = S.quantile_interval([1, 2, 3])
+    assert found.q == 0.5 and found.value == 2
+    assert S.median_interval([9, 10, 11]).cv == pytest.approx(0.1)
+    assert S.median_interval([-9, -10, -11]).cv == pytest.approx(
+        0.1
+    )  # positive for a negative mean
