@@ -188,3 +188,23 @@ def test_where_names_the_device_kind_and_its_models():
     assert where(["cpu", "cpu"], ["B", "A"]) == "a CPU (A; B)"
     assert where(["cuda"], [None]) == "a GPU"
     assert where(["cuda", "cpu"], ["H", "E"]) == "cpu, cuda (E; H)"  # mixed: the grid's title
+
+
+def test_an_empty_study_has_no_sentences_and_labels_name_what_else_varies():
+    assert A.answer_sentences(pd.DataFrame()) == []
+    assert A._label({"model": "resnet18"}) == "resnet18"
+    assert A._label({"model": "resnet18", "loader": "pil"}) == "resnet18 (loader pil)"
+
+
+def test_pil_is_the_reference_wherever_it_sits_and_o0_is_never_compared_with_itself(tmp_path):
+    fast = [1.5 * r for r in STEADY]
+    paths = [
+        F.make_cell(tmp_path, extra_cell={"loader": name}, train_img_s=sum(b) / len(b),
+                    summary_extra={"train_block_img_s": b})
+        for name, b in (("aaa", fast), ("pil", STEADY))
+    ]  # fmt: skip
+    runs = _runs(paths)
+    assert list(dict.fromkeys(runs["loader"]))[0] == "aaa"  # pil is not first
+    assert "`aaa` trains resnet18" in _only(runs) and "than `pil`" in _only(runs)
+    precisions = [_one_seed(tmp_path / "p", p, STEADY) for p in ("O0", "O2")]
+    assert _only(_runs(precisions)).startswith(f"{WHERE}O2 ")
