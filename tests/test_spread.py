@@ -122,6 +122,7 @@ def test_the_normal_ranks_above_5000_still_cover_95_percent():
         j, k = S.order_statistic_ranks(n, q, 0.95)
         cdf = S._binomial_cdf(n, q)
         assert cdf[k - 1] - cdf[j - 1] >= 0.95, q
+        assert cdf[j - 1] <= 0.025 and 1 - cdf[k - 1] <= 0.025, q  # each tail, as exact ranks
     assert S.order_statistic_ranks(6000, 0.0002, 0.95) is None  # a lower rank of 0 is none
 
 
