@@ -268,3 +268,135 @@ def test_beyond_both_spreads_under_interference_is_noise_not_impossible(tmp_path
     ceiling = text["throughput"].split("## Compute ceiling (img/s)")[1]
     assert f"2,000{C.INTERFERENCE_MARK}" in ceiling
     assert BUSY[0] in text["timing_conditions"]
+
+
+def _beyond(busy_cell: bool, busy_ceiling: bool) -> dict:
+    """caveat_columns of a cell whose whole interval is above its ceiling's fast end."""
+
+    def conditions(busy):
+        return F.window(0.5, reasons=BUSY) if busy else F.window()
+
+    record = {
+        "status": "ok", "cell": {"precision": "O0"}, "device": {"type": "cuda"},
+        "conditions": conditions(busy_cell),
+        "summary": {"train_img_s": 2300.0, "train_img_s_low": 2200.0},
+    }  # fmt: skip
+    ceiling = {
+        "status": "ok", "img_s": 2000.0, "batch_size": 256, "step_ms_p10": 1000 * 256 / 2100,
+        "conditions": conditions(busy_ceiling),
+    }  # fmt: skip
+    return C.caveat_columns(record, ceiling)
+
+
+@pytest.mark.parametrize(("busy_cell", "busy_ceiling"), [(True, False), (False, True)])
+def test_either_sides_own_interference_explains_a_cell_above_its_ceiling(busy_cell, busy_ceiling):
+    row = _beyond(busy_cell, busy_ceiling)
+    assert row["above_ceiling"] is False and row["implausible"] is None
+    assert "timed under interference" in row["ceiling_exceeded"]
+    assert row["ceiling_fast_img_s"] == pytest.approx(2100.0)
+
+
+def test_beyond_both_spreads_timed_quietly_is_impossible():
+    row = _beyond(False, False)
+    assert row["above_ceiling"] is True and row["ceiling_exceeded"] is None
+    assert "above its own compute ceiling (2,000 img/s, 2,100 at the fast end" in row["implausible"]
+
+
+def test_a_multi_seed_cell_with_one_impossible_seed_is_withheld():
+    fine = {"above_ceiling": False, "interference": False, "ceiling_interference": False}
+    bad = {**fine, "above_ceiling": True}
+    assert C.cell_caveat([fine, bad], "share") == (True, "")
+    assert C.cell_caveat([bad, fine], "share") == (True, "")
+    assert C.cell_caveat([fine, fine], "share") == (False, "")
+    assert C.cell_caveat([fine, bad], "cell") == (False, "")  # a time is not a share
+    busy = {**fine, "interference": True}
+    assert C.cell_caveat([fine, busy], "cell") == (False, C.INTERFERENCE_MARK)
+    assert C.cell_caveat([fine, busy], "ceiling") == (False, "")
+    assert C.cell_caveat([fine, {**fine, "ceiling_interference": "True"}], "share")[1] == "‡"
+
+
+def test_the_caveats_line_is_bold_red_only_when_it_warns(tmp_path):
+    from nettebench.report import front_page
+
+    quiet = [F.make_cell(tmp_path, precision=p, conditions=F.window()) for p in ("O0", "O1")]
+    runs, text = _tables(tmp_path, quiet)
+    assert front_page.caveat_line(runs).startswith("Caveats: 0 of 2 cells were timed under")
+    assert '<p class="caveats-none">Caveats: 0 of 2 cells' in text["headline"]
+    assert '<p class="caveats">' not in text["headline"]
+    assert "<strong>Caveats" not in text["headline"]
+    busy = F.make_cell(tmp_path / "b", precision="O2", conditions=F.window(0.48, reasons=BUSY))
+    runs, text = _tables(tmp_path / "b", [*quiet, busy])
+    assert '<p class="caveats"><strong>Caveats: 1 of 3 cells' in text["headline"]
+
+
+def test_the_ceilings_fast_end_is_batch_over_its_p10_step_else_its_median():
+    ok = {"status": "ok", "img_s": 2000.0, "batch_size": 256, "step_ms_p10": 100.0}
+    assert C.ceiling_fast_end(ok) == pytest.approx(2560.0)
+    assert C.ceiling_fast_end({**ok, "step_ms_p10": None}) == 2000.0
+    assert C.ceiling_fast_end({**ok, "batch_size": 0}) == 2000.0
+    assert C.ceiling_fast_end({**ok, "status": "oom"}) is None and C.ceiling_fast_end(None) is None
+
+
+def test_the_ceiling_verdict_from_each_side_of_its_rules():
+    ceiling = {"status": "ok", "img_s": 2000.0, "batch_size": 256, "step_ms_p10": 128.0}  # 2000
+    ok = {"status": "ok"}
+
+    def verdict(train, low=None, **kwargs):
+        summary = {"train_img_s": train, "train_img_s_low": low}
+        return C.ceiling_verdict(ok, summary, {**ceiling, "step_ms_p10": 1000 * 256 / 2100},
+                                 **kwargs)  # fmt: skip
+
+    assert verdict(1900.0) == {"ceiling_fast_img_s": pytest.approx(2100), "above_ceiling": False}
+    within = verdict(2050.0)  # above the median 2000, below the fast end 2100
+    assert within["above_ceiling"] is False and "within both spreads" in within["ceiling_exceeded"]
+    assert "its interval" not in within["ceiling_exceeded"]
+    assert "(its interval from 1,990)" in verdict(2050.0, low=1990.0)["ceiling_exceeded"]
+    beyond = verdict(2200.0, low=2150.0)
+    assert beyond["above_ceiling"] is True and "_reason" in beyond
+    assert verdict(2200.0, low=2050.0)["above_ceiling"] is False  # its interval reaches below
+    assert verdict(2200.0, low=2300.0)["above_ceiling"] is True  # min(low, median) is the end
+    assert verdict(2100.0)["above_ceiling"] is False  # at the fast end is not beyond it
+    noisy = verdict(2200.0, low=2150.0, disturbed=True)
+    assert noisy["above_ceiling"] is False and "interference" in noisy["ceiling_exceeded"]
+    assert C.ceiling_verdict({"status": "oom"}, {"train_img_s": 1.0}, ceiling) == {}
+    assert C.ceiling_verdict(ok, {"train_img_s": None}, ceiling) == {}
+
+
+def test_flags_texts_and_reasons_read_runs_csv_values():
+    assert [C._flag(v) for v in ("True", " 1 ", "false", True, 0, float("nan"), None)] == [
+        True, True, False, True, False, False, False,
+    ]  # fmt: skip
+    assert C._text(float("nan")) is None and C._text("  ") is None and C._text(" a ") == "a"
+    assert C.reasons_of('["a", "b"]') == ["a", "b"] and C.reasons_of(" a;  b ") == ["a", "b"]
+    assert C.reasons_of("[not json") == ["[not json"] and C.reasons_of(None) == []
+    assert C.exceeded([{"ceiling_exceeded": None}, {"ceiling_exceeded": "x"}]) is True
+    assert C.exceeded([{"ceiling_exceeded": float("nan")}]) is False
+
+
+def test_unstable_reasons_are_prefixed_by_seed_only_when_there_are_several():
+    one = [{"seed": 0, "unstable": "spread 14%"}]
+    assert C.unstable_reasons(one) == ["spread 14%"]
+    two = [{"seed": 0, "unstable": "spread 14%"}, {"seed": 1, "unstable": None}]
+    assert C.unstable_reasons(two) == ["seed 0: spread 14%"]
+    assert C.unstable_note(["a", "b"]).endswith("its interval still holds. a; b.")
+
+
+def test_own_interval_emulated_header_and_notes():
+    frame = pd.DataFrame({"lo": [1.0], "hi": [2.0]})
+    assert C.own_interval(frame, ("lo", "hi")) == (1.0, 2.0)
+    assert C.own_interval(frame.assign(hi=[None]), ("lo", "hi")) is None
+    assert C.own_interval(frame.iloc[0:0], ("lo", "hi")) is None
+    rows = [
+        {"precision_emulated": "no bf16", "env_cpu_model": "EPYC", "env_cpu_capability": "AVX2"}
+    ]
+    assert C.emulated_header("bf16", rows) == "bf16 (emulated)"
+    assert C.emulated_header("O0", [{"precision_emulated": None}]) == "O0"
+    assert "(EPYC, torch CPU capability AVX2)" in C.emulated_note(rows)
+    limited = [{**rows[0], "env_cpu_isa_limits": "ATEN_CPU_CAPABILITY"}]
+    assert "AVX2, capped by ATEN_CPU_CAPABILITY)" in C.emulated_note(limited)
+    assert "unknown CPU, torch CPU capability unknown" in C.emulated_note(
+        [{"precision_emulated": "x"}]
+    )
+    assert "the share be too low or too high" in C.interference_note("share")
+    assert "the ceiling's timed steps ran" in C.interference_note("ceiling")
+    assert "slower than the machine" in C.interference_note("cell")

@@ -63,13 +63,24 @@ def test_median_interval_values_and_spread():
     assert S.median_interval([3.0]).low is None and S.median_interval([]).value is None
 
 
-@pytest.mark.parametrize(("cv", "unstable"), [(0.0999, False), (0.1, True), (0.1001, True)])
+@pytest.mark.parametrize(("cv", "unstable"), [(0.0999, False), (0.1001, True)])
 def test_unstable_is_pyperfs_rule_from_both_sides(cv, unstable):
     # two samples mean 1, sd = cv: 1 -/+ cv / sqrt(2)
     half = cv / math.sqrt(2)
     found = S.median_interval([1 - half, 1 + half])
     assert found.cv == pytest.approx(cv)
     assert found.unstable is unstable
+
+
+def test_a_cv_of_exactly_a_tenth_is_unstable():
+    """sd 1 on a mean of 10, both exact in floating point: cv is 0.1 itself, so ``>=`` and ``>``
+    part here (the parametrised case above computes 0.10000000000000003)."""
+    xs = [9.0, 11.0, 9.0, 11.0, 10.0]
+    found = S.median_interval(xs)
+    assert found.cv == S.UNSTABLE_CV == 0.1 and found.unstable is True
+    assert S.summary(xs)["unstable"] is True and S.summary(xs)["cv"] == 0.1
+    calm = [9.5, 10.5, 9.5, 10.5, 10.0]  # cv 0.05 exactly
+    assert S.median_interval(calm).unstable is False and S.summary(calm)["unstable"] is False
 
 
 def test_block_rates_are_batch_means_of_consecutive_steps():
@@ -85,3 +96,40 @@ def test_step_times_round_trip_through_epochs_csv_text():
     seconds = [rng.uniform(0.01, 2) for _ in range(20)]
     assert S.parse_step_ms(S.step_ms_text(seconds)) == pytest.approx(seconds, abs=1e-6)
     assert S.parse_step_ms(float("nan")) == [] and S.parse_step_ms("") == []
+
+
+def test_a_block_rate_is_its_images_over_its_time_not_a_mean_of_step_rates():
+    # one block: 10 + 30 images in 0.1 + 0.5 s is 66.7 img/s (the step rates' mean is 130)
+    assert S.block_rates([0.1, 0.5], [10, 30], blocks=1) == [pytest.approx(40 / 0.6)]
+    seconds, images = [0.1, 0.3, 0.2, 0.2, 0.5, 0.1], [8, 8, 8, 4, 8, 8]
+    expected = [16 / 0.4, 12 / 0.4, 16 / 0.6]  # three runs of two steps each
+    assert S.block_rates(seconds, images, blocks=3) == pytest.approx(expected)
+
+
+def test_finite_drops_booleans_none_text_and_infinities():
+    assert S.finite([True, False, None, 1.0, "x", float("inf"), "2.5", float("nan")]) == [1.0, 2.5]
+
+
+def test_ranks_need_a_quantile_strictly_inside_0_1_and_a_sample():
+    for q in (0.0, 1.0, 1.5, -0.1):
+        assert S.order_statistic_ranks(10, q, 0.95) is None
+    assert S.order_statistic_ranks(0, 0.5, 0.95) is None
+
+
+def test_the_normal_ranks_above_5000_still_cover_95_percent():
+    for q in (0.5, 0.99):
+        n = S.EXACT_RANKS_UP_TO + 1
+        j, k = S.order_statistic_ranks(n, q, 0.95)
+        cdf = S._binomial_cdf(n, q)
+        assert cdf[k - 1] - cdf[j - 1] >= 0.95, q
+        assert cdf[j - 1] <= 0.025 and 1 - cdf[k - 1] <= 0.025, q  # each tail, as exact ranks
+    assert S.order_statistic_ranks(6000, 0.0002, 0.95) is None  # a lower rank of 0 is none
+
+
+def test_quantile_interval_defaults_to_the_median_and_cv_is_sd_over_the_mean():
+    found = S.quantile_interval([1, 2, 3])
+    assert found.q == 0.5 and found.value == 2
+    assert S.median_interval([9, 10, 11]).cv == pytest.approx(0.1)
+    assert S.median_interval([-9, -10, -11]).cv == pytest.approx(
+        0.1
+    )  # positive for a negative mean

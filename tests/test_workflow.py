@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import time
 
 import pandas as pd
@@ -217,15 +218,22 @@ def test_a_dry_run_of_the_quick_start_leaves_the_report(quickstart):
     assert report.stat().st_mtime_ns == before
 
 
-def test_the_aggregate_profile_reproduces_what_the_run_wrote(quickstart):
+def test_the_aggregate_profile_rebuilds_from_scratch_what_the_run_wrote(quickstart):
     """profiles/aggregate reads the study stored with the results (results/study.yaml), not
-    config.yaml: the tables stay as the run wrote them and the run's `-n` stays empty."""
+    config.yaml, and rebuilds every table and figure after they are deleted (the inference ones
+    included: `inference_tables`, `inference_figure`): the tables come back as the run wrote
+    them and the run's `-n` stays empty."""
     workdir, config = quickstart
     stored = yaml.safe_load((workdir / "results" / "study.yaml").read_text())
     assert stored["target_top1"] == yaml.safe_load(config.read_text())["target_top1"]
-    tables = workdir / "results" / "tables"
+    tables, figures = workdir / "results" / "tables", workdir / "results" / "figures"
     before = {path.name: path.read_text() for path in tables.glob("*.md")}
+    names = {folder: sorted(p.name for p in folder.iterdir()) for folder in (tables, figures)}
+    assert "inference.md" in before and "inference_latency_throughput.png" in names[figures]
+    shutil.rmtree(tables)
+    shutil.rmtree(figures)
     snakemake(workdir, "--workflow-profile", "profiles/aggregate")
+    assert {folder: sorted(p.name for p in folder.iterdir()) for folder in names} == names
     assert {path.name: path.read_text() for path in tables.glob("*.md")} == before
     assert planned_jobs(run_study(workdir, config, "-n")) == {}
 

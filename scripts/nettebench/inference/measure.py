@@ -8,7 +8,9 @@ Three timed phases on one model (timm's ``benchmark.py`` and MLPerf Inference's 
 - **Offline, through the pipeline**: the dataset's validation split as the trainer reads it
   (ImageFolder, PIL decode, resize to image_size / 0.875, centre crop, normalise, DataLoader with
   ``workers``), each batch moved to the device and classified; the first batch (worker start-up)
-  untimed, then one pass over the split (repeated while a GPU pass is shorter than a second),
+  untimed, and so is one batch of every other shape the pass will meet (the short last batch:
+  a new shape recompiles under ``compile`` and autotunes cuDNN again), then one pass over the
+  split (repeated while a GPU pass is shorter than a second),
   capped at ``max_seconds`` on a CPU. Its img/s beside the device batch's shows what the input
   pipeline costs; the time spent waiting for a batch is recorded apart.
 - **SingleStream** (batch-1 cells only): one query at a time, a preprocessed validation image in
@@ -16,7 +18,8 @@ Three timed phases on one model (timm's ``benchmark.py`` and MLPerf Inference's 
   from issue to result. ``latency_queries`` queries (MLPerf's minimum, 1,024, by default), fewer
   only when a CPU reaches ``max_seconds`` first (recorded: ``capped``).
 
-Every phase keeps its samples' spread (:mod:`.samples`); the whole run records its timing
+Every phase keeps its samples' spread (:func:`nettebench.records.spread.summary`, the exact
+order-statistic intervals the trainer's step times use); the whole run records its timing
 conditions (:mod:`nettebench.records.conditions`) and peak memory.
 """
 
@@ -30,8 +33,8 @@ from typing import Any
 
 import torch
 
-from nettebench.inference import samples
 from nettebench.inference.model import InferenceModel
+from nettebench.records import spread
 from nettebench.training.loop import synchronize
 
 MIN_SAMPLES = 3  # a capped CPU phase still times at least this many batches
@@ -60,12 +63,12 @@ def offline(model: InferenceModel, batch: int, image_size: int, budget: Budget) 
         seconds = _cuda_times(lambda: model(images), budget.offline_batches)
     else:
         seconds = _cpu_times(lambda: model(images), model.device, budget.offline_batches, budget)
-    summary = samples.spread(seconds, quantiles=(0.9, 0.99))
+    summary = spread.summary(seconds, quantiles=(0.9, 0.99))
     return {
         "img_s": batch / summary["median"],
         "img_s_low": batch / summary["median_high"] if summary["median_high"] else None,
         "img_s_high": batch / summary["median_low"] if summary["median_low"] else None,
-        "batch_ms": samples.scaled(summary, 1000),
+        "batch_ms": spread.scaled(summary, 1000),
         "batches": len(seconds),
         "compile_s": compile_s,
     }
@@ -80,6 +83,8 @@ def pipeline(model: InferenceModel, loader: Iterable, budget: Budget) -> dict[st
         return {"img_s": None, "images": 0}
     full = first[0].shape[0]
     model(model.prepare(first[0]))  # worker start-up and the first batch's shape: untimed
+    for size in _short_batches(loader, full):  # the short last batch's shape: untimed too
+        model(model.prepare(first[0][:size]))
     synchronize(model.device)
     seconds: list[float] = []  # per batch: waiting for it, then classifying it
     full_batches: list[float] = []
@@ -112,8 +117,20 @@ def pipeline(model: InferenceModel, loader: Iterable, budget: Budget) -> dict[st
         "seconds": elapsed,
         "data_wait_share": wait / elapsed if elapsed else None,
         "passes": passes,
-        "batch_ms": samples.scaled(samples.spread(full_batches or seconds), 1000),
+        "batch_ms": spread.scaled(spread.summary(full_batches or seconds), 1000),
     }
+
+
+def _short_batches(loader: Iterable, full: int) -> list[int]:
+    """Sizes below ``full`` that ``loader`` will also yield (a DataLoader's short last batch;
+    every size of a list of batches), so that the timed loop meets no new batch shape: a new
+    shape recompiles under ``compile`` and autotunes cuDNN again in eager mode."""
+    if hasattr(loader, "dataset") and getattr(loader, "batch_size", None):
+        short = 0 if loader.drop_last else len(loader.dataset) % loader.batch_size
+        return [short] if 0 < short < full else []
+    if isinstance(loader, list | tuple):
+        return sorted({b[0].shape[0] for b in loader if b[0].shape[0] < full})
+    return []
 
 
 def single_stream(
@@ -137,7 +154,7 @@ def single_stream(
         if not on_gpu and time.perf_counter() - start > budget.max_seconds:
             capped = len(latencies) < budget.latency_queries
             break
-    summary = samples.scaled(samples.spread(latencies, quantiles=(0.9, 0.99)), 1000)
+    summary = spread.scaled(spread.summary(latencies, quantiles=(0.9, 0.99)), 1000)
     return {
         "queries": len(latencies),
         "queries_asked": budget.latency_queries,

@@ -151,6 +151,49 @@ def median_interval(values: Iterable[Any], confidence: float = CONFIDENCE) -> Sp
     return quantile_interval(values, 0.5, confidence)
 
 
+def summary(values: Iterable[Any], quantiles: Sequence[float] = ()) -> dict[str, Any]:
+    """One timing's samples as a record's dict: ``n``, ``median`` with ``median_low`` /
+    ``median_high`` (the exact order-statistic 95 % interval, None when n is too small: the
+    median needs 6 samples), ``mean``, ``std``, ``cv``, ``unstable`` (:data:`UNSTABLE_CV`), and
+    for each q in ``quantiles`` ``p<100 q>`` with its interval (p99 needs 348 samples).
+
+    The inference bench's per-batch and per-query samples are summarised here, by the same
+    intervals as the trainer's step times."""
+    xs = finite(values)
+    median = median_interval(xs)
+    if median.n == 0:
+        return {"n": 0, "median": None, "unstable": None}
+    found: dict[str, Any] = {
+        "n": median.n,
+        "median": median.value,
+        "median_low": median.low,
+        "median_high": median.high,
+        "mean": median.mean,
+        "std": median.sd if median.sd is not None else 0.0,
+        "cv": median.cv,
+        "unstable": median.unstable,
+    }
+    for q in quantiles:
+        name = f"p{round(100 * q)}"
+        found[name], found[f"{name}_low"], found[f"{name}_high"] = _bounds(xs, q)
+    return found
+
+
+def _bounds(values: Sequence[float], q: float) -> tuple[float | None, float | None, float | None]:
+    found = quantile_interval(values, q)
+    return found.value, found.low, found.high
+
+
+def scaled(found: dict[str, Any], factor: float) -> dict[str, Any]:
+    """The same :func:`summary` in other units (seconds -> ms); ``n``, ``cv`` and ``unstable``
+    stay."""
+    keep = ("n", "cv", "unstable")
+    return {
+        key: value if key in keep or value is None else value * factor
+        for key, value in found.items()
+    }
+
+
 def rates(seconds: Sequence[float], images: Sequence[int]) -> list[float]:
     """Per-step img/s (a step's images over its seconds), steps without time dropped."""
     return [i / s for s, i in zip(seconds, images, strict=True) if s > 0]

@@ -60,18 +60,35 @@ def verdict(reference: pd.DataFrame, other: pd.DataFrame) -> tuple[float, str, b
     return ratio, f"Welch's t-test over {n}, p = {tested.p:.2g}", tested.supported
 
 
+FASTER, SLOWER, ALIKE, UNTESTED = "faster", "slower", "alike", "untested"
+
+
+def direction(found: tuple | None) -> str | None:
+    """The verdict of a :func:`verdict` in one word, the one every output that states it uses
+    (the front page's sentence, the CPU-versus-GPU table's precision): :data:`FASTER` or
+    :data:`SLOWER` only where the data support a difference, :data:`ALIKE` where they do not,
+    :data:`UNTESTED` where nothing could be tested; None without a comparison."""
+    if found is None:
+        return None
+    ratio, _, supported = found
+    if supported:
+        return FASTER if ratio >= 1 else SLOWER
+    return ALIKE if supported is False else UNTESTED
+
+
 def sentence(where: str, subject: str, other: str, reference: str, found: tuple) -> str:
     """One comparison in words (``where``: ``On a CPU (...), ``); a difference only where
     ``found`` supports it."""
-    ratio, how, supported = found
-    if supported:
-        if ratio >= 1:
-            return f"{where}{other} trains {subject} {ratio:.2f}x faster than {reference} ({how})."
+    ratio, how, _ = found
+    word = direction(found)
+    if word == FASTER:
+        return f"{where}{other} trains {subject} {ratio:.2f}x faster than {reference} ({how})."
+    if word == SLOWER:
         return (
             f"{where}{other} trains {subject} slower than {reference}: {ratio:.2f}x its "
             f"speed ({how})."
         )
-    if supported is False:
+    if word == ALIKE:
         return (
             f"{where}{other} and {reference} train {subject} at speeds the noise cannot tell "
             f"apart: {ratio:.2f}x ({how}, which holds 1)."

@@ -6,7 +6,7 @@ cell is faster); it carries ``(ns)`` when Welch's t-test on the per-seed seconds
 support a difference. With a single seed on a side the seeds cannot be tested, but the cell's
 own steady steps can: the speed-up is then the ratio of the two cells' steady training rates
 with its 95 % interval (:func:`nettebench.report.stats.ratio_interval` on their block rates,
-``summary.train_block_img_s``), ``1.10x [1.04-1.16]``, and ``(ns)`` when the interval holds 1.
+``summary.train_block_img_s``), written ``Rx [L-H]``, and ``(ns)`` when the interval holds 1.
 Only records without step times still print ``(n=1)``. Used by the time table (each precision
 against O0), the machines table (each setup against the first), the version table (each
 version against the first) and the report's front page (each loader against the first).
@@ -25,7 +25,7 @@ from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.grids import GROUP_KEYS, Grid, device_title, groups, row_keys
-from nettebench.report.setups import title_suffix
+from nettebench.report.setups import SETUP_COLUMNS, title_suffix
 
 BASELINE_PRECISION = "O0"
 
@@ -54,6 +54,21 @@ def single_blocks(cells: pd.DataFrame) -> list[float] | None:
     return block_rates(ok["train_block_img_s"].iloc[0]) or None
 
 
+def formula_note(reference: str, other: str) -> str:
+    """What a speed-up cell shows, as its caption states it: the formula each of its two forms
+    is computed by (:func:`cells_speedup_text`), so a reader can recompute it from runs.csv."""
+    return (
+        f"A speed-up is how many times faster {other} is than {reference} (above 1: faster), "
+        "by one of two formulas, told apart by its form. `Rx [L-H]` (one seed a side with step "
+        f"times): the steady training rate of {other} / that of {reference}, each the geometric "
+        "mean of the cell's block rates (`train_block_img_s`: images / seconds of 10 "
+        "consecutive runs of steady steps); it leaves out validation, warm-up and each epoch's "
+        "loader start-up, so it can differ from the ratio of the seconds above. `Rx` (several "
+        f"seeds a side, or no step times): mean seconds of {reference} / mean seconds of "
+        f"{other} (`summary.time_for_epochs_s`)."
+    )
+
+
 def ratio_text(found: stats.Ratio) -> str:
     """``1.10x [1.04-1.16]`` or ``0.98x [0.91-1.05] (ns)`` (just ``1.10x`` without an
     interval)."""
@@ -65,14 +80,35 @@ def ratio_text(found: stats.Ratio) -> str:
     return text if found.supported else f"{text} {stats.NOT_SUPPORTED_MARK}"
 
 
-# What makes two cells' compute ceilings the same measurement (their ratio should be 1).
-SAME_CEILING = ("model", "precision", "batch_size", "image_size", "device_type")
+# What makes two cells' compute ceilings the same measurement (their ratio should be 1): the
+# step the ceiling times (model, precision, batch, image size, memory format, compile, processes)
+# on the same machine and software (the setup: device, driver, CUDA, cuDNN, torch, CPU capability;
+# the libraries that build the step). Only what the ceiling ignores may differ (the loader, its
+# workers, a Pillow version): a comparison of setups or versions changes the ceiling itself, so
+# the ceilings' ratio there is the result, not drift between two jobs.
+SAME_CEILING = (
+    "model",
+    "precision",
+    "batch_size",
+    "image_size",
+    "channels_last",
+    "compile",
+    "processes",
+    "device_type",
+    *SETUP_COLUMNS,
+    "setup_id",
+    "env_torchvision",
+    "env_apex",
+    "torchvision",
+    "apex",
+)
 
 
 def ceiling_drift(reference: pd.DataFrame, other: pd.DataFrame) -> float | None:
     """|log| of the ratio of two single-seed cells' compute ceilings when both measured the
-    same thing (same model, precision, batch, image size, device: a loader comparison), so any
-    difference between them is the machine drifting between the two jobs; else None."""
+    same thing (every :data:`SAME_CEILING` column alike: a loader comparison), so any difference
+    between them is the machine drifting between the two jobs; else None (a comparison of
+    precisions, setups or library versions, whose ceilings differ by what is compared)."""
     a, b = (cells[cells["status"] == records.STATUS_OK] for cells in (reference, other))
     if len(a) != 1 or len(b) != 1 or "ceiling_img_s" not in a:
         return None

@@ -41,27 +41,35 @@ def _demote(body: str) -> str:
     return body
 
 
-def caveat_line(runs: pd.DataFrame) -> str:
-    """``Caveats: 2 of 5 cells were timed under interference (‡) ...`` (plain text)."""
+def caveat_parts(runs: pd.DataFrame) -> list[tuple[str, bool]]:
+    """The caveats line's parts, each with whether it warns (a count above zero, conditions
+    never recorded, an emulated precision) or only reports that nothing was found."""
     if runs.empty:
-        return ""
+        return []
     parts = []
     measured = runs[~runs["interference"].map(T.is_missing)]
     if len(measured):
         disturbed = measured["interference"].map(C._flag) | measured["ceiling_interference"].map(
             C._flag
         )
+        count = int(disturbed.sum())
         parts.append(
-            f"{int(disturbed.sum())} of {len(measured)} cells were timed under interference, "
-            f"theirs or their ceiling's ({C.INTERFERENCE_MARK}; table Timing conditions)"
+            (
+                f"{count} of {len(measured)} cells were timed under interference, "
+                f"theirs or their ceiling's ({C.INTERFERENCE_MARK}; table Timing conditions)",
+                count > 0,
+            )
         )
     else:
-        parts.append("no timing conditions were recorded (older records)")
+        parts.append(("no timing conditions were recorded (older records)", True))
     impossible = int(runs["implausible"].map(lambda v: not T.is_missing(v)).sum())
     if impossible:
         parts.append(
-            f"{impossible} cell(s) have a figure that cannot be true as measured "
-            f"({C.IMPOSSIBLE_MARK}; `implausible` in runs.csv)"
+            (
+                f"{impossible} cell(s) have a figure that cannot be true as measured "
+                f"({C.IMPOSSIBLE_MARK}; `implausible` in runs.csv)",
+                True,
+            )
         )
     emulated = sorted(
         {
@@ -72,10 +80,31 @@ def caveat_line(runs: pd.DataFrame) -> str:
     )
     if emulated:
         parts.append(
-            f"{', '.join(emulated)} ran emulated on this CPU (no native bf16): its times "
-            "measure the emulation"
+            (
+                f"{', '.join(emulated)} ran emulated on this CPU (no native bf16): its times "
+                "measure the emulation",
+                True,
+            )
         )
-    return "Caveats: " + "; ".join(parts) + "."
+    return parts
+
+
+def caveat_line(runs: pd.DataFrame) -> str:
+    """``Caveats: 2 of 5 cells were timed under interference (‡) ...`` (plain text)."""
+    parts = caveat_parts(runs)
+    return "Caveats: " + "; ".join(text for text, _ in parts) + "." if parts else ""
+
+
+def caveats_html(runs: pd.DataFrame) -> str:
+    """The caveats line: bold red (``p.caveats``) only when one of its parts warns; a line that
+    found nothing to warn of (``0 of 4 cells ...``) is plain (``p.caveats-none``)."""
+    parts = caveat_parts(runs)
+    if not parts:
+        return ""
+    line = html.escape(caveat_line(runs))
+    if any(warns for _, warns in parts):
+        return f'<p class="caveats"><strong>{line}</strong></p>\n'
+    return f'<p class="caveats-none">{line}</p>\n'
 
 
 def answer_html(runs: pd.DataFrame) -> str:
@@ -91,9 +120,7 @@ def headline_html(runs: pd.DataFrame, headline_markdown: str) -> str:
     """The answer in words, the caveats line, then the headline table's HTML (headings one
     level down)."""
     _, body = T.html_body(headline_markdown)
-    line = caveat_line(runs)
-    caveats = f'<p class="caveats"><strong>{html.escape(line)}</strong></p>\n' if line else ""
-    return f"{answer_html(runs)}{caveats}{_demote(body)}\n"
+    return f"{answer_html(runs)}{caveats_html(runs)}{_demote(body)}\n"
 
 
 # Snakemake's landing panel is `flex items-center h-screen overflow-auto`: a description taller

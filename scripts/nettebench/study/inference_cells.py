@@ -36,7 +36,7 @@ ACCURACY_FILE = "accuracy.json"
 WEIGHTS_FILE = "weights.pt"  # a matrix cell's final weights (kept when `accuracy: true`)
 CORE_KEYS = ("dataset", "model", "precision", "batch_size")
 # MLPerf Inference's minimum SingleStream query count: with 1,024 latencies, ten lie beyond the
-# 99th percentile, the fewest for which its order-statistic interval is defined (inference/samples).
+# 99th percentile (p99's exact order-statistic interval needs 348: records/spread.py).
 LATENCY_QUERIES = 1024
 
 # Run settings of the section (not axes) and their defaults; the schema documents the same.

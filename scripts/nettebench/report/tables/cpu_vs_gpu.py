@@ -16,6 +16,7 @@ from nettebench.records import files as records
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import stats
+from nettebench.report.answers import ALIKE, FASTER, SLOWER, UNTESTED, direction, verdict
 from nettebench.report.collect import cell_keys
 from nettebench.report.duplicates import identity_columns
 from nettebench.report.grids import APPROX_NOTE, LEGEND, NO_CELLS_NOTE, row_keys
@@ -26,6 +27,16 @@ from nettebench.vocabulary.cell import PATH_LABELS
 # never required to match. Every other parameter (loader, image size, workers, lr, package
 # environment, ...) is preferred equal, and named in the table where the match differs.
 _BY_DESIGN = ("dataset", "model", "device", "precision", "epochs", "max_steps", "seed", "machine")
+
+# How the precision column states the fewest-seconds cell against O0: the verdict the front
+# page states on the same two cells (report.answers.direction), never "fastest" beside "cannot
+# be told apart".
+_VERSUS_O0 = {
+    FASTER: " (faster than O0)",
+    SLOWER: " (slower than O0 by its steady steps)",
+    ALIKE: " (O0 and it cannot be told apart)",
+    UNTESTED: " (untested against O0)",
+}
 
 # What a matrix cell on the CPU baseline's own machine shares with it (a GPU cell records its
 # host's CPU too): the setup but the device, and the CPU model.
@@ -82,8 +93,9 @@ def _o0_of(best: tuple, columns: list[str], means: dict[tuple, Any]) -> tuple | 
 
 
 def _fastest_matrix(matrix_ok: pd.DataFrame, cpu: pd.Series) -> dict[str, Any] | None:
-    """The fastest precision (per epoch) of the CPU baseline's model in the matrix, and O0 of
-    the same cell otherwise.
+    """The precision with the fewest seconds per epoch of the CPU baseline's model in the
+    matrix (``versus_o0``: the front page's verdict on it against O0), and O0 of the same cell
+    otherwise.
 
     Only cells of the CPU baseline's own run count (the same machine label, or none), so a
     merged study compares each machine's CPU with its own GPU. Cells like the baseline in every
@@ -131,9 +143,13 @@ def _fastest_matrix(matrix_ok: pd.DataFrame, cpu: pd.Series) -> dict[str, Any] |
             stats.summarize(same.loc[groups[key], "epoch_s_median"]), T.fmt_seconds
         )
 
+    versus = None
+    if o0 in means and o0 != best:  # the front page's verdict on the same two cells
+        versus = direction(verdict(same.loc[groups[o0]], same.loc[groups[best]]))
     return {
         "device": first["device_name"],
         "precision": first["precision"],
+        "versus_o0": versus,
         "differences": _differences(cpu, first, ["batch_size", *keys]),
         "epoch_s": means[best][0],
         "epoch_text": seeds_text(best),
@@ -151,8 +167,10 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
     note = (
         "Seconds per epoch (median epoch wall time, `summary.epoch_s_median`; matrix cells: "
         f"{T.SEEDS_TEXT}) "
-        "of each CPU baseline cell next to the same dataset and model in the matrix; "
-        "speed-up = CPU seconds / device seconds."
+        "of each CPU baseline cell next to the same dataset and model in the matrix: its "
+        "precision with the fewest seconds per epoch, with the verdict on it against O0 that "
+        "the front page states, and O0; speed-up = CPU seconds per epoch / device seconds per "
+        "epoch."
     )
     # what tells the baselines apart: their machine (setup), and parameters that vary
     several_setups = (
@@ -171,7 +189,7 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         "CPU",
         "CPU s/epoch",
         "device",
-        "fastest precision",
+        "precision",
         "s/epoch",
         "speed-up",
         "O0 s/epoch",
@@ -206,7 +224,7 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
             unmatched += 1
             rows.append([*row, "no matching matrix cell"])
             continue
-        precision = match["precision"]
+        precision = match["precision"] + _VERSUS_O0.get(match["versus_o0"], "")
         if match["differences"]:
             precision += f" ({', '.join(match['differences'])})"
         o0 = match["o0_epoch_s"]

@@ -8,7 +8,7 @@ summary for the report's front page::
     python -m nettebench.report inference-tables --out-dir results/tables \\
         --records results/inference/.../inference.json --accuracy .../accuracy.json
 
-Every timing is a median with its 95 % interval (nettebench.inference.samples); a number whose
+Every timing is a median with its 95 % interval (nettebench.records.spread); a number whose
 samples spread by 10 % of their mean or more is marked unstable, one timed while other processes
 took the job's CPUs or GPU is marked as the training tables mark it (‡). Imports pandas, no torch.
 """

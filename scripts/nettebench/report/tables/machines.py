@@ -13,7 +13,7 @@ import pandas as pd
 from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.compare import cells_speedup_text
+from nettebench.report.compare import cells_speedup_text, formula_note
 from nettebench.report.grids import APPROX_NOTE, LEGEND, groups, no_matrix, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, varying
 
@@ -53,8 +53,8 @@ def machines_markdown(runs: pd.DataFrame) -> str:
         "Seconds to train and validate all epochs of a cell (`summary.time_for_epochs_s`), "
         "one column per setup (machine label and environment; here they differ in "
         f"{', '.join(_FIELD_HEADERS[c] for c in varying(matrix)) or 'nothing'}), "
-        f"{T.SEEDS_TEXT}; then each setup's speed-up over the first column (its mean seconds "
-        f"/ this setup's). {stats.COMPARISON_NOTE}"
+        f"{T.SEEDS_TEXT}; then each setup's speed-up over the first column. "
+        f"{formula_note('the first setup', 'this setup')} {stats.COMPARISON_NOTE}"
         if len(matrix)
         else "Seconds per cell, one column per machine and environment."
     )

@@ -7,7 +7,7 @@ import pandas as pd
 
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.compare import BASELINE_PRECISION, speedup_grids
+from nettebench.report.compare import BASELINE_PRECISION, formula_note, speedup_grids
 from nettebench.report.grids import grid_sections, model_precision_grids, no_matrix
 
 
@@ -33,8 +33,7 @@ def speedup_sections(runs: pd.DataFrame) -> list[str]:
     if not grids:
         return []
     intro = (
-        f"Mean seconds of {BASELINE_PRECISION} / mean seconds of the precision, for the same "
-        f"model, parameters and setup (above 1: faster than {BASELINE_PRECISION}). "
-        f"{stats.COMPARISON_NOTE}\n"
+        f"Each precision against {BASELINE_PRECISION} for the same model, parameters and setup. "
+        f"{formula_note(BASELINE_PRECISION, 'the precision')} {stats.COMPARISON_NOTE}\n"
     )
     return [f"## Speed-up over {BASELINE_PRECISION}\n", intro, *grid_sections(grids, level=3)]

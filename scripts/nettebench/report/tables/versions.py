@@ -18,7 +18,7 @@ import pandas as pd
 from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.compare import cells_speedup_text
+from nettebench.report.compare import cells_speedup_text, formula_note
 from nettebench.report.grids import APPROX_NOTE, LEGEND, device_title, groups, no_matrix, row_keys
 from nettebench.report.setups import HARDWARE_COLUMNS, SETUP_COLUMNS, describe, varying
 
@@ -165,7 +165,8 @@ def library_versions_markdown(runs: pd.DataFrame) -> str:
         "(`environment.<library>`, `@commit` it was built from, `build` for a source build "
         "from the config's `builds:`, `env` for a package environment from `environments:`), "
         f"{T.seeds_note(counts)}; a table for each library whose version differs between cells "
-        f"on the same hardware. {stats.COMPARISON_NOTE}"
+        f"on the same hardware; then each version's speed-up over the first. "
+        f"{formula_note('the first version', 'this version')} {stats.COMPARISON_NOTE}"
     )
     if recorded:
         table = T.pipe_table(["library", "version", "matrix cells"], recorded, "llr")
