@@ -295,16 +295,20 @@ def _pytest_in_process(arguments: list[str], record) -> int:
     if record is not None:
         import coverage
 
-        data_file, include = record
-        cov = coverage.Coverage(data_file=data_file, include=[include])
+        # the processes a test starts measure too (coverage's .pth hook reads this config),
+        # with the test's id as their context: the config takes it from the environment
+        os.environ["COVERAGE_PROCESS_START"] = record
+        cov = coverage.Coverage(config_file=record)
         cov.start()
 
         class Contexts:
             @pytest.hookimpl(hookwrapper=True)
             def pytest_runtest_protocol(self, item, nextitem):
+                os.environ["MUTATE_TEST"] = item.nodeid
                 cov.switch_context(item.nodeid)
                 yield
                 cov.switch_context("")
+                os.environ["MUTATE_TEST"] = ""
 
         plugins.append(Contexts())
     code = int(pytest.main(arguments, plugins=plugins))
@@ -315,20 +319,35 @@ def _pytest_in_process(arguments: list[str], record) -> int:
 
 
 def tests_by_line(runner: Runner, module: Path, tests, select, timeout):
-    """{line: [test ids in run order]} from one unmutated run under coverage, or None."""
+    """{line: {test ids}} from one unmutated run under coverage (the processes the tests
+    start included), or None without coverage (or in ``--no-fork``)."""
     try:
         import coverage
     except ImportError:
         return None
-    data_file = tempfile.mktemp(prefix="mutation-coverage-")
-    if runner.run(tests, select, timeout, record=(data_file, str(module))) != "passed":
+    if not runner.fork:
         return None
-    data = coverage.CoverageData(basename=data_file)
-    data.read()
-    # "" is the import (collection): a line run then may matter to every test
-    by_line = {line: set(c) for line, c in data.contexts_by_lineno(str(module)).items()}
-    Path(data_file).unlink(missing_ok=True)
-    return by_line
+    work = Path(tempfile.mkdtemp(prefix="mutation-coverage-"))
+    config = work / "coveragerc"
+    config.write_text(
+        "[run]\nparallel = true\n"
+        f"data_file = {work / 'data'}\ninclude = {module}\n"
+        "context = ${MUTATE_TEST-}\n",
+        encoding="utf-8",
+    )
+    try:
+        if runner.run(tests, select, timeout, record=str(config)) != "passed":
+            return None
+        combined = coverage.Coverage(config_file=str(config))
+        combined.combine(data_paths=[str(work)])
+        data = combined.get_data()
+        # "" is the import (collection): a line run then may matter to every test
+        return {
+            line: {c.split("|")[-1] if c.startswith("|") else c for c in contexts}
+            for line, contexts in data.contexts_by_lineno(str(module)).items()
+        }
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 @dataclass
