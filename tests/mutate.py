@@ -206,7 +206,7 @@ def _strip_docstrings(tree: ast.Module) -> ast.Module:
             if isinstance(node, ast.Module) or len(body) > 1:
                 del body[0]
             else:
-                body[0] = ast.Pass()
+                body[0] = ast.copy_location(ast.Pass(), first)
     return tree
 
 

@@ -77,6 +77,12 @@ def test_any_all_and_min_max_calls_swap_by_name():
     assert not [w for w in mutants if w.startswith("max")]  # a method named max is not a call
 
 
+def test_a_function_that_is_only_a_docstring_keeps_a_body():
+    source = 'def h():\n    """Only a docstring."""\n\n\nx = h()\n'
+    assert [s.what for s in M.sites(source)] == ["delete `x = h()`"]
+    assert "def h():\n    pass" in M.mutant(source, None)
+
+
 def test_a_site_knows_its_statements_lines_for_the_coverage_filter():
     source = "x = (1 +\n     2)\nif x:\n    y = 3\n"
     by_what = {s.what: s for s in M.sites(source)}
