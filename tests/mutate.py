@@ -224,12 +224,18 @@ def mutant(source: str, index: int | None) -> str:
 
 
 def snapshot() -> Path:
-    """The project's code and tests as they are now, so edits made during the run (which
-    takes a while) change nothing in it."""
+    """The project's files as they are now (tracked and untracked, not ignored: the tests read
+    the Snakefile, rules and configs too), so edits made during the run (which takes a while)
+    change nothing in it."""
     base = Path(tempfile.mkdtemp(prefix="mutation-base-"))
-    for name in ("scripts", "tests"):
-        shutil.copytree(ROOT / name, base / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(ROOT / "pyproject.toml", base / "pyproject.toml")
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard", "-z"],
+        cwd=ROOT, capture_output=True, check=True, text=True,
+    ).stdout.split("\0")  # fmt: skip
+    for name in filter(None, listed):
+        if (ROOT / name).is_file():
+            (base / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, base / name)
     return base
 
 
@@ -251,7 +257,7 @@ class Runner:
                 with contextlib.suppress(Exception):  # a library the tests may not need
                     __import__(name)
 
-    def run(self, tests: list[str], select: str | None, timeout: float, record=None) -> str:
+    def run(self, tests, select, timeout: float, record=None, log: Path | None = None) -> str:
         """The result: "passed", "failed" or "timeout". ``record``: (coverage data file,
         the module's path) to measure, one context per test."""
         arguments = [*PYTEST, *tests, *(["-k", select] if select else [])]
@@ -261,6 +267,8 @@ class Runner:
                 done = subprocess.run(command, cwd=self.base, capture_output=True, timeout=timeout)
             except subprocess.TimeoutExpired:
                 return "timeout"
+            if log is not None:
+                log.write_bytes(done.stdout + done.stderr)
             return "passed" if done.returncode == 0 else "failed"
         pid = os.fork()
         if pid == 0:  # the child: its own group, so a timeout ends what it started too
@@ -268,7 +276,7 @@ class Runner:
             try:
                 os.setpgid(0, 0)
                 os.chdir(self.base)
-                null = os.open(os.devnull, os.O_WRONLY)
+                null = os.open(log or os.devnull, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
                 os.dup2(null, 1)
                 os.dup2(null, 2)
                 code = _pytest_in_process(arguments, record)
@@ -337,7 +345,7 @@ def tests_by_line(runner: Runner, module: Path, tests, select, timeout):
     )
     try:
         if runner.run(tests, select, timeout, record=str(config)) != "passed":
-            return None
+            raise SystemExit(f"{module}: its tests fail under coverage (or time out)")
         combined = coverage.Coverage(config_file=str(config))
         combined.combine(data_paths=[str(work)])
         data = combined.get_data()
@@ -365,7 +373,9 @@ class Outcome:
         return self.killed / max(self.total, 1)
 
 
-def mutation_run(runner, base, module, tests, select, sample, seed, all_tests, log=print):
+def mutation_run(
+    runner, base, module, tests, select, sample, seed, all_tests, log=print, skip_control=False
+):
     relative = module.resolve().relative_to(ROOT)
     source = (base / relative).read_text(encoding="utf-8")
     lines = source.splitlines()
@@ -378,13 +388,23 @@ def mutation_run(runner, base, module, tests, select, sample, seed, all_tests, l
 
     target.write_text(mutant(source, None), encoding="utf-8")
     started = time.monotonic()
-    if runner.run(tests, select, 1800) != "passed":
-        raise SystemExit(f"{relative}: its tests fail on the unparsed, unmutated code")
+    control = runner.code / "control.log"
+    if not skip_control and runner.run(tests, select, 1800, log=control) != "passed":
+        tail = control.read_text(errors="replace")[-3000:]
+        raise SystemExit(f"{tail}\n{relative}: its tests fail on the unparsed, unmutated code")
     baseline = time.monotonic() - started
     timeout = max(5 * baseline, baseline + 10)
     # coverage on the source as written: the sites' lines are its lines (unparsing moves them)
     target.write_text(source, encoding="utf-8")
-    by_line = None if all_tests else tests_by_line(runner, target, tests, select, timeout * 2)
+    started = time.monotonic()
+    by_line = None
+    if not all_tests:
+        by_line = tests_by_line(
+            runner, target, tests, select, 1800 if skip_control else timeout * 2
+        )
+    if skip_control:  # the covered run's time (slower than a plain one: a generous timeout)
+        baseline = time.monotonic() - started
+        timeout = max(5 * baseline, baseline + 10)
     log(
         f"{relative}: {len(found)} sites, {len(chosen)} run; unmutated tests "
         f"{baseline:.1f} s, timeout {timeout:.0f} s, "
@@ -458,6 +478,11 @@ def main(argv=None) -> int:
     parser.add_argument("--survivors", type=Path, help="write the survivors to this Markdown")
     parser.add_argument("--all-tests", action="store_true", help="no per-line test selection")
     parser.add_argument("--no-fork", action="store_true", help="a fresh pytest per mutant")
+    parser.add_argument(
+        "--skip-control",
+        action="store_true",
+        help="no run of the unparsed, unmutated module first (slow tests: the covered run times)",
+    )
     args = parser.parse_args(argv)
     base = snapshot()
     code = Path(tempfile.mkdtemp(prefix="mutant-"))
@@ -470,6 +495,7 @@ def main(argv=None) -> int:
             outcome = mutation_run(
                 runner, base, Path(module), tests.split(","), args.select, args.sample,
                 args.seed, args.all_tests, log=lambda text: print(text, flush=True),
+                skip_control=args.skip_control,
             )  # fmt: skip
             outcomes.append(outcome)
             print(f"{module}: {outcome.killed}/{outcome.total} killed ({outcome.score:.0%})")
