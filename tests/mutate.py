@@ -77,6 +77,7 @@ class Site:
     line: int
     what: str
     lines: tuple[int, int] = (0, 0)  # the enclosing statement's first and last line
+    col: int = 0  # where on the line (two sites of one kind on a line tell apart by it)
 
 
 class Mutator(ast.NodeTransformer):
@@ -93,7 +94,7 @@ class Mutator(ast.NodeTransformer):
 
     def _site(self, kind: str, node: ast.AST, what: str) -> bool:
         self.index += 1
-        self.found.append(Site(kind, node.lineno, what, self._statement))
+        self.found.append(Site(kind, node.lineno, what, self._statement, node.col_offset))
         return self.index == self.target
 
     # annotations are not code (``from __future__ import annotations``): never mutated
@@ -462,7 +463,8 @@ def survivors_markdown(outcomes: list[Outcome]) -> str:
         for site, how in o.survivors:
             text = o.lines[site.line - 1].strip().replace("|", "\\|")
             what = site.what.replace("|", "\\|")
-            out.append(f"| {o.module} | {site.line} | {what} | {how} | `{_short(text, 90)}` | |")
+            place = f"{site.line}:{site.col}"
+            out.append(f"| {o.module} | {place} | {what} | {how} | `{_short(text, 90)}` | |")
     return "\n".join(out) + "\n"
 
 

@@ -96,4 +96,6 @@ def test_the_tables_show_the_counts_and_the_survivors_source_line():
     outcome = M.Outcome("m.py", total=4, killed=3, timeouts=1, survivors=[(site, "survived")])
     outcome.lines = ["a = 1", "b = a + 1"]
     assert "| m.py | 4 | 3 | 1 | 0 | 1 | 75% |" in M.table([outcome])
-    assert "| m.py | 2 | Add -> Sub | survived | `b = a + 1` | |" in M.survivors_markdown([outcome])
+    assert "| m.py | 2:0 | Add -> Sub | survived | `b = a + 1` | |" in M.survivors_markdown(
+        [outcome]
+    )
