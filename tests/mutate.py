@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import ast
 import contextlib
+import json
 import os
 import random
 import shutil
@@ -310,12 +311,16 @@ def _pytest_in_process(arguments: list[str], record) -> int:
         cov = coverage.Coverage(config_file=record)
         cov.start()
 
+        durations: dict[str, float] = {}
+
         class Contexts:
             @pytest.hookimpl(hookwrapper=True)
             def pytest_runtest_protocol(self, item, nextitem):
                 os.environ["MUTATE_TEST"] = item.nodeid
                 cov.switch_context(item.nodeid)
+                started = time.monotonic()
                 yield
+                durations[item.nodeid] = time.monotonic() - started
                 cov.switch_context("")
                 os.environ["MUTATE_TEST"] = ""
 
@@ -324,6 +329,7 @@ def _pytest_in_process(arguments: list[str], record) -> int:
     if record is not None:
         cov.stop()
         cov.save()
+        Path(record + ".times").write_text(json.dumps(durations), encoding="utf-8")
     return code
 
 
@@ -351,10 +357,12 @@ def tests_by_line(runner: Runner, module: Path, tests, select, timeout):
         combined.combine(data_paths=[str(work)])
         data = combined.get_data()
         # "" is the import (collection): a line run then may matter to every test
-        return {
+        by_line = {
             line: {c.split("|")[-1] if c.startswith("|") else c for c in contexts}
             for line, contexts in data.contexts_by_lineno(str(module)).items()
         }
+        durations = json.loads(Path(str(config) + ".times").read_text(encoding="utf-8"))
+        return by_line, durations
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
@@ -398,11 +406,12 @@ def mutation_run(
     # coverage on the source as written: the sites' lines are its lines (unparsing moves them)
     target.write_text(source, encoding="utf-8")
     started = time.monotonic()
-    by_line = None
+    by_line, durations = None, {}
     if not all_tests:
-        by_line = tests_by_line(
+        found_lines = tests_by_line(
             runner, target, tests, select, 1800 if skip_control else timeout * 2
         )
+        by_line, durations = found_lines or (None, {})
     if skip_control:  # the covered run's time (slower than a plain one: a generous timeout)
         baseline = time.monotonic() - started
         timeout = max(5 * baseline, baseline + 10)
@@ -424,8 +433,12 @@ def mutation_run(
                     continue
                 if "" not in ids:  # only the tests that run the line, in the files' order
                     chosen_tests = sorted(ids, key=lambda t: (_file_rank(t, tests), t))
+            limit = timeout
+            if chosen_tests is not tests and all(t in durations for t in chosen_tests):
+                # the selected tests' own (covered, so slower) time, five times, and a start
+                limit = min(timeout, 5 * sum(durations[t] for t in chosen_tests) + 20)
             target.write_text(mutant(source, index), encoding="utf-8")
-            result = runner.run(chosen_tests, select, timeout)
+            result = runner.run(chosen_tests, select, limit)
             if result == "passed":
                 outcome.survivors.append((site, "survived"))
                 log(f"  [{number}/{len(chosen)}] survived: {relative}:{site.line}: {site.what}")
