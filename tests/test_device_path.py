@@ -3,7 +3,8 @@ synchronisation, memory traffic and the streamed store, each shown where a CPU c
 
 The trainer itself takes the GPU path only on CUDA; here the same classes run with an indexed
 ``cpu:0`` device, a forced placement and the same ring of host buffers (unpinned: pinning needs
-CUDA). What only a GPU can show (sync debug mode, img/s) is in tests/device/pipeline_goals.py.
+CUDA). What only a GPU can show (sync debug mode, img/s) is in tests/device/run.py (its sync
+check: tests/device/sync_check.py).
 """
 
 from __future__ import annotations

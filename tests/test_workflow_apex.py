@@ -3,7 +3,7 @@ one-commit git repository beside the project (../shared/vendor), used as a `buil
 source through the real Snakemake, offline: clone, Python-only wheel, install; then
 ``amp_backend: apex`` cells on this CPU, which apex itself refuses (it needs CUDA): recorded as
 ``unsupported`` with apex's own words, never a traceback. On a GPU the same build trains apex
-O1-O3 (tests/device/pipeline_goals.py)."""
+O1-O3 (tests/device/run.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A plain ``DistributedDataParallel`` baseline: what the machine gives data parallelism.
+"""A plain DistributedDataParallel baseline: what the machine gives data parallelism.
 
 The project's scaling table (``results/tables/scaling.md``) sets a data-parallel cell's img/s
 against its 1-process twin. How much of the gap is the project's (its loaders, shards, the
