@@ -31,7 +31,7 @@ def _shown(text: str) -> set[str]:
     placeholder (``nettebench.<subpackage>``, ``nettebench.benchmarks.{ceiling,...}``) is none."""
     found = set()
     for package, word in re.findall(
-        r"python -m (nettebench(?:\.\w++)*+)(?!\.[<{])(?: ([a-z][\w-]*))?", text
+        r"python -m (nettebench(?:\.\w+)*)(?!\w|\.[<{\w])(?: ([a-z][\w-]*))?", text
     ):
         grouped = GROUPED.get(package.removeprefix("nettebench."))
         found.add(f"{package} {word}" if grouped and word in grouped else package)

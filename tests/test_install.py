@@ -70,7 +70,9 @@ def test_the_package_has_lower_bounds_and_the_pins_lie_within_them():
 def test_requires_python_is_what_the_pinned_dependencies_require():
     """The oldest Python the package claims is one every pinned dependency installs on."""
     claimed = SpecifierSet(PROJECT["requires-python"])
-    oldest = min(v for v in (f"3.{minor}" for minor in range(8, 20)) if v in claimed)
+    releases = [f"3.{minor}.{patch}" for minor in range(8, 20) for patch in range(30)]
+    oldest = str(min(Version(v) for v in releases if v in claimed))
+    oldest = oldest.removesuffix(".0")  # "3.11" where the claim is a whole minor release
     for name in PINS:
         try:
             needs = metadata(name)["Requires-Python"]
@@ -83,7 +85,8 @@ def test_requires_python_is_what_the_pinned_dependencies_require():
 
 def test_ruff_targets_the_oldest_python_claimed():
     ruff = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["ruff"]
-    assert ruff["target-version"] == "py" + PROJECT["requires-python"].lstrip(">=").replace(".", "")
+    minor = ".".join(PROJECT["requires-python"].lstrip(">=").split(".")[:2])  # ruff: no patch
+    assert ruff["target-version"] == "py" + minor.replace(".", "")
 
 
 def cpu_install_line() -> str:

@@ -9,7 +9,7 @@ An archive may come from anywhere a user's ``source:`` points, so it is treated 
    resolving every link before it (``b -> .``, ``a -> b/../..``, then ``a/x`` writes outside
    though each name looks harmless alone). The error names the offending member. Python's own
    ``filter="data"`` is applied on top as a second line, and extraction refuses to run on a
-   Python without it (before 3.10.12 / 3.11.4, which ``requires-python`` still admits);
+   Python without it (before 3.10.12 / 3.11.4, which ``requires-python`` excludes);
 3. extract into a fresh ``<out_dir>/.extract-XXXX`` (same filesystem, so installing is a rename)
    and find the folder holding ``train/`` and ``val/``;
 4. check the tree (same classes in both splits, no empty class) and decode every image
