@@ -261,3 +261,24 @@ def test_the_environment_is_collected_beside_the_training_not_before_it(
     assert record["status"] == "ok"
     written = json.loads((tmp_path / outputs.METRICS_FILE).read_text())
     assert written["environment"] == {"collected": "after the first epoch"}
+
+
+def test_the_after_epochs_hook_is_its_own_phase_not_the_environment_wait(
+    tiny_tree, tmp_path, monkeypatch
+):
+    """The wind-down's phases: a hook after the epochs (a cell job's ceiling) that takes 1 s is
+    ``after_epochs``, not time spent waiting for the environment thread (a merge once labelled
+    the ceiling's seconds as the environment's)."""
+    from nettebench.training import startup
+
+    monkeypatch.setattr(startup, "CLOCK", None)
+    startup.start(time.time())
+
+    def hook(device, record, epochs_s):
+        time.sleep(1.0)
+
+    record = run_cell(small_cell(epochs=1), tiny_tree, tmp_path, after_epochs=hook)
+    after = record["startup"]["after_last_step"]
+    assert after["after_epochs"] >= 1.0
+    assert after["environment"] < 1.0
+    assert sum(after.values()) == pytest.approx(record["startup"]["after_last_step_s"], abs=1e-3)

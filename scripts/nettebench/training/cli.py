@@ -143,8 +143,9 @@ def run_cell(
         gc.collect()  # the cell's model, optimiser and loaders go before anything else runs
         if run.device.type == "cuda":
             torch.cuda.empty_cache()
-        record["environment"] = collecting.result()
+        record["environment"] = startup.waited("environment", collecting)
         extra_files = tuple(options.after_epochs(run.device, record, _measured_s(trained)) or ())
+        startup.mark("after_epochs")  # a matrix cell job's hook: its compute ceiling
 
     def write() -> dict[str, Any]:
         conditions.settle()  # nvidia-smi's queries at the epochs' edges, run beside them

@@ -5,9 +5,10 @@ What a user waits for besides the epochs: from process start to the first traini
 input pipeline and its decoded store, and ``other``, the remainder), inside the epochs what is
 not training (``checkpoints``, ``writing``: each epoch's row written, and the first epoch's
 ``first_epoch_autotune_s``, its overhead over the later epochs), and from the last step to the
-record (``weights``, ``environment``: waiting for the thread that ran nvidia-smi and git, and
-``other``). :func:`summary` is the record's ``startup`` mapping: every phase in seconds, and
-the phases before the first step sum to ``to_first_step_s`` (``other`` holds the rest).
+record (``weights``, ``environment``: waiting for the thread that ran nvidia-smi and git,
+``after_epochs``: the cell job's hook after the epochs, its compute ceiling, and ``other``).
+:func:`summary` is the record's ``startup`` mapping: every phase in seconds, and the phases
+before the first step sum to ``to_first_step_s`` (``other`` holds the rest).
 
 One clock per process (:data:`CLOCK`), started by :func:`start` with the process's start time;
 :func:`mark` ends the phase running since the last mark. Before :func:`start`, every call does
