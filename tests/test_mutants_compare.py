@@ -39,3 +39,20 @@ def test_the_formula_note_names_both_formulas_in_their_order():
     assert "how many times faster O2 is than O0" in note
     assert "the steady training rate of O2 / that of O0" in note
     assert "mean seconds of O0 / mean seconds of O2" in note
+
+
+def test_one_extrapolated_side_is_enough_for_the_approx_mark(tmp_path):
+    """O0 ran its epochs, O1 was extrapolated from 3 steps: the speed-up is an estimate."""
+    import record_factory as F
+
+    from nettebench.report.collect import read_cells, runs_frame
+    from nettebench.report.compare import speedup_grids
+
+    steady = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8, 100.1, 99.9]
+    base = F.make_cell(tmp_path / "a", precision="O0", train_img_s=100.0,
+                       summary_extra={"train_block_img_s": steady})  # fmt: skip
+    other = F.make_cell(tmp_path / "b", precision="O1", max_steps=3, train_img_s=150.0,
+                        summary_extra={"train_block_img_s": [1.5 * r for r in steady]})  # fmt: skip
+    (grid,) = speedup_grids(runs_frame(read_cells([base, other])))
+    assert grid.approx is True
+    assert grid.rows[0][1].startswith("~1.50x")
