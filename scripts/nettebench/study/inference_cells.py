@@ -27,7 +27,7 @@ from typing import Any
 from nettebench.study import crossing, grid
 from nettebench.study.crossing import ConfigError
 from nettebench.vocabulary import precision
-from nettebench.vocabulary.cell import CellSpec, identity_args, identity_path
+from nettebench.vocabulary.cell import CellSpec, identity_args, identity_of, identity_path
 
 ROOT = "results/inference"
 ACCURACY_ROOT = "results/inference_accuracy"
@@ -80,12 +80,7 @@ class InferenceSpec:
         }
 
     def identity(self) -> dict[str, Any]:
-        ident: dict[str, Any] = {}
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if field.name in CORE_KEYS or value != field.default:
-                ident[field.name] = value
-        return ident
+        return identity_of(self, CORE_KEYS)
 
     def cell_id(self) -> str:
         blob = json.dumps({"inference": self.identity()}, sort_keys=True, default=str).encode()

@@ -109,12 +109,7 @@ class CellSpec:
 
     def identity(self) -> dict[str, Any]:
         """Core keys plus every parameter that differs from its default, in field order."""
-        ident: dict[str, Any] = {}
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if field.name in CORE_KEYS or value != field.default:
-                ident[field.name] = value
-        return ident
+        return identity_of(self, CORE_KEYS)
 
     def cell_id(self) -> str:
         """A short stable hash of the identity (with the machine label, when the run has one)."""
@@ -154,6 +149,17 @@ def field_defaults() -> dict[str, Any]:
 
 
 PARAMETER_NAMES = tuple(field.name for field in dataclasses.fields(CellSpec))
+
+
+def identity_of(spec, core_keys: Sequence[str]) -> dict[str, Any]:
+    """A spec dataclass's identity: its ``core_keys`` plus every field that differs from its
+    default, in field order (so adding a field with a default keeps every existing path)."""
+    ident: dict[str, Any] = {}
+    for field in dataclasses.fields(spec):
+        value = getattr(spec, field.name)
+        if field.name in core_keys or value != field.default:
+            ident[field.name] = value
+    return ident
 
 
 def identity_path(ident: dict[str, Any], core_keys: Sequence[str]) -> str:
