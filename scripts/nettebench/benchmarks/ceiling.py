@@ -41,11 +41,11 @@ from nettebench.datasets.info import load_data_root
 from nettebench.records import conditions, environment
 from nettebench.records import files as records
 from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
-from nettebench.training import distributed
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
 from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory, synchronize
 from nettebench.training.outcome import oom_message, unsupported_reason
+from nettebench.training.parallel import DataParallel
 from nettebench.vocabulary.cell import CellSpec
 
 WARMUP_STEPS = 10
@@ -156,8 +156,8 @@ def measure_cell(
 
     if steps < 1 or warmup_steps < 0:
         raise ValueError(f"need steps >= 1 and warmup_steps >= 0, got {steps} and {warmup_steps}")
-    if threads:
-        torch.set_num_threads(distributed.threads_share(threads))
+    parallel = DataParallel.from_env()  # in a data-parallel cell's job: this process's part
+    parallel.share_threads(threads)
     device = resolve_device(cell.device)
     on_gpu = device.type == "cuda"
     record: dict[str, Any] = dict.fromkeys(CEILING_KEYS)
@@ -190,7 +190,12 @@ def measure_cell(
         record["batch_size"] = choose_batch_size(runnable, device, num_classes)
         reset_peak_memory(device)  # after the auto search's trials
         step_s, record["warmup_steps"], record["conditions"] = _time_steps(
-            runnable, device, num_classes, record["batch_size"], warmup_steps, steps, max_seconds
+            runnable,
+            device,
+            num_classes,
+            record["batch_size"],
+            (warmup_steps, steps, max_seconds),
+            parallel,
         )
         record["steps"] = len(step_s)
     except (torch.OutOfMemoryError, MemoryError) as error:
@@ -219,24 +224,26 @@ def _time_steps(
     device: torch.device,
     num_classes: int,
     batch: int,
-    warmup: int,
-    steps: int,
-    max_seconds: float | None = None,
+    budget: tuple[int, int, float | None],
+    parallel: DataParallel,
 ) -> tuple[list[float], int, dict[str, Any]]:
     """Build the trainer's step and one batch on the device; warm up; time each step.
 
-    Returns the step times, the warm-up steps run and the timing conditions of the timed steps.
-    On a CPU both phases stop early when they exceed their share of ``max_seconds`` (keeping at
-    least one warm-up and MIN_STEPS timed steps), so a large batch costs seconds, not the better
-    part of an hour.
+    ``budget`` is (warm-up steps, timed steps, ``max_seconds``). Returns the step times, the
+    warm-up steps run and the timing conditions of the timed steps. On a CPU both phases stop
+    early when they exceed their share of ``max_seconds`` (keeping at least one warm-up and
+    MIN_STEPS timed steps), so a large batch costs seconds, not the better part of an hour; in
+    a data-parallel cell every process stops at the same step (``parallel.any``: each step
+    all-reduces).
     """
+    warmup, steps, max_seconds = budget
     # Boundary (see the package docstring): imported after activate(), because it imports
     # torchvision, and a cell's torchvision build must be first on the path before that.
     from nettebench.training.fit import make_runner
 
     runner = make_runner(cell, device, num_classes, batch)
     runner.model.train()
-    batch = distributed.local_batch(batch)  # processes > 1: each one's share, steps in DDP
+    batch = parallel.local_batch(batch)  # processes > 1: each one's share, steps in DDP
     size = cell.image_size
     images = runner.prepare_inputs(torch.randn(batch, 3, size, size, device=device))
     targets = torch.randint(num_classes, (batch,), device=device)
@@ -248,10 +255,10 @@ def _time_steps(
     while warmed < warmup:
         runner.step(images, targets)
         warmed += 1
-        if distributed.any_rank(not on_gpu and time.perf_counter() - warm_start > max_seconds / 3):
-            break  # every process stops at the same step (each step all-reduces)
+        if parallel.any(not on_gpu and time.perf_counter() - warm_start > max_seconds / 3):
+            break
     synchronize(device)
-    probe = conditions.Probe(gpu=conditions.gpu_target(device), pid=distributed.job_pid())
+    probe = conditions.Probe(gpu=conditions.gpu_target(device), pid=parallel.job_pid)
     window = probe.start(gpu=True)
     if on_gpu:
         seconds = _time_cuda(runner, images, targets, steps)
@@ -262,7 +269,7 @@ def _time_steps(
         runner.step(images, targets)
         synchronize(device)
         seconds.append(time.perf_counter() - start)
-        if distributed.any_rank(len(seconds) >= MIN_STEPS and sum(seconds) > max_seconds):
+        if parallel.any(len(seconds) >= MIN_STEPS and sum(seconds) > max_seconds):
             break
     return seconds, warmed, probe.stop(window, gpu=True)
 

@@ -26,7 +26,7 @@ from nettebench.benchmarks import ceiling
 from nettebench.datasets.info import load_data_root
 from nettebench.study.cell_options import cell_from_args, plain_text
 from nettebench.training import cli as trainer
-from nettebench.training import distributed
+from nettebench.training.parallel import DataParallel
 from nettebench.vocabulary.atomic import write_text_atomic
 
 
@@ -80,7 +80,7 @@ def ceiling_after_epochs(args: argparse.Namespace):
             environment_record=record["environment"],
             max_seconds=max_seconds,
         )
-        if not distributed.is_writer():
+        if not DataParallel.from_env().writer:
             return []  # measured in every process of a data-parallel cell, written by rank 0
         print(ceiling.summary_line(result), file=sys.stderr, flush=True)
         text = json.dumps(result, indent=2, default=str) + "\n"

@@ -48,7 +48,9 @@ class DataParallel:
     threads and process group), :meth:`wrap` (DDP), :meth:`shard` (the data and the local
     batch), :meth:`agreed` (the stop), :meth:`combine_train` and :meth:`validate` (an epoch's
     numbers), :attr:`writer` (who writes), :meth:`once` (a store built by one process),
-    :meth:`runs_after_epochs` and :meth:`settle` (the outcome).
+    :meth:`runs_after_epochs` and :meth:`settle` (the outcome). The compute ceiling, timed
+    in the same processes after the epochs, uses :meth:`share_threads`, :meth:`local_batch`
+    and :meth:`any` (:mod:`nettebench.benchmarks.ceiling`).
     """
 
     rank: int = 0
@@ -85,9 +87,19 @@ class DataParallel:
     def start(self, cell, device: torch.device, threads: int | None) -> None:
         """This process's share of the job's ``threads`` and its process group on ``device``
         (:func:`join`; the device is :func:`local_device`'s already)."""
+        self.share_threads(threads)
+        join(cell, device)
+
+    def share_threads(self, threads: int | None) -> None:
+        """This process's share of the job's ``threads`` as torch's CPU threads (none given:
+        torch's default) (:func:`threads_share`)."""
         if threads:
             torch.set_num_threads(threads_share(threads))
-        join(cell, device)
+
+    def any(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on any process (a collective: every process calls it at the
+        same point, so a loop that stops on it stops at the same step everywhere)."""
+        return flag if self.alone else any_rank(flag)
 
     def wrap(self, runner):
         """``runner``'s model in DDP (:func:`wrap`)."""
