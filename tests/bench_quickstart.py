@@ -215,10 +215,32 @@ def run_once(args) -> dict:
         "log_lines": len(snakemake_log(workdir).splitlines()),
         "answers": answers(workdir),
         "table_cells": {cell_name(row): cell_text(row) for row in runs},
+        "setup": job_setup(workdir),
     }
     if tmp:
         shutil.rmtree(tmp, ignore_errors=True)
     return summary
+
+
+def job_setup(workdir: Path) -> dict[str, dict[str, float]]:
+    """Per trained cell (its record's folder under results/): seconds to its first step, of
+    them the imports, and seconds after its last step, of them the after-epochs ceiling (the
+    record's ``startup``), beside the time its epochs took: what a job costs beyond its timed
+    work."""
+    found = {}
+    for path in sorted((workdir / "results").glob("*/*/**/metrics.json")):
+        record = json.loads(path.read_text())
+        startup = record.get("startup") or {}
+        before = startup.get("before_first_step") or {}
+        after = startup.get("after_last_step") or {}
+        found[str(path.parent.relative_to(workdir / "results"))] = {
+            "to_first_step_s": startup.get("to_first_step_s"),
+            "imports_s": before.get("imports"),
+            "epochs_wall_s": (record.get("conditions") or {}).get("wall_s"),
+            "after_last_step_s": startup.get("after_last_step_s"),
+            "ceiling_s": after.get("after_epochs"),
+        }
+    return found
 
 
 def side_by_side(summaries: list[dict]) -> str:
@@ -238,6 +260,13 @@ def side_by_side(summaries: list[dict]) -> str:
     for i, s in zip(runs, summaries, strict=True):
         lines.append(f"\nrun {i}:")
         lines += [f"- {line}" for line in s["answers"]]
+        for cell, setup in s.get("setup", {}).items():
+            seconds = {k: "-" if v is None else f"{v:.1f}" for k, v in setup.items()}
+            lines.append(
+                f"- setup of {cell}: imports {seconds['imports_s']} s, to the first step "
+                f"{seconds['to_first_step_s']} s, epochs {seconds['epochs_wall_s']} s, ceiling "
+                f"{seconds['ceiling_s']} s"
+            )
     found = [directions(s["answers"]) for s in summaries]
     keys = set().union(*found)
     flips = [k for k in keys if len({d.get(k) for d in found} - {None}) > 1]

@@ -49,3 +49,28 @@ def test_the_side_by_side_table_names_flips_and_impossible_cells():
     assert "directions that flip between runs: 1" in table and "cells with ✗: 1" in table
     steady = B.side_by_side([_run([PIL_FASTER]), _run([PIL_FASTER, NOISE])])
     assert "directions that flip between runs: 0" in steady and "cells with ✗: 0" in steady
+
+
+def test_each_trained_cells_setup_is_read_from_its_records_startup(tmp_path):
+    record = {
+        "startup": {
+            "to_first_step_s": 7.3,
+            "before_first_step": {"imports": 6.9, "model": 0.2},
+            "after_last_step_s": 5.1,
+            "after_last_step": {"weights": 0.2, "after_epochs": 4.7},
+        },
+        "conditions": {"wall_s": 42.0},
+    }
+    cell = tmp_path / "results" / "runs" / "syn" / "model~resnet18"
+    cell.mkdir(parents=True)
+    (cell / "metrics.json").write_text(B.json.dumps(record))
+    baseline = tmp_path / "results" / "cpu" / "syn" / "model~resnet18"
+    baseline.mkdir(parents=True)  # a CPU baseline: no ceiling, no startup in an older record
+    (baseline / "metrics.json").write_text("{}")
+    found = B.job_setup(tmp_path)
+    assert found["runs/syn/model~resnet18"] == {
+        "to_first_step_s": 7.3, "imports_s": 6.9, "epochs_wall_s": 42.0,
+        "after_last_step_s": 5.1, "ceiling_s": 4.7,
+    }  # fmt: skip
+    assert set(found["cpu/syn/model~resnet18"].values()) == {None}
+    assert "ceiling 4.7 s" in B.side_by_side([{**_run([]), "setup": found}])
