@@ -238,3 +238,30 @@ def test_forwarding_passes_the_signal_on_then_hands_over_to_the_graceful_exit():
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+def test_a_loader_handler_installed_over_the_watch_is_called_once_not_in_a_cycle():
+    """torch installs its SIGCHLD handler once per process, chaining to the handler it found.
+    A loader without workers iterated first left the watch's own handler there, torch's then
+    chained to it, and the next watch wrapped torch's: each called the other until
+    RecursionError, printed from DataLoader.__del__ in every epoch of the quick start's `cached`
+    cell. One SIGCHLD must reach torch's handler once."""
+    calls = []
+    saved = signal.getsignal(signal.SIGCHLD)
+    try:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        with StopOnSignal() as stop:
+            stop.watch_loader_workers()  # a loader without workers: nothing of torch's yet
+            found = signal.getsignal(signal.SIGCHLD)
+
+            def torch_like(signum, frame):  # as torch's _set_SIGCHLD_handler chains
+                calls.append(signum)
+                if callable(found):
+                    found(signum, frame)
+
+            signal.signal(signal.SIGCHLD, torch_like)  # the first loader with workers
+            stop.watch_loader_workers()  # the next epoch's loader
+            signal.getsignal(signal.SIGCHLD)(signal.SIGCHLD, None)
+        assert calls == [signal.SIGCHLD]
+    finally:
+        signal.signal(signal.SIGCHLD, saved)

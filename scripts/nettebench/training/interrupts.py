@@ -98,6 +98,8 @@ class StopOnSignal:
         self._mode = "immediate"  # immediate | deferred | critical
         self._previous: dict[int, object] = {}
         self._child_handler: object = None  # torch's SIGCHLD handler, once a loader started
+        # torch's handler calls the one it replaced: if that was _on_child, a call comes back
+        self._in_child_handler = False
         self._fetching = False  # a wrapped loader is inside ``next()``
 
     def __enter__(self) -> StopOnSignal:
@@ -131,21 +133,24 @@ class StopOnSignal:
         ``iter()``), so that workers the stop's own signal ended are no error outside a fetch.
         Only while the handlers are installed (they are restored with the others)."""
         current = signal.getsignal(signal.SIGCHLD)
-        if not self._previous or current == self._on_child:
-            return
+        if not self._previous or current == self._on_child or not callable(current):
+            return  # not installed, already watched, or no loader's handler yet to wrap
         self._previous.setdefault(signal.SIGCHLD, current)
         self._child_handler = current
         signal.signal(signal.SIGCHLD, self._on_child)
 
     def _on_child(self, signum: int, frame: object) -> None:
         handler = self._child_handler
-        if not callable(handler):
-            return
+        if not callable(handler) or self._in_child_handler:
+            return  # re-entered: the handler wrapped here chains back to this one
+        self._in_child_handler = True
         try:
             handler(signum, frame)
         except RuntimeError:  # torch: "DataLoader worker (pid N) is killed by signal"
             if self.requested is None or self._fetching:
                 raise  # an error of the cell; or, in a fetch, the loader makes it the stop
+        finally:
+            self._in_child_handler = False
 
     @contextlib.contextmanager
     def fetching(self) -> Iterator[None]:
