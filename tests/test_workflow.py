@@ -156,9 +156,9 @@ def test_inference_cells_ran_with_paths_that_omit_defaults(quickstart):
     root = workdir / "results" / "inference" / "synthetic-quick" / "model~resnet18"
     found = sorted(p.relative_to(root).as_posix() for p in root.rglob("inference.json"))
     assert found == [
-        "precision~bf16/batch~1/image_size~48/workers~1/inference.json",
-        "precision~fp32/batch~1/image_size~48/workers~1/inference.json",
-        "precision~fp32/batch~32/image_size~48/workers~1/inference.json",
+        "precision~bf16/batch~1/image_size~32/workers~1/inference.json",
+        "precision~fp32/batch~1/image_size~32/workers~1/inference.json",
+        "precision~fp32/batch~32/image_size~32/workers~1/inference.json",
     ]
     for path in root.rglob("inference.json"):
         record = json.loads(path.read_text())
