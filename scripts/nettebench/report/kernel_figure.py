@@ -28,9 +28,10 @@ import seaborn as sns
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from nettebench.profiling import SOURCE_CPU, SOURCE_GPU, STATUS_OK
+from nettebench.profiling import SOURCE_CPU, SOURCE_GPU
 from nettebench.profiling.categories import CATEGORIES
 from nettebench.report.plotting import save, style
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 FIGURE_NAME = "kernel_categories"
 _TITLES = {

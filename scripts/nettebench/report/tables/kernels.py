@@ -35,7 +35,6 @@ from nettebench.profiling import (
     KERNELS_FILE,
     SOURCE_CPU,
     SOURCE_GPU,
-    STATUS_OK,
 )
 from nettebench.profiling.categories import CATEGORIES
 from nettebench.records import files as records
@@ -43,6 +42,7 @@ from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.grids import tell_apart
 from nettebench.vocabulary.cell import PARAMETER_NAMES
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 TOP_N = 10
 NAME_WIDTH = 90
