@@ -32,6 +32,7 @@ from typing import Any
 
 from nettebench.records import files, spread
 from nettebench.study.cell_options import CommandParser
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 STEPS_COLUMNS = ("cell_id", "cell", "epoch", "step", "phase", "seconds", "images")
@@ -171,10 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=Path, required=True, help="steps.csv to write")
     parser.add_argument("--pyperf-dir", type=Path, required=True, help="folder of pyperf files")
     parser.add_argument("metrics", nargs="*", help="the cells' metrics.json files")
-    args = parser.parse_args(argv)
-    for line in export(args.metrics, args.steps, args.pyperf_dir):
-        print(line)
-    return 0
+    return commands.run(
+        parser,
+        lambda args: export(args.metrics, args.steps, args.pyperf_dir),
+        argv,
+        stream=sys.stdout,
+    )
 
 
 if __name__ == "__main__":

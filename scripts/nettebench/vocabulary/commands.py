@@ -8,14 +8,19 @@ cells are one command each (``python -m nettebench.training``, ``.profiling``, `
 the benchmarks keep their module names (``python -m nettebench.benchmarks.ceiling``: a cell
 command that may restart itself by module name, :mod:`nettebench.builds.activate`).
 
+A command's ``main(argv)`` builds its parser and hands it, with the job, to :func:`run`: the
+one parse, run, report block (an expected error is the parser's one-line error, exit status 2).
+
 Stdlib only: a command's module is imported when it runs, never to list the commands.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TextIO
 
 # subpackage -> command -> (its module inside the subpackage, the arguments that come first)
 COMMANDS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
@@ -71,3 +76,24 @@ def main(package: str, argv: Sequence[str] | None = None) -> int:
     module, first = commands[name]
     command = importlib.import_module(f"nettebench.{package}.{module}")
     return command.main([*first, *rest])
+
+
+def run(
+    parser: argparse.ArgumentParser,
+    job: Callable[[argparse.Namespace], Iterable[str]],
+    argv: Sequence[str] | None = None,
+    *,
+    errors: tuple[type[Exception], ...] = (),
+    stream: TextIO | None = None,
+) -> int:
+    """A command's parse, run, report: parse ``argv``, run ``job(args)`` and print each line it
+    yields or returns (to ``stream``, standard error unless told); return 0. An error of
+    ``errors`` (one the user can act on) ends the command in one line, ``<prog>: error: <error>``,
+    exit status 2, without a traceback."""
+    args = parser.parse_args(argv)
+    try:
+        for line in job(args):
+            print(line, file=stream or sys.stderr)
+    except errors as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
+    return 0
