@@ -4,9 +4,12 @@ A subpackage with several commands has one ``__main__`` that hands its arguments
 which runs the named command's ``main(argv)``; each command's parser names itself the way a user
 types it (``prog="python -m nettebench.report tables"``), in its usage and one-line errors. The
 rules (``rules/*.smk``) and the README use these names. The trainer, the profiler and the inference
-cells are one command each (``python -m nettebench.training``, ``.profiling``, ``.inference``);
-the benchmarks keep their module names (``python -m nettebench.benchmarks.ceiling``: a cell
-command that may restart itself by module name, :mod:`nettebench.builds.activate`).
+cells are one command each (``python -m nettebench.training``, ``.profiling``, ``.inference``).
+The benchmarks are grouped too (``python -m nettebench.benchmarks ceiling``) and still run as
+their modules (``python -m nettebench.benchmarks.ceiling``), the name their parsers, the rules and
+the docs use: the cell job launches its processes by the module its ``prog`` names
+(:func:`nettebench.training.launch.module_of`), and a cell command restarts itself by the name it
+was run as, either one (:mod:`nettebench.builds.activate`).
 
 A command's ``main(argv)`` builds its parser and hands it, with the job, to :func:`run`: the
 one parse, run, report block (an expected error is the parser's one-line error, exit status 2).
@@ -52,6 +55,13 @@ COMMANDS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
         "inference-tables": ("tables.inference", ()),  # inference cells -> their tables
         "inference-figure": ("inference_figure", ()),  # latency against throughput
         "steps": ("steps_export", ()),  # steps.csv and pyperf files for other tools
+    },
+    "benchmarks": {
+        "ceiling": ("ceiling", ()),  # training steps on batches already on the device
+        "cell-job": ("cell_job", ()),  # a matrix cell: the trainer, then its ceiling
+        "loader": ("loader", ()),  # the input pipelines side by side
+        "wallclock": ("wallclock", ()),  # whole trainer processes side by side
+        "ddp-plain": ("ddp_plain", ()),  # torch's plain DDP, beside the cell's data parallel
     },
 }
 
