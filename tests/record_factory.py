@@ -32,6 +32,7 @@ from typing import Any
 
 import nettebench
 from nettebench.records import files as records
+from nettebench.vocabulary.record_keys import SCHEMA_VERSION, STATUS_OK, SUMMARY_KEYS
 
 DATASET = "imagenette2-320"
 TRAIN_IMAGES = 9469
@@ -137,7 +138,7 @@ def make_cell(
     extra_cell: dict[str, Any] | None = None,
     env: dict[str, Any] | None = None,
     message: str | None = None,
-    schema_version: int = records.SCHEMA_VERSION,
+    schema_version: int = SCHEMA_VERSION,
     write_epochs: bool = True,
     conditions: dict[str, Any] | None = None,
     summary_extra: dict[str, Any] | None = None,
@@ -180,8 +181,8 @@ def make_cell(
     steps_per_epoch = -(-TRAIN_IMAGES // batch_size)
     extrapolated = max_steps is not None
     rows: list[dict[str, Any]] = []
-    summary: dict[str, Any] = dict.fromkeys(records.SUMMARY_KEYS)
-    if status == records.STATUS_OK:
+    summary: dict[str, Any] = dict.fromkeys(SUMMARY_KEYS)
+    if status == STATUS_OK:
         total = time_for_epochs_s
         if total is None:
             total = time_for(model, precision, seed, epochs, kind)
@@ -321,7 +322,7 @@ def make_ceiling(
     metrics = json.loads(Path(metrics_path).read_text(encoding="utf-8"))
     cell = metrics["cell"]
     model, precision, batch_size = cell["model"], cell["precision"], cell["batch_size"]
-    ok = status == records.STATUS_OK
+    ok = status == STATUS_OK
     if ok and img_s is None:
         img_s = ceiling_for(model, precision, batch_size)
     step_ms = 1000 * batch_size / img_s if ok and img_s else None

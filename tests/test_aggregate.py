@@ -12,12 +12,12 @@ import pandas as pd
 import pytest
 import record_factory as rf
 
-from nettebench.records import files as records
 from nettebench.report import aggregate as agg
 from nettebench.report import collect, stats
 from nettebench.report import format as T
 from nettebench.vocabulary import outputs
 from nettebench.vocabulary.cell import PARAMETER_NAMES
+from nettebench.vocabulary.record_keys import EPOCH_COLUMNS, SCHEMA_VERSION, SUMMARY_KEYS
 
 CELL_COUNT = 2 * (3 + 3 + 3 + 1) + 1  # (model, batch) x precisions x 2 seeds + CPU baseline
 
@@ -75,8 +75,8 @@ def test_runs_csv_has_one_row_per_cell_with_columns_in_order(study):
     kind = columns.index("kind")
     assert columns[kind : kind + len(collect.RECORD_COLUMNS)] == list(collect.RECORD_COLUMNS)
     summary_at = kind + len(collect.RECORD_COLUMNS)
-    ceiling_at = summary_at + len(records.SUMMARY_KEYS)
-    assert columns[summary_at:ceiling_at] == list(records.SUMMARY_KEYS)
+    ceiling_at = summary_at + len(SUMMARY_KEYS)
+    assert columns[summary_at:ceiling_at] == list(SUMMARY_KEYS)
     assert columns[ceiling_at : ceiling_at + 3] == list(collect.CEILING_COLUMNS)
     assert [c for c in columns if c.startswith("env_")] == [f"env_{k}" for k in collect.ENV_KEYS]
     assert {"env_git_dirty", "env_slurm_job_id"} <= set(columns)
@@ -110,7 +110,7 @@ def test_non_ok_cells_are_rows_with_their_message(study):
 
 def test_epochs_csv_is_tidy(study):
     epochs = pd.read_csv(study["written"]["epochs"])
-    assert list(epochs.columns) == [*collect.EPOCH_ID_COLUMNS, *records.EPOCH_COLUMNS]
+    assert list(epochs.columns) == [*collect.EPOCH_ID_COLUMNS, *EPOCH_COLUMNS]
     ok_matrix = 2 * (3 + 2 + 3)
     assert len(epochs) == ok_matrix * rf.STUDY_EPOCHS + 1  # + the one-epoch CPU baseline
     assert set(epochs.groupby("cell_id").size()) == {rf.STUDY_EPOCHS, 1}
@@ -274,7 +274,7 @@ def test_cli_without_metrics_files(tmp_path, capsys):
 
 
 def test_wrong_schema_version_names_the_file(tmp_path):
-    path = rf.make_cell(tmp_path, schema_version=records.SCHEMA_VERSION + 1)
+    path = rf.make_cell(tmp_path, schema_version=SCHEMA_VERSION + 1)
     with pytest.raises(collect.RecordError, match=re.escape(str(path))):
         agg.aggregate([path], tmp_path / "out")
 

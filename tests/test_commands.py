@@ -216,3 +216,35 @@ def test_every_parser_refuses_abbreviations():
             if not (refused or inherited):
                 open_to_prefixes.append(f"{path.relative_to(ROOT)}:{line} {name}")
     assert not open_to_prefixes, open_to_prefixes
+
+
+def test_every_grouped_command_runs_a_main():
+    """Each line of vocabulary.commands.COMMANDS names a module of its subpackage with a main."""
+    for package, commands in GROUPED.items():
+        for command, (module, _) in commands.items():
+            found = importlib.import_module(f"nettebench.{package}.{module}")
+            assert callable(getattr(found, "main", None)), f"{package} {command}"
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (
+            ["-m", "nettebench.benchmarks.ceiling", "--out", "c.json"],
+            "nettebench.benchmarks.ceiling",
+        ),
+        (
+            ["-m", "nettebench.benchmarks", "ceiling", "--out", "c.json"],
+            "nettebench.benchmarks ceiling",
+        ),
+        (["-m", "nettebench.benchmarks", "cell-job"], "nettebench.benchmarks cell-job"),
+        (["-m", "nettebench.benchmarks", "loader"], None),
+        (["-m", "nettebench.report", "tables"], None),
+    ],
+)
+def test_a_cell_command_knows_itself_by_either_name(argv, expected, monkeypatch):
+    """A cell command restarts itself (builds.activate) whether run as its module or grouped."""
+    from nettebench.builds import activate
+
+    monkeypatch.setattr(sys, "orig_argv", [sys.executable, *argv], raising=False)
+    assert activate._cell_command() == expected

@@ -17,6 +17,12 @@ from nettebench.training.cli import run_cell
 from nettebench.training.step import TrainingStep
 from nettebench.vocabulary import outputs
 from nettebench.vocabulary.cell import CellSpec
+from nettebench.vocabulary.record_keys import (
+    EPOCH_COLUMNS,
+    METRICS_KEYS,
+    OPTIONAL_METRICS_KEYS,
+    SUMMARY_KEYS,
+)
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +69,8 @@ def test_cli_writes_a_complete_record(tiny_tree, tmp_path):
     assert "epoch 2/2" in done.stderr  # one readable line per epoch in a log
     assert "\r" not in done.stderr  # no progress bar when stderr is not a terminal
     record = records.read_metrics(out / outputs.METRICS_FILE)
-    assert list(record) == [*records.METRICS_KEYS, *records.OPTIONAL_METRICS_KEYS]
-    assert set(record["summary"]) == set(records.SUMMARY_KEYS)
+    assert list(record) == [*METRICS_KEYS, *OPTIONAL_METRICS_KEYS]
+    assert set(record["summary"]) == set(SUMMARY_KEYS)
     assert record["status"] == "ok"
     assert record["cell"] == cell.as_dict()
     assert record["cell_id"] == cell.cell_id()
@@ -76,7 +82,7 @@ def test_cli_writes_a_complete_record(tiny_tree, tmp_path):
     env = record["environment"]
     assert env["torch"] == torch.__version__ and env["cpu_count"] >= 1
     epochs = pd.read_csv(out / outputs.EPOCHS_FILE)
-    assert list(epochs.columns) == list(records.EPOCH_COLUMNS)
+    assert list(epochs.columns) == list(EPOCH_COLUMNS)
     assert list(epochs["epoch"]) == [1, 2]
     assert (epochs["compute_s"] + epochs["data_wait_s"]).round(6).equals(epochs["train_s"].round(6))
 

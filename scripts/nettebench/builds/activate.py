@@ -37,13 +37,16 @@ BUILDS_DIR_ENV = "NETTEBENCH_BUILDS_DIR"  # where a trainer run outside Snakemak
 ENVIRONMENTS_DIR_ENV = "NETTEBENCH_ENVIRONMENTS_DIR"
 # Set in a cell command that restarted itself with an environment's prefix on PYTHONPATH.
 _RESTARTED_ENV = "NETTEBENCH_ENVIRONMENT_RESTARTED"
-# The commands that run a cell (``python -m <module>``): they may restart themselves so that an
-# environment pinning a package they had imported already (torch, numpy) comes first.
+# The commands that run a cell (``python -m <module>``, or ``python -m <package> <command>`` for
+# a grouped one): they may restart themselves so that an environment pinning a package they had
+# imported already (torch, numpy) comes first.
 CELL_COMMAND_MODULES = (
     "nettebench.training",
     "nettebench.training.cli",
     "nettebench.benchmarks.ceiling",
     "nettebench.benchmarks.cell_job",
+    "nettebench.benchmarks ceiling",
+    "nettebench.benchmarks cell-job",
     "nettebench.profiling",
     "nettebench.profiling.cli",
 )
@@ -181,11 +184,14 @@ def _restart_or_fail(name: str, prefix: Path, stale: Mapping[str, str]) -> None:
 
 
 def _cell_command() -> str | None:
-    """The cell command module this process runs as (``python -m <module>``), if any."""
+    """The cell command this process runs as (``python -m <module>`` or ``python -m <package>
+    <command>``), if any."""
     argv = list(getattr(sys, "orig_argv", []))
     if "-m" in argv[:-1]:
-        module = argv[argv.index("-m") + 1]
-        return module if module in CELL_COMMAND_MODULES else None
+        at = argv.index("-m") + 1
+        for name in (argv[at], " ".join(argv[at : at + 2])):
+            if name in CELL_COMMAND_MODULES:
+                return name
     return None
 
 

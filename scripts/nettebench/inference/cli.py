@@ -36,6 +36,12 @@ from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory
 from nettebench.training.outcome import oom_message
 from nettebench.vocabulary import precision
+from nettebench.vocabulary.record_keys import (
+    SCHEMA_VERSION,
+    STATUS_OK,
+    STATUS_OOM,
+    STATUS_UNSUPPORTED,
+)
 
 KIND = "inference"
 PEAK_MEM = {"cuda": "cuda_allocated", "cpu": "cpu_max_rss"}
@@ -54,9 +60,9 @@ def measure_cell(
     device = resolve_device(spec.device)
     env = environment.collect()
     record: dict[str, Any] = {
-        "schema_version": records.SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSION,
         "kind": KIND,
-        "status": records.STATUS_OK,
+        "status": STATUS_OK,
         "message": None,
         "cell": spec.as_dict(),
         "cell_id": spec.cell_id(),
@@ -76,7 +82,7 @@ def measure_cell(
     }
     reason = precision.unsupported_reason(spec.precision, device.type)
     if reason:
-        record.update(status=records.STATUS_UNSUPPORTED, message=reason)
+        record.update(status=STATUS_UNSUPPORTED, message=reason)
         return record
     root = load_data_root(data)
     loaders = build_pil_loaders(
@@ -108,7 +114,7 @@ def measure_cell(
             record["single_stream"] = measure.single_stream(model, queries, budget)
         record["conditions"] = probe.stop(window, gpu=True)
     except (torch.OutOfMemoryError, MemoryError) as error:
-        record.update(status=records.STATUS_OOM, message=oom_message(spec, device, error))
+        record.update(status=STATUS_OOM, message=oom_message(spec, device, error))
     record["peak_mem_mb"] = peak_memory_mb(device)
     return record
 
@@ -121,9 +127,9 @@ def accuracy_record(args: argparse.Namespace) -> dict[str, Any]:
     saved = accuracy.load_weights(args.weights)
     trained = records.read_metrics(args.trained) if args.trained else None
     record: dict[str, Any] = {
-        "schema_version": records.SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSION,
         "kind": "inference_accuracy",
-        "status": records.STATUS_OK,
+        "status": STATUS_OK,
         "message": None,
         "model": args.model,
         "image_size": args.image_size,
@@ -225,7 +231,7 @@ def summary_line(record: dict[str, Any]) -> str:
     cell = record["cell"]
     where = record["device"]["name"]
     head = f"{cell['model']} {cell['precision']} batch {cell['batch_size']} on {where}"
-    if record["status"] != records.STATUS_OK:
+    if record["status"] != STATUS_OK:
         return f"{head}: {record['status']}: {record['message']}"
     line = f"{head}: {record['offline']['img_s']:,.1f} img/s on the device"
     if record["pipeline"] and record["pipeline"]["img_s"]:

@@ -77,8 +77,3 @@ CATEGORY_COLUMNS = ("category", "source", "calls", "total_ms", "ms_per_step", "s
 # Where categories come from: GPU kernels when the run had any, else CPU operators' self time.
 SOURCE_GPU = "gpu_kernels"
 SOURCE_CPU = "cpu_ops"
-
-# Outcomes, as for the trainer: a profile that cannot run its precision or batch is a result.
-STATUS_OK = "ok"
-STATUS_OOM = "oom"
-STATUS_UNSUPPORTED = "unsupported"

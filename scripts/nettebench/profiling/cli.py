@@ -40,9 +40,6 @@ from nettebench.profiling import (
     OUTPUT_FILES,
     SOURCE_CPU,
     SOURCE_GPU,
-    STATUS_OK,
-    STATUS_OOM,
-    STATUS_UNSUPPORTED,
     SUMMARY_FILE,
     TRACE_FILE,
     backends,
@@ -59,6 +56,7 @@ from nettebench.vocabulary.atomic import write_bytes_atomic, write_json_atomic
 from nettebench.vocabulary.cell import CellSpec
 from nettebench.vocabulary.dataset_errors import DatasetError
 from nettebench.vocabulary.precision import unsupported_reason
+from nettebench.vocabulary.record_keys import STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED
 
 CATEGORY_NOTES = {
     SOURCE_GPU: "categories: GPU time of kernels and memory operations",

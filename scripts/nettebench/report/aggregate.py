@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -50,7 +49,7 @@ from nettebench.report.tables.throughput import throughput_markdown
 from nettebench.report.tables.time import time_markdown
 from nettebench.report.tables.time_to_accuracy import time_to_accuracy_markdown
 from nettebench.report.tables.versions import library_versions_markdown
-from nettebench.vocabulary import outputs
+from nettebench.vocabulary import commands, outputs
 
 # The markdown tables; each is also written as HTML under the same name.
 MARKDOWN_TABLES = outputs.TABLE_NAMES
@@ -154,21 +153,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="METRICS_JSON",
         help="cell metrics.json files (none: write empty tables)",
     )
-    args = parser.parse_args(argv)
+    return commands.run(parser, _aggregate, argv, errors=(RecordError,))
+
+
+def _aggregate(args: argparse.Namespace) -> list[str]:
     copies: list[tuple[str, str]] = []
     merged: list[Merge] = []
-    try:
-        written = aggregate(
-            args.metrics, args.out_dir, target_top1=args.target_top1, copies=copies, merged=merged
-        )
-    except RecordError as error:
-        parser.exit(2, f"{parser.prog}: error: {error}\n")
-    for copy, original in copies:
-        print(f"read once: {copy} is a copy of {original}", file=sys.stderr)
-    for merge in merged:
-        print(merge.line(), file=sys.stderr)
-    print(
-        f"aggregated {len(args.metrics)} cell(s) into {len(written)} files in {args.out_dir}",
-        file=sys.stderr,
+    written = aggregate(
+        args.metrics, args.out_dir, target_top1=args.target_top1, copies=copies, merged=merged
     )
-    return 0
+    return [
+        *(f"read once: {copy} is a copy of {original}" for copy, original in copies),
+        *(merge.line() for merge in merged),
+        f"aggregated {len(args.metrics)} cell(s) into {len(written)} files in {args.out_dir}",
+    ]

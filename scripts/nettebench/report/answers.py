@@ -16,17 +16,17 @@ from collections.abc import Iterable
 
 import pandas as pd
 
-from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.compare import BASELINE_PRECISION, ceiling_drift, cells_speedup, seconds
 from nettebench.report.grids import GROUP_KEYS, device_title, groups, row_keys
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 REFERENCE_LOADER = "pil"
 
 
 def _finished(cells: pd.DataFrame) -> pd.DataFrame:
-    return cells[cells["status"] == records.STATUS_OK]
+    return cells[cells["status"] == STATUS_OK]
 
 
 def _where(table: pd.DataFrame) -> str:

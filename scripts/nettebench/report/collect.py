@@ -28,6 +28,7 @@ from nettebench.report.caveats import CAVEAT_COLUMNS, caveat_columns
 from nettebench.report.setups import setup_ids, setup_labels
 from nettebench.vocabulary import outputs
 from nettebench.vocabulary.cell import PARAMETER_NAMES
+from nettebench.vocabulary.record_keys import EPOCH_COLUMNS, STATUS_OK, SUMMARY_KEYS
 
 # Columns after the cell parameters, in this order (then summary, environment, path).
 RECORD_COLUMNS = ("kind", "status", "message", "cell_id", "device_type", "device_name", "threads")
@@ -130,11 +131,11 @@ def read_cell(metrics_path: str | os.PathLike) -> Cell:
     try:
         epochs = pd.read_csv(epochs_path)
     except (FileNotFoundError, pd.errors.EmptyDataError) as error:
-        if record["status"] == records.STATUS_OK:
+        if record["status"] == STATUS_OK:
             raise RecordError(
                 f"{epochs_path}: cannot read the epochs of an ok cell ({error})"
             ) from None
-        epochs = pd.DataFrame(columns=list(records.EPOCH_COLUMNS))
+        epochs = pd.DataFrame(columns=list(EPOCH_COLUMNS))
     ceiling = read_ceiling(path.parent / outputs.CEILING_FILE)
     return Cell(record=record, epochs=epochs, directory=path.parent, ceiling=ceiling)
 
@@ -222,9 +223,9 @@ def ceiling_columns(record: dict[str, Any], ceiling: dict[str, Any] | None) -> d
     if ceiling is None:
         return dict.fromkeys(CEILING_COLUMNS)
     status = ceiling.get("status")
-    img_s = _number(ceiling.get("img_s")) if status == records.STATUS_OK else None
+    img_s = _number(ceiling.get("img_s")) if status == STATUS_OK else None
     train = _number((record["summary"] or {}).get("train_img_s"))
-    ok = record["status"] == records.STATUS_OK
+    ok = record["status"] == STATUS_OK
     share = train / img_s if ok and train is not None and img_s else None
     return {"ceiling_status": status, "ceiling_img_s": img_s, "ceiling_share": share}
 
@@ -255,7 +256,7 @@ def comparison_columns(
     for position, status in frame["status"].items():
         # An extrapolated cell trained only `max_steps` steps of each epoch: its accuracy is not
         # that of its (scaled) epoch times, so it has no time to accuracy.
-        full = status == records.STATUS_OK and not T.as_bool(frame.at[position, "extrapolated"])
+        full = status == STATUS_OK and not T.as_bool(frame.at[position, "extrapolated"])
         times[position] = (
             time_to_target(cells[position].epochs, target_top1) if full else (None, None)
         )
@@ -287,8 +288,8 @@ def runs_frame(cells: Sequence[Cell], *, target_top1: float | None = None) -> pd
         ENV_KEYS, [*ENV_KEYS, *(k for c in cells for k in c.record["environment"] or {})]
     )
     summary_keys = _ordered_keys(
-        records.SUMMARY_KEYS,
-        [*records.SUMMARY_KEYS, *(k for c in cells for k in c.record["summary"] or {})],
+        SUMMARY_KEYS,
+        [*SUMMARY_KEYS, *(k for c in cells for k in c.record["summary"] or {})],
     )
     reserved = {
         *RECORD_COLUMNS,
@@ -371,13 +372,13 @@ def sort_runs(frame: pd.DataFrame) -> pd.DataFrame:
 
 def epochs_frame(cells: Sequence[Cell], runs: pd.DataFrame) -> pd.DataFrame:
     """Every epoch of every cell, in the order of ``runs``, with the cell's identity in front."""
-    columns = [*EPOCH_ID_COLUMNS, *records.EPOCH_COLUMNS]
+    columns = [*EPOCH_ID_COLUMNS, *EPOCH_COLUMNS]
     parts = []
     for position, run in runs.iterrows():
         epochs = cells[position].epochs
         if epochs.empty:
             continue
-        part = epochs.reindex(columns=list(records.EPOCH_COLUMNS))
+        part = epochs.reindex(columns=list(EPOCH_COLUMNS))
         for column in reversed(EPOCH_ID_COLUMNS):
             part.insert(0, column, run.get(column))
         parts.append(part)

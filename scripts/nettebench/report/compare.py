@@ -21,18 +21,18 @@ from typing import Any
 
 import pandas as pd
 
-from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.grids import GROUP_KEYS, Grid, device_title, groups, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, title_suffix
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 BASELINE_PRECISION = "O0"
 
 
 def seconds(cells: pd.DataFrame, value: str = "time_for_epochs_s") -> list[float]:
     """The per-seed values of the finished cells among ``cells``."""
-    ok = cells[cells["status"] == records.STATUS_OK]
+    ok = cells[cells["status"] == STATUS_OK]
     return stats.finite(ok[value])
 
 
@@ -48,7 +48,7 @@ def block_rates(value: Any) -> list[float]:
 
 def single_blocks(cells: pd.DataFrame) -> list[float] | None:
     """The block rates of the one finished seed among ``cells``; None unless exactly one."""
-    ok = cells[cells["status"] == records.STATUS_OK]
+    ok = cells[cells["status"] == STATUS_OK]
     if len(ok) != 1 or "train_block_img_s" not in ok:
         return None
     return block_rates(ok["train_block_img_s"].iloc[0]) or None
@@ -109,7 +109,7 @@ def ceiling_drift(reference: pd.DataFrame, other: pd.DataFrame) -> float | None:
     same thing (every :data:`SAME_CEILING` column alike: a loader comparison), so any difference
     between them is the machine drifting between the two jobs; else None (a comparison of
     precisions, setups or library versions, whose ceilings differ by what is compared)."""
-    a, b = (cells[cells["status"] == records.STATUS_OK] for cells in (reference, other))
+    a, b = (cells[cells["status"] == STATUS_OK] for cells in (reference, other))
     if len(a) != 1 or len(b) != 1 or "ceiling_img_s" not in a:
         return None
     if any(str(a[k].iloc[0]) != str(b[k].iloc[0]) for k in SAME_CEILING if k in a):

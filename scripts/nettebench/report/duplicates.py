@@ -33,10 +33,10 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report.collect import cell_keys
 from nettebench.vocabulary.outputs import METRICS_FILE
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 # env_* columns that say where and when a record was made, not what was measured on what.
 INCIDENTAL_ENV = (
@@ -90,12 +90,12 @@ def _epochs(row: pd.Series) -> int:
 
 def _rank(row: pd.Series, order: int) -> tuple:
     """Sorts the record to keep first (see the module docstring)."""
-    return (row["status"] != records.STATUS_OK, -_epochs(row), -_written(row["path"]), order)
+    return (row["status"] != STATUS_OK, -_epochs(row), -_written(row["path"]), order)
 
 
 def _why(kept: pd.Series, dropped: pd.Series) -> str:
     """The first rule that told the two apart, in words."""
-    if (kept["status"] == records.STATUS_OK) != (dropped["status"] == records.STATUS_OK):
+    if (kept["status"] == STATUS_OK) != (dropped["status"] == STATUS_OK):
         return f"its status is ok, the other's {T.fmt_value(dropped['status'])}"
     if _epochs(kept) != _epochs(dropped):
         return f"it ran {_epochs(kept)} epoch(s), the other {max(_epochs(dropped), 0)}"

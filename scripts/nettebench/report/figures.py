@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -66,7 +65,7 @@ from nettebench.report.plotting import (
 )
 from nettebench.report.scaling_figure import plot_scaling
 from nettebench.report.setups import SETUP_COLUMNS
-from nettebench.vocabulary import outputs
+from nettebench.vocabulary import commands, outputs
 
 FIGURE_NAMES = outputs.FIGURE_NAMES
 
@@ -402,12 +401,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", required=True, type=Path, help="runs.csv from aggregate")
     parser.add_argument("--epochs", required=True, type=Path, help="epochs.csv from aggregate")
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for the figures")
-    args = parser.parse_args(argv)
+    return commands.run(parser, _figures, argv, errors=(FileNotFoundError,))
+
+
+def _figures(args: argparse.Namespace) -> list[str]:
     mpl.use("Agg")  # a command-line run never needs a display, even where one exists
-    try:
-        written = make_figures(args.runs, args.epochs, args.out_dir)
-    except FileNotFoundError as error:
-        parser.exit(2, f"{parser.prog}: error: {error}\n")
+    written = make_figures(args.runs, args.epochs, args.out_dir)
     count = sum(len(paths) for paths in written.values())
-    print(f"wrote {count} figure files to {args.out_dir}", file=sys.stderr)
-    return 0
+    return [f"wrote {count} figure files to {args.out_dir}"]

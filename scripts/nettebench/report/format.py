@@ -31,7 +31,7 @@ from nettebench.vocabulary.precision import PRECISION_NAMES
 # so every table and figure reads from "plain fp32" towards "least precise".
 PRECISION_ORDER: tuple[str, ...] = tuple(PRECISION_NAMES)
 
-# What a cell shows when it has no number, by status (records.STATUSES).
+# What a cell shows when it has no number, by status (vocabulary.record_keys.STATUSES).
 OUTCOME_TEXT = {"oom": "OOM", "unsupported": "n/a"}
 APPROX_MARK = "~"  # prefix of an extrapolated time
 PARTIAL_MARK = "†"  # suffix when only some seeds of a cell finished

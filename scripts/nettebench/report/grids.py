@@ -16,12 +16,12 @@ from typing import Any
 
 import pandas as pd
 
-from nettebench.records import files as records
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.collect import cell_keys
 from nettebench.report.setups import title_suffix
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 # Keys that a table groups by or puts in its columns, so they never go into its row labels.
 # max_steps is how a cell was timed, not what was timed: the "~" mark says it instead.
@@ -174,7 +174,7 @@ def model_precision_grids(
             row = [label]
             for precision in precisions:
                 seeds = table[(labels == label) & (table["precision"] == precision)]
-                ok = seeds[seeds[status] == records.STATUS_OK]
+                ok = seeds[seeds[status] == STATUS_OK]
                 summary = stats.summarize(ok[value])
                 extrapolated = mark_extrapolated and any(map(T.as_bool, ok["extrapolated"]))
                 within = C.own_interval(ok, interval) if summary.n == 1 and interval else None
@@ -205,7 +205,7 @@ def model_precision_grids(
                         row[-1] += C.UNSTABLE_MARK
                         unstable += [f"{label} {precision}: {text}" for text in why]
             rows.append(row)
-        finished = table[table[status] == records.STATUS_OK]
+        finished = table[table[status] == STATUS_OK]
         headers = [
             C.emulated_header(p, finished[finished["precision"] == p].to_dict("records"))
             for p in precisions

@@ -18,7 +18,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -28,9 +27,11 @@ import seaborn as sns
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from nettebench.profiling import SOURCE_CPU, SOURCE_GPU, STATUS_OK
+from nettebench.profiling import SOURCE_CPU, SOURCE_GPU
 from nettebench.profiling.categories import CATEGORIES
 from nettebench.report.plotting import save, style
+from nettebench.vocabulary import commands
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 FIGURE_NAME = "kernel_categories"
 _TITLES = {
@@ -122,11 +123,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--categories", required=True, type=Path)
     parser.add_argument("--out-dir", required=True, type=Path)
-    args = parser.parse_args(argv)
+    return commands.run(parser, _figure, argv, errors=(FileNotFoundError,))
+
+
+def _figure(args: argparse.Namespace) -> list[str]:
     mpl.use("Agg")
-    try:
-        written = make_figure(args.categories, args.out_dir)
-    except FileNotFoundError as error:
-        parser.exit(2, f"{parser.prog}: error: {error}\n")
-    print(f"wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
-    return 0
+    written = make_figure(args.categories, args.out_dir)
+    return [f"wrote {', '.join(str(p) for p in written)}"]

@@ -32,6 +32,8 @@ from typing import Any
 
 from nettebench.records import files, spread
 from nettebench.study.cell_options import CommandParser
+from nettebench.vocabulary import commands
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 STEPS_COLUMNS = ("cell_id", "cell", "epoch", "step", "phase", "seconds", "images")
 BENCHMARK_NAME = "train_step"
@@ -66,7 +68,7 @@ def cell_steps(metrics_path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]
     """The record and its step rows, or None for a cell that did not train (not ``ok``) or
     whose epochs.csv keeps no step times (a record from before ``step_ms``)."""
     record = json.loads(metrics_path.read_text())
-    if record.get("status") != files.STATUS_OK:
+    if record.get("status") != STATUS_OK:
         return None
     summary = record.get("summary") or {}
     batch = _int(summary.get("batch_size_used"))
@@ -170,10 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=Path, required=True, help="steps.csv to write")
     parser.add_argument("--pyperf-dir", type=Path, required=True, help="folder of pyperf files")
     parser.add_argument("metrics", nargs="*", help="the cells' metrics.json files")
-    args = parser.parse_args(argv)
-    for line in export(args.metrics, args.steps, args.pyperf_dir):
-        print(line)
-    return 0
+    return commands.run(
+        parser,
+        lambda args: export(args.metrics, args.steps, args.pyperf_dir),
+        argv,
+        stream=sys.stdout,
+    )
 
 
 if __name__ == "__main__":

@@ -46,7 +46,6 @@ from nettebench.builds.activate import LibraryError
 from nettebench.datasets.info import load_data_root
 from nettebench.models.errors import PretrainedWeightsUnavailable
 from nettebench.records import conditions, environment
-from nettebench.records import files as records
 from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
 from nettebench.training import checkpoint, finished, launch, outcome, startup, validity
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
@@ -61,6 +60,7 @@ from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_nam
 from nettebench.training.parallel import DataParallel
 from nettebench.vocabulary.cell import CellSpec
 from nettebench.vocabulary.dataset_errors import DatasetError
+from nettebench.vocabulary.record_keys import STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED
 
 KINDS = ("matrix", "cpu_baseline")
 
@@ -204,7 +204,7 @@ def _train(fit, run: RunContext) -> Trained:
     cell, device, stop = run.cell, run.device, run.stop
     reason = outcome.unsupported_reason(cell, device)
     if reason:
-        return Trained([], records.STATUS_UNSUPPORTED, reason)
+        return Trained([], STATUS_UNSUPPORTED, reason)
     rows: list[dict[str, Any]] = []
     probe = conditions.Probe(
         gpu=conditions.gpu_target(device), pid=run.parallel.job_pid, background=True
@@ -212,9 +212,9 @@ def _train(fit, run: RunContext) -> Trained:
     try:
         result = fit(dataclasses.replace(run, probe=probe), rows)
     except (torch.OutOfMemoryError, MemoryError) as error:
-        return Trained(rows, records.STATUS_OOM, outcome.oom_message(cell, device, error))
+        return Trained(rows, STATUS_OOM, outcome.oom_message(cell, device, error))
     except ApexUnsupported as error:
-        return Trained(rows, records.STATUS_UNSUPPORTED, str(error))
+        return Trained(rows, STATUS_UNSUPPORTED, str(error))
     except Interrupted as interrupted:
         interrupted.epochs_done = checkpoint.saved_epochs(rows)
         raise
@@ -224,7 +224,7 @@ def _train(fit, run: RunContext) -> Trained:
         # On the way out after a signal (say, loader workers a SIGTERM to the group ended first,
         # reported by torch wherever the trainer was): the stop, not an error of the cell.
         raise Interrupted(stop.requested, forced=True, cause=error) from error
-    return Trained(rows, records.STATUS_OK, None, result)
+    return Trained(rows, STATUS_OK, None, result)
 
 
 def _in_background(function) -> Future:

@@ -43,8 +43,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from nettebench.data import shards
-from nettebench.records import files as records
 from nettebench.training.interrupts import Interrupted
+from nettebench.vocabulary.record_keys import STATUS_OOM
 
 TIMEOUT_ENV = "NETTEBENCH_DIST_TIMEOUT_S"
 # A collective waits this long for the other processes (a store build by rank 0 included).
@@ -365,13 +365,13 @@ def combine_val(val, split):
 def writes_results(status: str) -> bool:
     """Whether this process writes the cell's outcome: rank 0, or one that ran out of memory
     (the others may be stuck waiting for it)."""
-    return is_writer() or status == records.STATUS_OOM
+    return is_writer() or status == STATUS_OOM
 
 
 def runs_after_epochs(status: str) -> bool:
     """Whether the job's after-epochs step (the ceiling, collective under DDP) runs: not in a
     data-parallel process that ran out of memory, while the others may wait in an all-reduce."""
-    return world_size() == 1 or status != records.STATUS_OOM
+    return world_size() == 1 or status != STATUS_OOM
 
 
 def rank_record(record: dict[str, Any], status: str, message: str | None, started_at: float):
@@ -385,6 +385,6 @@ def rank_record(record: dict[str, Any], status: str, message: str | None, starte
 def after_outcome(record: dict[str, Any]) -> None:
     """End this process once its outcome is written: with :data:`OOM_EXIT` after an
     out-of-memory (so the agent stops the others), else by leaving the process group."""
-    if world_size() > 1 and record["status"] == records.STATUS_OOM:
+    if world_size() > 1 and record["status"] == STATUS_OOM:
         raise SystemExit(OOM_EXIT)
     leave()

@@ -33,10 +33,10 @@ import time
 import uuid
 from pathlib import Path
 
-from nettebench.records import files as records
 from nettebench.training import checkpoint
 from nettebench.training.interrupts import signal_name
 from nettebench.vocabulary.outputs import METRICS_FILE
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 SHUTDOWN_TIMEOUT_S = 10  # after forwarding a signal, the agent kills what still runs
 MONITOR_INTERVAL_S = 0.5  # how often the agent looks for a process that ended
@@ -128,7 +128,7 @@ def _recorded_outcome(out_dir, started: float) -> str | None:
 
 def _failed(cell, out_dir, error, started: float) -> int:
     status = _recorded_outcome(out_dir, started)
-    if status is not None and status != records.STATUS_OK:
+    if status is not None and status != STATUS_OK:
         print(f"{status}: {cell.path()} (recorded by the process it happened in)", file=sys.stderr)
         return 0
     stops = {128 + signal.SIGINT, 128 + signal.SIGTERM}

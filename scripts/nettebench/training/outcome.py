@@ -27,6 +27,7 @@ from nettebench.training import checkpoint, finished
 from nettebench.training.context import RunContext, Trained
 from nettebench.vocabulary import precision
 from nettebench.vocabulary.cell import CellSpec
+from nettebench.vocabulary.record_keys import SCHEMA_VERSION, SUMMARY_KEYS
 
 
 def unsupported_reason(cell: CellSpec, device: torch.device) -> str | None:
@@ -56,7 +57,7 @@ def oom_message(cell: CellSpec, device, error: BaseException) -> str:
 def skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
     """The record before the run: what the cell is and where it runs; the rest comes after."""
     return {
-        "schema_version": records.SCHEMA_VERSION,
+        "schema_version": SCHEMA_VERSION,
         "status": None,
         "message": None,
         "kind": kind,
@@ -64,7 +65,7 @@ def skeleton(cell: CellSpec, kind: str, device) -> dict[str, Any]:
         "cell_id": cell.cell_id(),
         "device": environment.device_info(device),
         "environment": None,  # collected beside the training (see cli.run_cell)
-        "summary": dict.fromkeys(records.SUMMARY_KEYS),
+        "summary": dict.fromkeys(SUMMARY_KEYS),
     }
 
 

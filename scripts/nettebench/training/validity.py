@@ -69,10 +69,10 @@ from nettebench.builds.activate import (
     read_environment_manifest,
 )
 from nettebench.datasets.info import IMAGE_EXTENSIONS, INFO_FILE
-from nettebench.records import files as records
 from nettebench.records.environment import cpu_model
 from nettebench.study import code_groups
 from nettebench.vocabulary.cell import INSTALLED, LIBRARY_PARAMETERS, CellSpec
+from nettebench.vocabulary.record_keys import STATUS_OK, STATUS_UNSUPPORTED
 
 KEY_VERSION = 2  # bumped when the parts change: an older record or checkpoint never matches
 PARTS = (
@@ -88,7 +88,7 @@ PARTS = (
     "hardware",
 )
 DIGESTED = ("inputs", "code", "data", "store", "builds")  # parts held as content digests
-RESTORABLE_STATUSES = (records.STATUS_OK, records.STATUS_UNSUPPORTED)
+RESTORABLE_STATUSES = (STATUS_OK, STATUS_UNSUPPORTED)
 STORE_MANIFEST = "store.json"
 # Options that are no part of what the result is: how to treat an old one, and the inputs
 # (digested by content under ``inputs``, not by their names).

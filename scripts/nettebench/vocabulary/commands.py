@@ -4,18 +4,26 @@ A subpackage with several commands has one ``__main__`` that hands its arguments
 which runs the named command's ``main(argv)``; each command's parser names itself the way a user
 types it (``prog="python -m nettebench.report tables"``), in its usage and one-line errors. The
 rules (``rules/*.smk``) and the README use these names. The trainer, the profiler and the inference
-cells are one command each (``python -m nettebench.training``, ``.profiling``, ``.inference``);
-the benchmarks keep their module names (``python -m nettebench.benchmarks.ceiling``: a cell
-command that may restart itself by module name, :mod:`nettebench.builds.activate`).
+cells are one command each (``python -m nettebench.training``, ``.profiling``, ``.inference``).
+The benchmarks are grouped too (``python -m nettebench.benchmarks ceiling``) and still run as
+their modules (``python -m nettebench.benchmarks.ceiling``), the name their parsers, the rules and
+the docs use: the cell job launches its processes by the module its ``prog`` names
+(:func:`nettebench.training.launch.module_of`), and a cell command restarts itself by the name it
+was run as, either one (:mod:`nettebench.builds.activate`).
+
+A command's ``main(argv)`` builds its parser and hands it, with the job, to :func:`run`: the
+one parse, run, report block (an expected error is the parser's one-line error, exit status 2).
 
 Stdlib only: a command's module is imported when it runs, never to list the commands.
 """
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import TextIO
 
 # subpackage -> command -> (its module inside the subpackage, the arguments that come first)
 COMMANDS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
@@ -48,6 +56,13 @@ COMMANDS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
         "inference-figure": ("inference_figure", ()),  # latency against throughput
         "steps": ("steps_export", ()),  # steps.csv and pyperf files for other tools
     },
+    "benchmarks": {
+        "ceiling": ("ceiling", ()),  # training steps on batches already on the device
+        "cell-job": ("cell_job", ()),  # a matrix cell: the trainer, then its ceiling
+        "loader": ("loader", ()),  # the input pipelines side by side
+        "wallclock": ("wallclock", ()),  # whole trainer processes side by side
+        "ddp-plain": ("ddp_plain", ()),  # torch's plain DDP, beside the cell's data parallel
+    },
 }
 
 
@@ -71,3 +86,24 @@ def main(package: str, argv: Sequence[str] | None = None) -> int:
     module, first = commands[name]
     command = importlib.import_module(f"nettebench.{package}.{module}")
     return command.main([*first, *rest])
+
+
+def run(
+    parser: argparse.ArgumentParser,
+    job: Callable[[argparse.Namespace], Iterable[str]],
+    argv: Sequence[str] | None = None,
+    *,
+    errors: tuple[type[Exception], ...] = (),
+    stream: TextIO | None = None,
+) -> int:
+    """A command's parse, run, report: parse ``argv``, run ``job(args)`` and print each line it
+    yields or returns (to ``stream``, standard error unless told); return 0. An error of
+    ``errors`` (one the user can act on) ends the command in one line, ``<prog>: error: <error>``,
+    exit status 2, without a traceback."""
+    args = parser.parse_args(argv)
+    try:
+        for line in job(args):
+            print(line, file=stream or sys.stderr)
+    except errors as error:
+        parser.exit(2, f"{parser.prog}: error: {error}\n")
+    return 0

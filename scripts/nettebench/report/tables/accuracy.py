@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.collect import cell_keys
 from nettebench.report.grids import LEGEND, device_title, groups, no_matrix
 from nettebench.report.setups import title_suffix
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 
 def accuracy_markdown(runs: pd.DataFrame, epochs: pd.DataFrame) -> str:
@@ -34,7 +34,7 @@ def accuracy_markdown(runs: pd.DataFrame, epochs: pd.DataFrame) -> str:
                 device_title(table),
             ]
         ) + title_suffix(table, matrix)
-        ok = table[table["status"] == records.STATUS_OK]
+        ok = table[table["status"] == STATUS_OK]
         ep = epochs[epochs["path"].isin(ok["path"])] if len(epochs) else epochs
         n_epochs = int(ep["epoch"].max()) if len(ep) else 0
         rows, notes = [], []

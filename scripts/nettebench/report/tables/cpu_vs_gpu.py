@@ -12,7 +12,6 @@ from typing import Any
 
 import pandas as pd
 
-from nettebench.records import files as records
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import stats
@@ -22,6 +21,7 @@ from nettebench.report.duplicates import identity_columns
 from nettebench.report.grids import APPROX_NOTE, LEGEND, NO_CELLS_NOTE, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, describe, varying
 from nettebench.vocabulary.cell import PATH_LABELS
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 # Parameters a CPU baseline differs from the matrix in by design (or that the table lays out):
 # never required to match. Every other parameter (loader, image size, workers, lr, package
@@ -163,7 +163,7 @@ def _fastest_matrix(matrix_ok: pd.DataFrame, cpu: pd.Series) -> dict[str, Any] |
 def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
     """Each CPU baseline next to the same model's fastest matrix cell and its O0 cell."""
     baselines = runs[runs["kind"] == "cpu_baseline"]
-    matrix_ok = runs[(runs["kind"] == "matrix") & (runs["status"] == records.STATUS_OK)]
+    matrix_ok = runs[(runs["kind"] == "matrix") & (runs["status"] == STATUS_OK)]
     note = (
         "Seconds per epoch (median epoch wall time, `summary.epoch_s_median`; matrix cells: "
         f"{T.SEEDS_TEXT}) "
@@ -197,7 +197,7 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
     ]
     rows, unmatched, approx, not_ok, disturbed = [], 0, False, False, False
     for index, cpu in baselines.iterrows():
-        cpu_ok = cpu["status"] == records.STATUS_OK
+        cpu_ok = cpu["status"] == STATUS_OK
         cpu_s = cpu["epoch_s_median"] if cpu_ok else None
         cpu_text = T.outcome_cell(
             [cpu["status"]], cpu_s, T.fmt_seconds, approx=T.as_bool(cpu["extrapolated"])

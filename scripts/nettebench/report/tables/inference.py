@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import html
 import json
-import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -27,6 +26,7 @@ import pandas as pd
 
 from nettebench.report import caveats as C
 from nettebench.report import format as T
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_text_atomic
 
 UNSTABLE_MARK = "≈"  # the samples' std is >= 10 % of their mean
@@ -354,7 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", required=True, type=Path)
     parser.add_argument("--records", nargs="*", default=[], help="inference.json files")
     parser.add_argument("--accuracy", nargs="*", default=[], help="accuracy.json files")
-    args = parser.parse_args(argv)
+    return commands.run(parser, _write, argv)
+
+
+def _write(args: argparse.Namespace) -> list[str]:
     written = write(args.records, args.accuracy, args.out_dir)
-    print(f"wrote {len(written)} files in {args.out_dir}", file=sys.stderr)
-    return 0
+    return [f"wrote {len(written)} files in {args.out_dir}"]

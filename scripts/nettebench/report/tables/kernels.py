@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -35,14 +34,15 @@ from nettebench.profiling import (
     KERNELS_FILE,
     SOURCE_CPU,
     SOURCE_GPU,
-    STATUS_OK,
 )
 from nettebench.profiling.categories import CATEGORIES
 from nettebench.records import files as records
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.grids import tell_apart
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.cell import PARAMETER_NAMES
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 TOP_N = 10
 NAME_WIDTH = 90
@@ -366,10 +366,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for the tables")
     parser.add_argument("--top", type=int, default=TOP_N, help="kernels per cell")
     parser.add_argument("profiles", nargs="*", metavar="PROFILE_JSON")
-    args = parser.parse_args(argv)
-    try:
-        aggregate(args.profiles, args.out_dir, top=args.top)
-    except ProfileRecordError as error:
-        parser.exit(2, f"{parser.prog}: error: {error}\n")
-    print(f"aggregated {len(args.profiles)} profile(s) into {args.out_dir}", file=sys.stderr)
-    return 0
+    return commands.run(parser, _aggregate, argv, errors=(ProfileRecordError,))
+
+
+def _aggregate(args: argparse.Namespace) -> list[str]:
+    aggregate(args.profiles, args.out_dir, top=args.top)
+    return [f"aggregated {len(args.profiles)} profile(s) into {args.out_dir}"]

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.compare import cells_speedup_text, formula_note
 from nettebench.report.grids import APPROX_NOTE, LEGEND, groups, no_matrix, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, varying
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 _FIELD_HEADERS = {
     "machine": "machine label",
@@ -85,7 +85,7 @@ def machines_markdown(runs: pd.DataFrame) -> str:
                 row = [f"{label} {precision}"]
                 for setup in setups:
                     seeds = by_setup[setup]
-                    ok = seeds[seeds["status"] == records.STATUS_OK]
+                    ok = seeds[seeds["status"] == STATUS_OK]
                     summary = stats.summarize(ok["time_for_epochs_s"])
                     extrapolated = any(map(T.as_bool, ok["extrapolated"]))
                     text = T.outcome_cell(

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report.collect import cell_keys
 from nettebench.report.grids import NO_CELLS_NOTE
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 # Parameters that are not part of a cell's twin: the one compared, and the seeds averaged.
 NOT_TWIN_KEYS = ("processes", "seed")
@@ -90,7 +90,7 @@ def scaling_frame(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def _mean_rate(part: pd.DataFrame) -> float | None:
-    ok = part[part["status"] == records.STATUS_OK]
+    ok = part[part["status"] == STATUS_OK]
     values = pd.to_numeric(ok["train_img_s"], errors="coerce").dropna()
     return float(values.mean()) if len(values) else None
 
@@ -98,7 +98,7 @@ def _mean_rate(part: pd.DataFrame) -> float | None:
 def _status(part: pd.DataFrame) -> str:
     """ok when some seed finished, else the first other outcome (oom, unsupported)."""
     statuses = list(part["status"].astype(str))
-    return records.STATUS_OK if records.STATUS_OK in statuses else statuses[0]
+    return STATUS_OK if STATUS_OK in statuses else statuses[0]
 
 
 def _fmt(value, fmt) -> str:
@@ -125,7 +125,7 @@ def scaling_markdown(runs: pd.DataFrame) -> str:
     ]
     body = []
     for row in frame.itertuples(index=False):
-        if row.status != records.STATUS_OK:
+        if row.status != STATUS_OK:
             outcome = T.OUTCOME_TEXT.get(row.status, row.status)
             body.append(
                 [row.label, row.processes, outcome, outcome, _fmt(row.twin_img_s, T.fmt_rate)]

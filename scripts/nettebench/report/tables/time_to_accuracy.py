@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.grids import (
@@ -22,6 +21,7 @@ from nettebench.report.grids import (
     row_keys,
 )
 from nettebench.report.setups import title_suffix
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 NOT_REACHED = "not reached"
 PARTIAL = "partial epochs"
@@ -45,7 +45,7 @@ def _target(runs: pd.DataFrame) -> float | None:
 def cell_text(seeds: pd.DataFrame) -> str:
     """One cell of the table: mean ± CI of the seeds that reached the target, ``(k/n)`` when
     only some did, ``not reached`` when none did, the outcome when none finished."""
-    ok = seeds[seeds["status"] == records.STATUS_OK]
+    ok = seeds[seeds["status"] == STATUS_OK]
     if ok.empty:
         return T.outcome_cell(list(seeds["status"]), None, str)
     ok = ok[~ok["extrapolated"].map(T.as_bool)]

@@ -15,12 +15,12 @@ import json
 
 import pandas as pd
 
-from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.compare import cells_speedup_text, formula_note
 from nettebench.report.grids import APPROX_NOTE, LEGEND, device_title, groups, no_matrix, row_keys
 from nettebench.report.setups import HARDWARE_COLUMNS, SETUP_COLUMNS, describe, varying
+from nettebench.vocabulary.record_keys import STATUS_OK
 
 # Libraries whose versions the version table compares, as recorded in each cell's environment
 # (env_<library>, and env_<library>_commit / env_<library>_build where known), and the cell
@@ -123,7 +123,7 @@ def library_versions_markdown(runs: pd.DataFrame) -> str:
                     row = [f"{row_label} {precision}"]
                     for version in versions:
                         seeds = by_version[version]
-                        ok = seeds[seeds["status"] == records.STATUS_OK]
+                        ok = seeds[seeds["status"] == STATUS_OK]
                         summary = stats.summarize(ok["time_for_epochs_s"])
                         row.append(
                             T.outcome_cell(
