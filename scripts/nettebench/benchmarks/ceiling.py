@@ -39,13 +39,14 @@ from nettebench.builds import activate as libraries
 from nettebench.builds.activate import LibraryError
 from nettebench.datasets.info import load_data_root
 from nettebench.records import conditions, environment
-from nettebench.records import files as records
 from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
 from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory, synchronize
 from nettebench.training.outcome import oom_message, unsupported_reason
 from nettebench.training.parallel import DataParallel
+from nettebench.vocabulary import record_keys
+from nettebench.vocabulary.atomic import write_text_atomic
 from nettebench.vocabulary.cell import CellSpec
 
 WARMUP_STEPS = 10
@@ -61,7 +62,7 @@ PEAK_MEM_CPU = "cpu_max_rss"  # the whole process's peak resident set size
 
 # Keys of the record measure_ceiling returns (and the CLI writes), in order.
 CEILING_KEYS = (
-    "status",  # one of records.STATUSES
+    "status",  # one of record_keys.STATUSES
     "message",  # str | None: why the status is not "ok", with a hint
     "img_s",  # float | None: batch_size / median step time
     "step_ms_median",  # float | None: median of the timed steps, milliseconds
@@ -181,7 +182,7 @@ def measure_cell(
 
     reason = unsupported_reason(cell, device)
     if reason:
-        record.update(status=records.STATUS_UNSUPPORTED, message=reason)
+        record.update(status=record_keys.STATUS_UNSUPPORTED, message=reason)
         return record
 
     runnable = dataclasses.replace(cell, pretrained=False)
@@ -199,14 +200,14 @@ def measure_cell(
         )
         record["steps"] = len(step_s)
     except (torch.OutOfMemoryError, MemoryError) as error:
-        record.update(status=records.STATUS_OOM, message=oom_message(cell, device, error))
+        record.update(status=record_keys.STATUS_OOM, message=oom_message(cell, device, error))
     except ApexUnsupported as error:
-        record.update(status=records.STATUS_UNSUPPORTED, message=str(error))
+        record.update(status=record_keys.STATUS_UNSUPPORTED, message=str(error))
     else:
         median = statistics.median(step_s)
         p10, p90 = _percentiles(step_s)
         record.update(
-            status=records.STATUS_OK,
+            status=record_keys.STATUS_OK,
             img_s=record["batch_size"] / median,
             step_ms_median=1000 * median,
             step_ms_p10=1000 * p10,
@@ -300,7 +301,7 @@ def summary_line(record: dict[str, Any]) -> str:
     if device["type"] == "cpu":
         where = f"{where} ({device['threads']} threads)"
     head = f"{record['model']} {record['precision']} batch {record['batch_size']} on {where}"
-    if record["status"] != records.STATUS_OK:
+    if record["status"] != record_keys.STATUS_OK:
         return f"{head}: {record['status']}: {record['message']}"
     line = f"{head}: {record['img_s']:,.0f} img/s (median step {record['step_ms_median']:.1f} ms)"
     found = record.get("conditions") or {}
@@ -358,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     print(summary_line(record), flush=True)
     if args.out:
         text = json.dumps(record, indent=2, default=str) + "\n"
-        records.atomic_write_text(Path(args.out), text)
+        write_text_atomic(Path(args.out), text)
     return 0
 
 

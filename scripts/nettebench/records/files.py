@@ -22,18 +22,7 @@ from typing import Any
 # so the workflow never mistakes a crashed cell for a finished one.
 from nettebench.vocabulary.atomic import write_text_atomic as atomic_write_text
 from nettebench.vocabulary.outputs import EPOCHS_FILE, METRICS_FILE
-
-# Re-exported for benchmarks/ceiling.py, which reads them as ``records.STATUS_*``; every other
-# user imports them from the ground floor (nettebench.vocabulary.record_keys).
-from nettebench.vocabulary.record_keys import (  # noqa: F401
-    EPOCH_COLUMNS,
-    METRICS_KEYS,
-    SCHEMA_VERSION,
-    STATUS_OK,
-    STATUS_OOM,
-    STATUS_UNSUPPORTED,
-    STATUSES,
-)
+from nettebench.vocabulary.record_keys import EPOCH_COLUMNS, METRICS_KEYS, SCHEMA_VERSION, STATUSES
 
 
 def write_metrics(cell_dir: str | os.PathLike, record: Mapping[str, Any]) -> Path:
