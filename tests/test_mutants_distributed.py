@@ -451,3 +451,43 @@ def test_ddp_keeps_the_models_keys_and_validates_on_the_plain_module(group, monk
     alone(monkeypatch)
     lone = Runner(plain)
     assert distributed.wrap(lone).model is plain and distributed.local_model(lone) is lone
+
+
+def test_each_process_gets_a_whole_share_of_the_threads_and_the_batch(monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    assert distributed.threads_share(1) == 1  # at least one each
+    assert distributed.threads_share(5) == 2 and isinstance(distributed.threads_share(5), int)
+    with pytest.raises(distributed.DistributedError) as refused:
+        distributed.local_batch(33)
+    assert str(refused.value) == (
+        "batch_size 33 does not split over 2 processes: it is the global batch, use a multiple "
+        "of processes"
+    )
+
+
+def test_a_worker_without_rank_is_rank_zero(monkeypatch):
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.delenv("RANK", raising=False)
+    assert distributed.rank() == 0
+
+
+def test_ddp_on_a_gpu_is_given_the_workers_own_gpu(worker, monkeypatch):
+    built = []
+    monkeypatch.setattr(distributed, "_PlainKeys", lambda model, **kw: built.append(kw) or model)
+    gpu = Runner(torch.nn.Linear(2, 2))
+    gpu.device = torch.device("cuda:1")
+    distributed.wrap(gpu)
+    distributed.wrap(Runner(torch.nn.Linear(2, 2)))
+    assert [kw["device_ids"] for kw in built] == [[1], None]
+
+
+def test_a_counted_split_counts_each_pass_afresh(worker, monkeypatch):
+    counted = distributed.shard(loaders(), 8).val
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)  # for the DataLoader
+    assert counted.samples == 0  # before any pass
+    once = sum(len(targets) for _, targets in counted)
+    assert counted.samples == once == 5  # this rank's half of the 10 images
+    list(counted)  # a second epoch's validation
+    assert counted.samples == once
