@@ -167,6 +167,11 @@ def test_a_single_process_keeps_its_own_numbers(monkeypatch):
     alone(monkeypatch)
     val = ValResult(loss=1.0, top1=0.5, top5=0.9, seconds=2.0, extrapolated=False)
     assert distributed.combine_val(val, SimpleNamespace(samples=60)) is val
+    train = TrainEpoch(
+        loss=1.0, seconds=1.0, data_wait_s=0.0, images=8, img_s=8.0, steps_run=1,
+        extrapolated=False, step_s=[1.0], step_images=[8],
+    )  # fmt: skip
+    assert distributed.combine_train(train) is train
     assert distributed.any_rank(True) is True and distributed.any_rank(False) is False
 
 
@@ -294,14 +299,27 @@ def test_join_in_a_started_group_or_a_lone_cell_does_nothing(worker, monkeypatch
     monkeypatch.setattr(
         dist, "init_process_group", lambda *a, **kw: pytest.fail("started a second group")
     )
+    monkeypatch.setattr(distributed, "_stop_with_the_job", lambda: pytest.fail("prctl"))
     distributed.join(cell(), torch.device("cpu"))  # is_initialized: already joined
     alone(monkeypatch)
+    monkeypatch.setattr(dist, "is_initialized", lambda: False)
     distributed.join(cell(processes=1), torch.device("cpu"))
 
 
 def test_a_one_process_cell_among_two_workers_is_refused(worker):
-    with pytest.raises(distributed.DistributedError, match="processes 1 but 2 were started"):
+    with pytest.raises(distributed.DistributedError) as refused:
         distributed.join(cell(processes=1), torch.device("cpu"))
+    assert str(refused.value) == (
+        "the cell has processes 1 but 2 were started: run its job (python -m "
+        "nettebench.benchmarks.cell_job), which starts them, or torchrun with --nproc-per-node x "
+        "--nnodes = 1"
+    )
+
+
+def test_alone_a_reduction_is_the_values_themselves(monkeypatch):
+    alone(monkeypatch)
+    monkeypatch.setattr(dist, "all_reduce", lambda *a, **kw: pytest.fail("a collective"))
+    assert distributed._reduce([1.0, 2.0]) == [1.0, 2.0]
 
 
 class Libc:
@@ -355,8 +373,12 @@ def test_a_worker_takes_the_gpu_of_its_local_rank(monkeypatch):
     got = distributed.local_device(torch.device("cuda"))
     assert got == torch.device("cuda:1") and chosen == [1]
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    with pytest.raises(distributed.DistributedError, match="process 1 .* torch sees 1"):
+    with pytest.raises(distributed.DistributedError) as refused:
         distributed.local_device(torch.device("cuda"))
+    assert str(refused.value) == (
+        "process 1 of the cell needs a GPU of its own, but torch sees 1; ask for as many GPUs "
+        "as processes"
+    )
     cpu = torch.device("cpu")
     assert distributed.local_device(cpu) is cpu
     monkeypatch.setenv("WORLD_SIZE", "1")
