@@ -58,7 +58,9 @@ def test_torchruns_arguments_are_the_documented_standalone_command(monkeypatch):
 
 
 def test_without_threads_the_cpus_it_may_use_are_shared(monkeypatch):
-    monkeypatch.setattr(launch.os, "sched_getaffinity", lambda pid: set(range(8)))
+    # this process's CPUs (pid 0), not another's
+    cpus = {0: set(range(8))}
+    monkeypatch.setattr(launch.os, "sched_getaffinity", lambda pid: cpus.get(pid, {0}))
     assert launch.process_threads(None, 2) == 4 and launch.process_threads(None, 16) == 1
     assert launch.process_threads(3, 2) == 1 and launch.process_threads(12, 4) == 3
 
@@ -106,15 +108,18 @@ def test_the_jobs_own_command_line_by_default(agent, tmp_path, monkeypatch):
     started = agent()
     monkeypatch.setattr(sys, "argv", ["cell_job", "--y", "2"])
     assert launch.launch(f"python -m {MODULE}", None, cell(), 4, tmp_path) == 0
-    assert list(started.launched[0][2][-2:]) == ["--y", "2"]
+    args = list(started.launched[0][2])
+    assert args[args.index("-m") :] == ["-m", MODULE, "--y", "2"]  # not the program's name
 
 
 def test_a_signal_to_the_job_is_an_interruption(agent, tmp_path, capsys):
     agent(SignalException("stop", signal.SIGTERM))
     assert launch.launch(f"python -m {MODULE}", [], cell(), 4, tmp_path) == 128 + 15
-    err = capsys.readouterr().err
-    assert "interrupted by SIGTERM" in err and "stopped in all 2 processes" in err
-    assert "no checkpoint yet" in err and "run it again to resume" in err
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last == (
+        f"interrupted by SIGTERM: {cell().path()} stopped in all 2 processes; no checkpoint yet; "
+        "run it again to resume"
+    )
 
 
 def test_an_interruption_names_the_checkpoint_it_kept(tmp_path, capsys):
@@ -158,6 +163,16 @@ def test_processes_stopped_by_sigint_and_the_agents_sigterm_were_interrupted_by_
 
 def test_a_stop_beside_a_crash_is_a_failure(tmp_path, capsys):
     assert launch._failed(cell(), tmp_path, failed({0: 130, 1: 1}), time.time()) == 1
+
+
+def test_a_metrics_json_written_as_the_launch_started_is_its_own(tmp_path):
+    import os
+
+    path = tmp_path / "metrics.json"
+    path.write_text('{"status": "oom"}')
+    os.utime(path, (1000.0, 1000.0))
+    assert launch._recorded_outcome(tmp_path, 1000.0) == "oom"  # same second: this launch's
+    assert launch._recorded_outcome(tmp_path, 1000.5) is None  # before it: an earlier run's
 
 
 def test_no_metrics_json_is_no_recorded_outcome(tmp_path):
