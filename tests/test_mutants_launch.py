@@ -151,7 +151,7 @@ def test_a_failure_says_the_checkpoint_is_kept_for_a_rerun(tmp_path, capsys):
     assert f"the checkpoint kept ({tmp_path / 'checkpoint.pt'}) for a rerun" in err
 
 
-def test_processes_stopped_by_sigint_and_the_agents_sigterm_were_interrupted_by_sigint(
+def test_processes_stopped_by_ctrl_c_and_the_agents_term_were_interrupted_by_ctrl_c(
     tmp_path, capsys
 ):
     """A Ctrl-C reaches the processes (130); those the agent then stops exit 143: the user's
@@ -159,6 +159,13 @@ def test_processes_stopped_by_sigint_and_the_agents_sigterm_were_interrupted_by_
     assert launch._failed(cell(), tmp_path, failed({0: 143, 1: 130}), time.time()) == 130
     assert "interrupted by SIGINT" in capsys.readouterr().err
     assert launch._failed(cell(), tmp_path, failed({0: 143, 1: 143}), time.time()) == 143
+
+
+def test_an_out_of_memory_a_process_recorded_is_named_as_its(tmp_path, capsys):
+    (tmp_path / "metrics.json").write_text('{"status": "oom"}')
+    assert launch._failed(cell(), tmp_path, failed({0: 143, 1: 75}), time.time() - 60) == 0
+    last = capsys.readouterr().err.splitlines()[-1]
+    assert last == f"oom: {cell().path()} (recorded by the process it happened in)"
 
 
 def test_a_stop_beside_a_crash_is_a_failure(tmp_path, capsys):
