@@ -263,3 +263,18 @@ def test_reasons_come_back_as_lists():
     assert C.reasons_of("; a") == ["a"]
     assert C.reasons_of('["x; y", 3]') == ["x; y", "3"]  # older records: a JSON list
     assert C.reasons_of("[not json; b") == ["[not json", "b"]
+
+
+def test_every_note_points_the_reader_at_columns_runs_csv_has():
+    import re
+
+    notes = [
+        C.WITHIN_NOISE_NOTE,
+        C.IMPOSSIBLE_NOTE,
+        *(C.interference_note(s) for s in C.SUBJECTS),
+    ]
+    for note in notes:
+        named = re.findall(r"`(\w+)`", note)  # what the reader is sent to look up
+        assert named, note
+        assert set(named) <= set(C.CAVEAT_COLUMNS), note
+    assert C.WITHIN_NOISE_NOTE.startswith(f"{C.WITHIN_NOISE_MARK} above 100 % within the noise")

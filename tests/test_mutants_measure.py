@@ -220,3 +220,20 @@ def test_single_stream_on_a_gpu_runs_every_query(clock):
     budget = measure.Budget(warmup=2, max_seconds=0.01, latency_queries=8)
     found = measure.single_stream(model, queries, budget)
     assert found["queries"] == 8 and found["capped"] is False and model.calls == 10
+
+
+def test_the_budgets_defaults_are_the_workflows():
+    """A caller of the library measures what a workflow cell measures by default: the section's
+    run settings (study.inference_cells) and the timed batches docs/inference.md states."""
+    import re
+    from pathlib import Path
+
+    from nettebench.study.inference_cells import SETTINGS
+
+    budget = measure.Budget()
+    assert budget.warmup == SETTINGS["warmup"]
+    assert budget.max_seconds == SETTINGS["max_seconds"]
+    assert budget.latency_queries == SETTINGS["latency_queries"]
+    docs = Path(__file__).resolve().parents[1] / "docs" / "inference.md"
+    stated = re.search(r"then (\d+) batches each timed", docs.read_text().replace("\n  ", " "))
+    assert budget.offline_batches == int(stated.group(1))
