@@ -237,3 +237,10 @@ def test_the_budgets_defaults_are_the_workflows():
     docs = Path(__file__).resolve().parents[1] / "docs" / "inference.md"
     stated = re.search(r"then (\d+) batches each timed", docs.read_text().replace("\n  ", " "))
     assert budget.offline_batches == int(stated.group(1))
+
+
+def test_the_pipelines_batch_time_is_of_full_batches(clock):
+    model = Model(clock, [1.0, 1.0, 0.2, 0.4, 0.1])  # first, the short shape's warm-up, timed
+    found = measure.pipeline(model, batches(4, 4, 4, 2), measure.Budget(max_seconds=100.0))
+    assert found["images"] == 10 and found["seconds"] == pytest.approx(0.7)
+    assert found["batch_ms"]["n"] == 2 and found["batch_ms"]["median"] == pytest.approx(300)
