@@ -263,6 +263,7 @@ def test_reasons_come_back_as_lists():
     assert C.reasons_of("; a") == ["a"]
     assert C.reasons_of('["x; y", 3]') == ["x; y", "3"]  # older records: a JSON list
     assert C.reasons_of("[not json; b") == ["[not json", "b"]
+    assert C.reasons_of("42") == ["42"]  # a bare number is one reason, not JSON to read
 
 
 def test_every_note_points_the_reader_at_columns_runs_csv_has():
