@@ -33,12 +33,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.utils.data import DataLoader
-from torchvision.transforms import RandomResizedCrop
 
 from nettebench.data import augment
 from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD, Loaders, _seed_worker
 from nettebench.data.shards import Shard
 from nettebench.data.streaming import RING_SLOTS, stream_to_device, upload
+from nettebench.models.torchvision_import import torchvision
 from nettebench.vocabulary.cell import VAL_RESIZE_RATIO
 
 # Use at most this share of the free device memory for the store (the rest is for training).
@@ -163,7 +163,7 @@ class _StoreBatches(torch.utils.data.Dataset):
         # Imported here, in the main process, so that workers forked every epoch inherit it
         # instead of each importing torchvision's transforms again (~0.3 s per worker).
 
-        self.crop_params = RandomResizedCrop.get_params
+        self.crop_params = torchvision.transforms.RandomResizedCrop.get_params
         self.images, self.labels, self.sizes = images, labels, sizes
         self.image_size, self.train = image_size, train
 

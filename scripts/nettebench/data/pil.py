@@ -14,11 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
-from torchvision import datasets, transforms
 
 from nettebench.datasets.walk import split_samples
+from nettebench.models.torchvision_import import torchvision
 from nettebench.vocabulary.cell import VAL_RESIZE_RATIO
 from nettebench.vocabulary.dataset_errors import DatasetError
+
+datasets, transforms = torchvision.datasets, torchvision.transforms
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)

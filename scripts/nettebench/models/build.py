@@ -25,13 +25,13 @@ from urllib.error import URLError
 from urllib.parse import urlparse
 
 import torch
-import torchvision
 from efficientnet_pytorch import EfficientNet
 from efficientnet_pytorch.utils import url_map
 from torch import nn
 from torch.hub import HASH_REGEX
 
 from nettebench.models.errors import PretrainedWeightsUnavailable
+from nettebench.models.torchvision_import import torchvision
 from nettebench.vocabulary.model_names import EFFICIENTNET_PYTORCH_MODELS, check_model_name
 
 DOWNLOAD_TIMEOUT_S = 60  # per blocking socket operation, so a silent firewall fails, not hangs

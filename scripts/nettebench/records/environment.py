@@ -266,7 +266,9 @@ def _torchvision_git_version() -> str | None:
     try:
         # Boundary (see the package docstring): imported after activate(), because it imports
         # torchvision, and a cell's torchvision build must be first on the path before that.
-        from torchvision import version
+        from nettebench.models.torchvision_import import torchvision
+
+        version = torchvision.version
     except Exception:  # not installed, or broken: recorded as unknown
         return None
     commit = getattr(version, "git_version", None)
