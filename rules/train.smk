@@ -2,7 +2,9 @@
 # measures the cell's compute ceiling (its training step on batches already on the device) right
 # after the epochs, in the same process, so the two are measured in the same conditions. Threads
 # are a runtime knob (--set-threads, profiles/), not study config; the trainer records what it
-# used. Every timed job asks for `timed=1`: the local profiles allow one at a time.
+# used. Every timed job asks for `timed=1`: the local profiles allow one at a time. And each runs
+# before any report job that is ready beside it (priority 1): the report jobs then share the
+# cores at the end instead of holding up the next timed job one core at a time.
 
 
 rule cell_train:
@@ -17,6 +19,7 @@ rule cell_train:
         "results/logs/runs/{dataset}/{cell}.log",
     benchmark:
         "results/benchmarks/runs/{dataset}/{cell}.tsv"
+    priority: 1  # timed: before any report job ready beside it (rules/train.smk)
     conda:
         "../envs/train.yaml"
     threads: job_threads(cell_resource("matrix", "cpus"))
