@@ -18,7 +18,7 @@ from typing import Any
 from nettebench.datasets.walk import tree_stamp
 from nettebench.study import builds as build_plans
 from nettebench.study import environments as environment_plans
-from nettebench.study import grid
+from nettebench.study import grid, schema
 from nettebench.study import inference_cells as inference
 from nettebench.study.crossing import ConfigError
 from nettebench.vocabulary.build_catalog import BUILDS_ROOT, ENVIRONMENTS_ROOT
@@ -26,21 +26,6 @@ from nettebench.vocabulary.cell import CellSpec
 from nettebench.vocabulary.dataset_catalog import CATALOG
 from nettebench.vocabulary.dataset_errors import DatasetError
 from nettebench.vocabulary.outputs import CEILING_FILE
-
-TOP_LEVEL_KEYS = (
-    "datasets",
-    "matrix",
-    "cpu_baseline",
-    "ceiling",
-    "aggregate_only",
-    "profile",
-    "builds",
-    "environments",
-    "machine",
-    "merge_results",
-    "target_top1",
-    "inference",
-)
 
 # Where each kind of cell lives under results/.
 KIND_ROOTS = {"matrix": "results/runs", "cpu_baseline": "results/cpu"}
@@ -113,7 +98,9 @@ class Study:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Study:
-        check_top_level(config)
+        """The study of a config: the schema's rules first (one line for the first error), then
+        those across keys, as each section is planned and expanded."""
+        schema.check_schema(config)
         datasets = {name: plan_dataset(name, spec) for name, spec in config["datasets"].items()}
         names = list(datasets)
         builds = build_plans.plan_builds(config.get("builds"))
@@ -351,15 +338,6 @@ def records_in_tree(tree: str) -> dict[str, list[str]]:
         found["metrics"] += glob.glob(f"{folder}/**/metrics.json", recursive=True)
         found["ceilings"] += glob.glob(f"{folder}/**/{CEILING_FILE}", recursive=True)
     return {key: sorted(paths) for key, paths in found.items()}
-
-
-def check_top_level(config: Mapping[str, Any]) -> None:
-    """Unknown top-level keys fail with the allowed ones (before schema validation)."""
-    unknown = sorted(set(config) - set(TOP_LEVEL_KEYS))
-    if unknown:
-        raise ConfigError(
-            f"unknown config key(s) {', '.join(unknown)}; allowed: {', '.join(TOP_LEVEL_KEYS)}"
-        )
 
 
 def plan_dataset(name: str, spec: Mapping[str, Any] | None) -> DatasetPlan:
