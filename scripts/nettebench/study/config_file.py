@@ -19,7 +19,7 @@ it reads the workflow's ``config.yaml`` first and merges the files over it (so a
 such as the README's ``compare.yaml`` checks as the run will see it), unless told
 ``--replace-workflow-config``.
 
-Imports PyYAML and jsonschema (both come with Snakemake), nothing heavy.
+Imports PyYAML (it comes with Snakemake), nothing heavy.
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ import yaml
 
 from nettebench.study.cell_options import CommandParser
 from nettebench.study.crossing import ConfigError
-from nettebench.study.schema import check_schema
 from nettebench.study.workflow import Study
 
 
@@ -111,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             if not isinstance(data, Mapping):
                 raise ConfigError(f"{name}: a config file holds a mapping of keys at its top")
             merge_config(config, data)
-        check_schema(config)
-        Study.from_config(config)
+        Study.from_config(config)  # the schema, then the rules across keys
     except ConfigError as error:
         print(f"error: {error} (in {' + '.join(names)})", file=sys.stderr)
         return 1
