@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nettebench.study import config_file, schema
+from nettebench.study import config_file, environments, schema
 from nettebench.study.crossing import ConfigError
 from nettebench.vocabulary import precision
 from nettebench.vocabulary.cell import PARAMETER_NAMES, RUN_PARAMETERS
@@ -164,3 +164,7 @@ def test_one_value_is_checked_by_its_rule(key, value, expected):
         schema.check_value(key, value, where=f"options.{key}")
     assert str(caught.value) == expected
     schema.check_value(key, {"epochs": 3, "device": "cpu", "batch_size": "auto"}[key], where="x")
+
+
+def test_the_schemas_pin_is_the_expression_that_parses_pins():
+    assert schema.load_schema()["$defs"]["pin"]["pattern"] == environments._PIN.pattern

@@ -135,7 +135,7 @@ def _summary(error: jsonschema.ValidationError, schema: Mapping[str, Any]) -> st
         return f"{where} is empty; give at least {error.validator_value} {what}"
     if kind == "required":
         return f"{where}: {error.message.replace(' is a required property', '')} is missing"
-    if kind in ("oneOf", "anyOf") or kind in _BOUNDS or kind == "not":
+    if "x-allowed" in rule or kind in ("oneOf", "anyOf") or kind in _BOUNDS or kind == "not":
         allowed = describe(rule, schema)  # the whole rule: "an integer >= 1", not ">= 1"
     else:
         allowed = _constraint(error, schema)
@@ -155,6 +155,8 @@ def _constraint(error: jsonschema.ValidationError, schema: Mapping[str, Any]) ->
         return describe({"type": value}, schema)
     if kind == "pattern":
         return f"a string matching {value}"
+    if kind == "minLength":
+        return "a non-empty string"
     return error.message
 
 

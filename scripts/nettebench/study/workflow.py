@@ -31,8 +31,6 @@ from nettebench.vocabulary.outputs import CEILING_FILE
 KIND_ROOTS = {"matrix": "results/runs", "cpu_baseline": "results/cpu"}
 # The CPU baseline reproduces the study's CPU run: plain fp32 on the CPU unless it says otherwise.
 CPU_BASELINE_OVERRIDES = {"device": "cpu", "precision": "fp32"}
-# A machine label is part of result paths: the characters a path component may hold.
-_MACHINE_LABEL = re.compile(r"^[A-Za-z0-9._+-]+$")
 
 
 @dataclass(frozen=True)
@@ -287,28 +285,15 @@ class Study:
 
 
 def machine_label(value: Any) -> str | None:
-    """The config's ``machine:`` as a path-safe label (None when unset)."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ConfigError(f"machine: {value!r} is not a label; give a name like t4 or a100-site")
-    label = str(value)
-    if not _MACHINE_LABEL.match(label):
-        raise ConfigError(
-            f"machine: {label!r} cannot be part of a result path; use letters, digits and . _ + -"
-        )
-    return label
+    """The config's ``machine:`` as a label (None when unset; the schema checked its
+    characters: it is part of result paths)."""
+    return None if value is None or value == "" else str(value)
 
 
 def merge_trees(value: Any) -> list[str]:
     """The config's ``merge_results:``: result folders that exist and hold cell records."""
-    if value is None:
-        return []
-    trees = [value] if isinstance(value, str) else value
-    if not isinstance(trees, list):
-        raise ConfigError("merge_results: give a list of results/ folders")
     found = []
-    for index, tree in enumerate(trees):
+    for index, tree in enumerate(value or ()):  # the schema: a list of strings, or null
         where = f"merge_results[{index}]"
         path = Path(str(tree)).expanduser()
         if not path.is_dir():
