@@ -113,7 +113,7 @@ BAD_VALUES = [
     (
         "nettebench.benchmarks.ceiling",
         ["--lr", "0"],
-        "error: --lr: 0 is not allowed; allowed: a number > 0 or none (the reference: 0.1 x "
+        "error: --lr: 0.0 is not allowed; allowed: a number > 0 or none (the reference: 0.1 x "
         "batch_size / 256)",
     ),
     ("nettebench.profiling", ["--loader", "fast"], "argument --loader: invalid choice"),
