@@ -33,8 +33,9 @@ shell.prefix(
 from nettebench.vocabulary import outputs
 from nettebench.study import inference_cells as inference
 from nettebench.study import code_groups, config_file, job_signals
+from nettebench.study import schema as config_schema
 from nettebench.study import stored as stored_study
-from nettebench.study.workflow import Study, check_top_level
+from nettebench.study.workflow import Study
 
 # A bad config ends the run with one line naming the key and what is allowed, not a traceback.
 with config_file.one_line_errors():
@@ -45,9 +46,10 @@ with config_file.one_line_errors():
         if _stored is not None:
             config.clear()
             config.update(_stored)
-    check_top_level(config)
-    # The schema's first error in one line (the key, what is allowed); validate() fills defaults.
-    config_file.check_schema(
+    # The schema owns each key's rules: its first error in one line (the key, what is
+    # allowed); validate() then only fills its defaults. Study.from_config applies the rules
+    # across keys (nettebench.study.grid) as it expands the cells.
+    config_schema.check_schema(
         config, Path(workflow.basedir) / "schemas" / "config.schema.yaml"
     )
     validate(config, schema="../schemas/config.schema.yaml")

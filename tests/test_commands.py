@@ -104,8 +104,18 @@ BAD_VALUES = [
     ("nettebench.training", ["--precision", "o1"], "argument --precision: invalid choice: 'o1'"),
     ("nettebench.training", ["--model", "resnt18"], "did you mean resnet18"),
     ("nettebench.benchmarks.ceiling", ["--model", "resnt18"], "unknown model 'resnt18'"),
-    ("nettebench.benchmarks.ceiling", ["--epochs", "0"], "--epochs must be an integer >= 1"),
-    ("nettebench.benchmarks.ceiling", ["--lr", "0"], "--lr must be a number > 0, or none"),
+    # the schema's rule for the parameter, its sentence read whole (schemas/config.schema.yaml)
+    (
+        "nettebench.benchmarks.ceiling",
+        ["--epochs", "0"],
+        "error: --epochs: 0 is not allowed; allowed: an integer >= 1",
+    ),
+    (
+        "nettebench.benchmarks.ceiling",
+        ["--lr", "0"],
+        "error: --lr: 0.0 is not allowed; allowed: a number > 0 or none (the reference: 0.1 x "
+        "batch_size / 256)",
+    ),
     ("nettebench.profiling", ["--loader", "fast"], "argument --loader: invalid choice"),
     ("nettebench.benchmarks.cell_job", ["--device", "gpu"], "argument --device: invalid choice"),
 ]

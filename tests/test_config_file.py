@@ -4,21 +4,23 @@ from __future__ import annotations
 
 import pytest
 
-from nettebench.study import config_file
+from nettebench.study import config_file, environments, schema
 from nettebench.study.crossing import ConfigError
+from nettebench.vocabulary import precision
+from nettebench.vocabulary.cell import PARAMETER_NAMES, RUN_PARAMETERS
 
-SCHEMA = config_file.load_schema()
+SCHEMA = schema.load_schema()
 BASE = {"datasets": {"tiny": {"synthetic": {"size": 16}}}, "matrix": {"epochs": 1}}
 
 
 def first_line(config) -> str:
-    problem = config_file.schema_problem(config, SCHEMA)
+    problem = schema.schema_problem(config, SCHEMA)
     assert problem is not None
     return problem.splitlines()[0]
 
 
 def test_a_valid_config_has_no_problem():
-    assert config_file.schema_problem(BASE, SCHEMA) is None
+    assert schema.schema_problem(BASE, SCHEMA) is None
 
 
 @pytest.mark.parametrize(
@@ -30,15 +32,15 @@ def test_a_valid_config_has_no_problem():
         ),
         (
             {"matrix": {"epochs": 1, "batch_size": "lots"}},
-            "matrix.batch_size: 'lots' is not allowed; allowed: an integer, auto, or a list",
+            "matrix.batch_size: 'lots' is not allowed; allowed: an integer >= 1 or auto",
         ),
         (
             {"matrix": {"epochs": 1, "include": [{"model": 3}]}},
-            "matrix.include[0].model: 3 is not allowed; allowed: a string or a list",
+            "matrix.include[0].model: 3 is not allowed; allowed: a string or a list of them",
         ),
         (
             {"datasets": {"tiny": {"synthetic": {"size": 4}}}},
-            "datasets.tiny.synthetic.size: 4 is not allowed; allowed: >= 8",
+            "datasets.tiny.synthetic.size: 4 is not allowed; allowed: an integer >= 8",
         ),
         (
             {"datasets": {"tiny": {"source": "x", "sourc": "y"}}},
@@ -63,9 +65,9 @@ def test_a_missing_section_is_named():
 
 
 def test_a_schema_problem_is_one_line_without_the_schema():
-    problem = config_file.schema_problem({**BASE, "profile": {"backend": "x"}}, SCHEMA)
+    problem = schema.schema_problem({**BASE, "profile": {"backend": "x"}}, SCHEMA)
     assert problem == "profile.backend: 'x' is not allowed; allowed: torch, nsys, nvprof"
-    missing = config_file.schema_problem({"merge_results": ["a"]}, SCHEMA)
+    missing = schema.schema_problem({"merge_results": ["a"]}, SCHEMA)
     assert missing == "the config: 'datasets' is missing"
 
 
@@ -97,7 +99,10 @@ def test_the_command_checks_a_file_the_whole_way(tmp_path, capsys, monkeypatch):
     bad = tmp_path / "bad.yaml"
     bad.write_text("datasets: {tiny: {synthetic: {size: 16}}}\nmatrix: {epochs: 1, lr: 0}\n")
     assert config_file.main([str(bad)]) == 1
-    assert capsys.readouterr().err.startswith("error: matrix.lr must be a number > 0")
+    assert capsys.readouterr().err == (
+        "error: matrix.lr: 0 is not allowed; allowed: a number > 0 or null (the reference: "
+        f"0.1 x batch_size / 256) (in {bad})\n"
+    )
     later = tmp_path / "later.yaml"
     later.write_text("matrix: {lr: 0.1}\n")
     assert config_file.main([str(bad), str(later)]) == 0  # merged like Snakemake merges
@@ -123,3 +128,43 @@ def test_the_readmes_merge_file_checks_over_the_workflow_config(tmp_path, capsys
     assert config_file.main(["--replace-workflow-config", "compare.yaml"]) == 1
     err = capsys.readouterr().err
     assert err == "error: the config: 'datasets' is missing (in compare.yaml)\n"
+
+
+def test_the_schema_lists_the_precision_table_names():
+    """The schema owns the enum; the precision table (the trainer's vocabulary) must match it."""
+    assert schema.enum_of("precision") == precision.PRECISION_NAMES
+
+
+def test_every_cell_parameter_has_its_value_rule_and_an_axis():
+    """One rule per parameter ($defs/<name>), which the matrix's axis takes as a value or list."""
+    rules = schema.load_schema()["$defs"]
+    axes = rules["cell_parameters"]["properties"]
+    for name in PARAMETER_NAMES:
+        if name in RUN_PARAMETERS:
+            continue
+        assert name in rules, name
+        ref = {"$ref": f"#/$defs/{name}"}
+        assert axes[name]["oneOf"] == [ref, {"type": "array", "minItems": 1, "items": ref}]
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        ("epochs", 0, "options.epochs: 0 is not allowed; allowed: an integer >= 1"),
+        ("device", "tpu", "options.device: 'tpu' is not allowed; allowed: auto, cpu, cuda"),
+        (
+            "batch_size",
+            64.0,
+            "options.batch_size: 64.0 is not allowed; allowed: an integer >= 1 or auto",
+        ),
+    ],
+)
+def test_one_value_is_checked_by_its_rule(key, value, expected):
+    with pytest.raises(ConfigError) as caught:
+        schema.check_value(key, value, where=f"options.{key}")
+    assert str(caught.value) == expected
+    schema.check_value(key, {"epochs": 3, "device": "cpu", "batch_size": "auto"}[key], where="x")
+
+
+def test_the_schemas_pin_is_the_expression_that_parses_pins():
+    assert schema.load_schema()["$defs"]["pin"]["pattern"] == environments._PIN.pattern

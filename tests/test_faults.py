@@ -455,7 +455,10 @@ def error_first_line(text: str) -> str:
 
 BAD_CONFIGS = [
     ({"profile": {"backend": "nvprof2"}}, ["profile.backend", "'nvprof2'", "torch, nsys, nvprof"]),
-    ({"matrix": {"batch_size": "lots"}}, ["matrix.batch_size", "'lots'", "an integer, auto"]),
+    (
+        {"matrix": {"batch_size": "lots"}},
+        ["matrix.batch_size", "'lots'", "an integer >= 1 or auto"],
+    ),
     ({"matrix": {"lr": -0.1}}, ["matrix.lr", "> 0", "-0.1"]),
     ({"matrix": {"weight_decay": -1}}, ["matrix.weight_decay", ">= 0"]),
     ({"datasets": {"gone": {"source": "/no/such/dir"}}}, ["datasets.gone.source", "/no/such"]),

@@ -1,11 +1,22 @@
-"""Matrix expansion: crossing, include/exclude, defaults and errors that name the key."""
+"""Matrix expansion: crossing, include/exclude, defaults and errors that name the key.
+
+A value's own rule (type, enum, range) is the schema's, the rules across keys are grid.py's: the
+error tests check a matrix as the workflow does (:func:`check`: the schema, then the grid).
+"""
 
 import pytest
 
 from nettebench.study.crossing import ConfigError
 from nettebench.study.grid import expand
+from nettebench.study.workflow import Study
 
 DATASETS = ["imagenette2-320"]
+
+
+def check(matrix, section="matrix"):
+    """The matrix (or CPU baseline) checked as the workflow checks a config."""
+    config = {"datasets": dict.fromkeys(DATASETS), "matrix": {}, section: matrix}
+    return Study.from_config(config)
 
 
 def paths(cells):
@@ -60,24 +71,32 @@ def test_duplicates_collapse():
     ("matrix", "expected"),
     [
         ({"model": "resnet51"}, r"matrix\.model: unknown model 'resnet51'; did you mean resnet50"),
-        ({"precision": "O4"}, r"matrix\.precision: 'O4' is not allowed; allowed: O0, tf32, O1"),
-        ({"epochs": 0}, r"matrix\.epochs must be an integer >= 1, got 0"),
-        ({"epochs": -3}, r"matrix\.epochs must be an integer >= 1"),
+        (
+            {"precision": "O4"},
+            r"^matrix\.precision: 'O4' is not allowed; allowed: O0, tf32, O1, O2, O3, bf16, fp32, "
+            "or a list of them$",
+        ),
+        ({"epochs": 0}, r"^matrix\.epochs: 0 is not allowed; allowed: an integer >= 1$"),
+        ({"epochs": -3}, r"^matrix\.epochs: -3 is not allowed; allowed: an integer >= 1$"),
+        ({"epochs": [1, 0]}, r"^matrix\.epochs\[1\]: 0 is not allowed; allowed: an integer >= 1$"),
         ({"modle": "resnet18"}, r"unknown key\(s\) modle; allowed: dataset, model, precision"),
         ({"dataset": "imagewoof"}, r"'imagewoof' is not allowed; configured datasets: imagenette"),
-        ({"device": "tpu"}, r"matrix\.device: 'tpu' is not allowed; allowed: auto, cpu, cuda"),
-        ({"model": []}, r"matrix\.model is an empty list"),
+        (
+            {"device": "tpu"},
+            r"^matrix\.device: 'tpu' is not allowed; allowed: auto, cpu, cuda, or a list of them$",
+        ),
+        ({"model": []}, r"^matrix\.model is an empty list; give at least one value$"),
         ({"include": [{"batch": 128}]}, r"matrix\.include\[0\]: unknown key\(s\) batch"),
     ],
 )
 def test_bad_values_name_the_key_and_the_allowed_values(matrix, expected):
     with pytest.raises(ConfigError, match=expected):
-        expand(matrix, section="matrix", datasets=DATASETS)
+        check(matrix)
 
 
 def test_a_precision_the_named_device_cannot_run_is_rejected_with_the_reason():
     with pytest.raises(ConfigError, match="O1 .* cannot run on cpu: float16 training needs CUDA"):
-        expand({"precision": "O1", "device": "cpu"}, section="cpu_baseline", datasets=DATASETS)
+        check({"precision": "O1", "device": "cpu"}, section="cpu_baseline")
 
 
 def test_overrides_apply_unless_an_axis_names_the_parameter():
@@ -104,40 +123,74 @@ def test_overrides_apply_unless_an_axis_names_the_parameter():
         ({"amp_backend": "apex", "device": "cpu"}, "apex needs a CUDA device"),
         ({"amp_backend": "apex", "batch_size": "auto"}, "fixed batch_size"),
         ({"amp_backend": "amp"}, "'amp' is not allowed; allowed: native, apex"),
-        ({"batch_size": "big"}, "batch_size must be an integer >= 1 or auto"),
-        ({"channels_last": "yes"}, "channels_last must be true, false or auto"),
-        ({"compile": "yes"}, "compile must be true or false"),
+        (
+            {"batch_size": "big"},
+            r"batch_size: 'big' is not allowed; allowed: an integer >= 1 or auto$",
+        ),
+        (
+            {"batch_size": 256.0},
+            r"batch_size: 256\.0 is not allowed; allowed: an integer >= 1 or auto$",
+        ),
+        (
+            {"channels_last": "yes"},
+            "channels_last: 'yes' is not allowed; allowed: true, false, or auto$",
+        ),
+        (
+            {"compile": "yes"},
+            "compile: 'yes' is not allowed; allowed: true, false, or a list of them$",
+        ),
         ({"compile": True, "amp_backend": "apex"}, "compile needs amp_backend native"),
-        ({"cudnn_benchmark": "on"}, "cudnn_benchmark must be true or false"),
+        (
+            {"cudnn_benchmark": "on"},
+            "cudnn_benchmark: 'on' is not allowed; allowed: true, false, or",
+        ),
         (
             {"loader": "cached", "store_placement": "gpu"},
             "'gpu' is not allowed; allowed: auto, device, host",
         ),
         ({"store_placement": "host"}, "store_placement host needs loader cached"),
-        ({"processes": 0}, r"matrix\.processes must be an integer >= 1, got 0"),
+        ({"processes": 0}, r"^matrix\.processes: 0 is not allowed; allowed: an integer >= 1$"),
+        (
+            {"max_steps": 0},
+            r"^matrix\.max_steps: 0 is not allowed; allowed: an integer >= 1 or null \(every step",
+        ),
         ({"processes": 3, "batch_size": 256}, "batch_size 256 does not split over 3 processes"),
     ],
 )
 def test_trainer_options_are_validated(matrix, expected):
     with pytest.raises(ConfigError, match=expected):
-        expand(matrix, section="matrix", datasets=DATASETS)
+        check(matrix)
 
 
 @pytest.mark.parametrize(
     ("matrix", "expected"),
     [
-        ({"lr": -0.1}, r"matrix\.lr must be a number > 0, or null .*; got -0\.1"),
-        ({"lr": 0}, r"matrix\.lr must be a number > 0"),
-        ({"lr": [0.1, float("nan")]}, r"matrix\.lr must be a number > 0"),
-        ({"lr": True}, r"matrix\.lr must be a number > 0"),
-        ({"momentum": -0.9}, r"matrix\.momentum must be a number >= 0, got -0\.9"),
-        ({"weight_decay": float("inf")}, r"matrix\.weight_decay must be a number >= 0"),
-        ({"weight_decay": "1e-4"}, r"matrix\.weight_decay must be a number >= 0"),
+        (
+            {"lr": -0.1},
+            r"^matrix\.lr: -0\.1 is not allowed; allowed: a number > 0 or null \(the reference: "
+            r"0\.1 x batch_size / 256\)$",
+        ),
+        ({"lr": 0}, r"^matrix\.lr: 0 is not allowed; allowed: a number > 0 or null"),
+        (
+            {"lr": [0.1, float("nan")]},
+            r"^matrix\.lr\[1\]: nan is not allowed; allowed: a number > 0",
+        ),
+        ({"lr": True}, r"^matrix\.lr: true is not allowed; allowed: a number > 0, null"),
+        ({"momentum": -0.9}, r"^matrix\.momentum: -0\.9 is not allowed; allowed: a number >= 0$"),
+        (
+            {"weight_decay": float("inf")},
+            r"^matrix\.weight_decay: inf is not allowed; allowed: a number >= 0$",
+        ),
+        (
+            {"weight_decay": "1e-4"},
+            r"^matrix\.weight_decay: '1e-4' is not allowed; allowed: a number >= 0 "
+            "or a list of them$",
+        ),
     ],
 )
 def test_numbers_that_cannot_train_are_refused(matrix, expected):
     with pytest.raises(ConfigError, match=expected):
-        expand(matrix, section="matrix", datasets=DATASETS)
+        check(matrix)
 
 
 def test_sensible_numbers_pass():

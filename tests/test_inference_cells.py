@@ -27,7 +27,8 @@ def study(section, matrix=None):
 def test_schema_x_defaults_are_the_specs_and_settings_defaults():
     schema = yaml.safe_load(SCHEMA.read_text())
     props = schema["properties"]["inference"]["oneOf"][1]["properties"]
-    x_defaults = {k: v["x-default"] for k, v in props.items() if "x-default" in v}
+    axes = schema["$defs"]["inference_axes"]["properties"]
+    x_defaults = {k: v["x-default"] for k, v in axes.items() if "x-default" in v}
     assert x_defaults == {k: v for k, v in inference.field_defaults().items() if k != "machine"}
     assert {k: props[k]["default"] for k in inference.SETTINGS} == inference.SETTINGS
 
@@ -67,7 +68,16 @@ def test_a_machine_label_goes_last_in_the_path():
     [
         ({"precision": "fp64"}, "inference.precision: 'fp64' is not allowed"),
         ({"batch": 4}, "unknown key(s) batch"),
-        ({"batch_size": 0}, "inference.batch_size must be an integer >= 1"),
+        ({"batch_size": 0}, "inference.batch_size: 0 is not allowed; allowed: an integer >= 1"),
+        (
+            {"batch_size": "auto"},
+            "inference.batch_size: 'auto' is not allowed; allowed: an integer",
+        ),
+        ({"include": [{"device": "tpu"}]}, "inference.include[0].device: 'tpu' is not allowed"),
+        (
+            {"latency_queries": 0},
+            "inference.latency_queries: 0 is not allowed; allowed: an integer",
+        ),
         ({"model": "resnet9000"}, "inference.model"),
         ({"precision": "O3", "device": "cpu"}, "cannot run on cpu"),
     ],

@@ -27,6 +27,7 @@ PARSE_TIME = (
     "nettebench.study.workflow",
     "nettebench.study.code_groups",
     "nettebench.study.config_file",
+    "nettebench.study.schema",
     "nettebench.study.job_signals",
     "nettebench.study.resources",
     "nettebench.study.stored",

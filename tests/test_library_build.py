@@ -15,6 +15,7 @@ import yaml
 
 from nettebench.builds import activate as libraries
 from nettebench.study import builds as build_plans
+from nettebench.study import schema
 from nettebench.study.crossing import ConfigError
 from nettebench.study.grid import expand
 from nettebench.vocabulary.cell import CellSpec
@@ -175,16 +176,32 @@ def test_plans_default_to_the_official_repositories_and_check_names(tmp_path):
         "torchvision": ["installed", "v0.29.1"],
         "apex": ["installed", "mine"],
     }
+    with pytest.raises(ConfigError, match="neither a URL nor"):  # on disk: the plan's rule
+        build_plans.plan_builds({"apex": {"x": {"repo": str(tmp_path / "no"), "ref": "m"}}})
+    # each key's own rule is the schema's; its sentences read whole
+    named = (
+        "a name of letters, digits and . _ + - other than 'installed' (it is part of result paths)"
+    )
     bad = [
-        ({"torchaudio": {"x": {"ref": "main"}}}, "builds.torchaudio: unknown library"),
-        ({"torchvision": {"installed": {"ref": "main"}}}, "must not be 'installed'"),
-        ({"torchvision": {"a/b": {"ref": "main"}}}, "letters, digits"),
-        ({"torchvision": {"x": {"repo": str(tmp_path / "no")}}}, "ref is missing"),
-        ({"apex": {"x": {"repo": str(tmp_path / "no"), "ref": "m"}}}, "neither a URL nor"),
+        (
+            {"torchaudio": {"x": {"ref": "main"}}},
+            "builds: unknown key(s) torchaudio; allowed: torchvision, apex",
+        ),
+        (
+            {"torchvision": {"installed": {"ref": "main"}}},
+            f"builds.torchvision: 'installed' is not allowed; allowed: {named}",
+        ),
+        (
+            {"torchvision": {"a/b": {"ref": "main"}}},
+            f"builds.torchvision: 'a/b' is not allowed; allowed: {named}",
+        ),
+        ({"torchvision": {"x": {"repo": "r"}}}, "builds.torchvision.x: 'ref' is missing"),
     ]
     for section, message in bad:
-        with pytest.raises(ConfigError, match=message):
-            build_plans.plan_builds(section)
+        problem = schema.schema_problem(
+            {"datasets": {"d": None}, "matrix": {}, "builds": section}, schema.load_schema()
+        )
+        assert problem == message
 
 
 def test_cells_name_installed_or_a_configured_build():

@@ -155,8 +155,13 @@ def test_a_machine_label_goes_into_every_cell_and_its_path():
     assert not any("machine" in path for path in unlabelled.cells["matrix"])
     # `--config machine=100` arrives as a number
     assert Study.from_config({**config, "machine": 100}).machine == "100"
-    with pytest.raises(ConfigError, match="machine: 'my box' cannot be part of a result path"):
+    # the schema's sentence, read whole (it names the key and what a label may hold)
+    with pytest.raises(ConfigError) as refused:
         Study.from_config({**config, "machine": "my box"})
+    assert str(refused.value) == (
+        "machine: 'my box' is not allowed; allowed: a label of letters, digits and . _ + - "
+        "(it is part of result paths), e.g. t4 or null"
+    )
 
 
 def test_package_environments_are_planned_and_cells_depend_on_their_install(tmp_path):
@@ -171,10 +176,21 @@ def test_package_environments_are_planned_and_cells_depend_on_their_install(tmp_
     assert plan.install_manifest == "results/environments/pillow11/install.json"
     dataset, rest = next(p for p in study.cells["matrix"] if "environment" in p).split("/", 1)
     assert study.cell_builds("matrix", dataset, rest) == [plan.install_manifest]
-    with pytest.raises(ConfigError, match="not pinned to one version"):
+    # the schema's sentences (each names the key and what is allowed), then the rule across pins
+    with pytest.raises(
+        ConfigError,
+        match=r"^environments\.p\.packages\[0\]: 'pillow>=11' is not "
+        r"allowed; allowed: an exact pin name==version \(e\.g\. pillow==11\.3\.0\)",
+    ):
         Study.from_config({**config, "environments": {"p": {"packages": ["pillow>=11"]}}})
-    with pytest.raises(ConfigError, match="must not be 'installed'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^environments: 'installed' is not allowed; allowed: a "
+        r"name of letters, digits and \. _ \+ - other than 'installed'",
+    ):
         Study.from_config({**config, "environments": {"installed": {"packages": ["a==1"]}}})
+    with pytest.raises(ConfigError, match=r"^environments\.p\.packages: a is pinned twice"):
+        Study.from_config({**config, "environments": {"p": {"packages": ["a==1", "A==2"]}}})
 
 
 def test_merged_result_trees_are_aggregated_with_the_run(tmp_path, monkeypatch):

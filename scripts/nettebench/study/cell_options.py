@@ -5,8 +5,9 @@ The trainer, the ceiling, the profiler and the benches take one ``--option`` per
 a cell's arguments to any of them unchanged. Their ``--help`` shows each option's default and the
 allowed values of the enumerated ones; a bad value ends the command in one line
 (``python -m nettebench.training: error: argument --precision: invalid choice: 'o1' (choose
-from O0, tf32, ...); see --help``), checked by the same code that checks the config
-(:mod:`nettebench.study.grid`), never a traceback from deep inside the trainer.
+from O0, tf32, ...); see --help``), each checked by the schema's rule for that parameter as the
+config's are (:func:`nettebench.study.schema.check_value`), never a traceback from deep inside
+the trainer.
 
 :class:`CommandParser` is that parser: module docstrings as descriptions without their reST
 markup (:func:`plain_text`), examples kept as written, defaults shown, one-line errors.
@@ -21,19 +22,16 @@ import re
 import sys
 from typing import Any, NoReturn
 
-from nettebench.study import grid
+from nettebench.study import schema
 from nettebench.study.crossing import ConfigError
-from nettebench.vocabulary import model_names, precision
+from nettebench.vocabulary import model_names
 from nettebench.vocabulary.cell import INSTALLED, LIBRARY_PARAMETERS, CellSpec
 
-# The enumerated parameters and their allowed values (argparse choices: listed by --help).
+# The enumerated parameters and their allowed values (argparse choices: listed by --help), as
+# the schema lists them.
 CHOICES: dict[str, tuple[str, ...]] = {
-    "precision": precision.PRECISION_NAMES,
-    "device": grid.DEVICES,
-    "lr_schedule": grid.LR_SCHEDULES,
-    "amp_backend": grid.AMP_BACKENDS,
-    "loader": grid.LOADERS,
-    "store_placement": grid.STORE_PLACEMENTS,
+    key: schema.enum_of(key)
+    for key in ("precision", "device", "lr_schedule", "amp_backend", "loader", "store_placement")
 }
 
 # What each parameter means, in a few words (CellSpec's comments say why).
@@ -138,16 +136,17 @@ def add_cell_options(parser: argparse.ArgumentParser) -> None:
 
 def cell_from_args(args: argparse.Namespace, *, dataset: str | None = None) -> CellSpec:
     """The CellSpec the parsed options describe (``dataset`` fills a missing --dataset), each
-    value checked as the config's are (:func:`nettebench.study.grid.check_value`: ``--epochs
-    0``, ``--lr 0``); a bad one ends the command in one line naming the option. What a device
+    value checked by the schema's rule for it, as the config's are
+    (:func:`nettebench.study.schema.check_value`: ``--epochs 0``, ``--lr 0``); a bad one ends
+    the command in one line naming the option. What a device
     cannot run is no error here: the trainer records it as the cell's result."""
     values = {field.name: getattr(args, field.name) for field in dataclasses.fields(CellSpec)}
     values["dataset"] = values["dataset"] or dataset
     try:
         for key, value in values.items():
             # builds and environments are folders under --builds-dir, checked when activated
-            if key not in (*LIBRARY_PARAMETERS, "environment", "dataset"):
-                grid.check_value(key, value, section="options", datasets=())
+            if key not in (*LIBRARY_PARAMETERS, "environment", "dataset", "machine"):
+                schema.check_value(key, value, where="options." + key)
     except ConfigError as error:
         print(f"error: {_as_option(str(error))}", file=sys.stderr)
         raise SystemExit(2) from None
@@ -155,9 +154,9 @@ def cell_from_args(args: argparse.Namespace, *, dataset: str | None = None) -> C
 
 
 def _as_option(message: str) -> str:
-    """``options.batch_size must be ...`` (the config's wording) as ``--batch-size must be ...``."""
+    """``options.batch_size: ...`` (the config's wording) as ``--batch-size: ...``."""
     option = re.sub(r"^options\.(\w+)", lambda m: "--" + m.group(1).replace("_", "-"), message)
-    return option.replace(", or null ", ", or none ")
+    return option.replace(" or null (", " or none (")
 
 
 def _model_name(text: str) -> str:

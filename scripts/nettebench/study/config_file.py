@@ -8,9 +8,9 @@ names the key and the allowed values only deep in a long dump. Here:
 
 - :func:`check_yaml_file` reads a config file with PyYAML first and fails with
   ``config.yaml line 4, column 1: found a tab character ...; YAML indents with spaces only``;
-- :func:`schema_problem` turns the schema's most relevant error into
-  ``profile.backend: 'nvprof2' is not allowed; allowed: torch, nsys, nvprof``, looking inside
-  ``oneOf``/``anyOf`` for the alternative the value was meant to be (one line, no schema dump).
+- :func:`nettebench.study.schema.schema_problem` turns the schema's most relevant error into
+  ``profile.backend: 'nvprof2' is not allowed; allowed: torch, nsys, nvprof`` (one line, no
+  schema dump).
 
 ``python -m nettebench.study config FILE`` checks a config file the whole way (YAML, schema,
 the matrix) without Snakemake; it is how to find the line of a YAML error in a file passed with
@@ -19,7 +19,7 @@ it reads the workflow's ``config.yaml`` first and merges the files over it (so a
 such as the README's ``compare.yaml`` checks as the run will see it), unless told
 ``--replace-workflow-config``.
 
-Imports PyYAML and jsonschema (both come with Snakemake), nothing heavy.
+Imports PyYAML (it comes with Snakemake), nothing heavy.
 """
 
 from __future__ import annotations
@@ -30,23 +30,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import yaml
 
 from nettebench.study.cell_options import CommandParser
 from nettebench.study.crossing import ConfigError
 from nettebench.study.workflow import Study
-
-SCHEMA_FILE = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.yaml"
-_TYPES = {
-    "integer": "an integer",
-    "number": "a number",
-    "string": "a string",
-    "array": "a list",
-    "object": "a mapping",
-    "null": "null",
-    "boolean": "true or false",
-}
 
 
 def check_yaml_file(path: str | Path) -> Any:
@@ -89,133 +77,6 @@ def one_line_errors() -> Iterator[None]:
         sys.exit(f"Config error: {error}")
 
 
-def load_schema(path: str | Path = SCHEMA_FILE) -> dict[str, Any]:
-    return yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-
-
-def schema_problem(config: Mapping[str, Any], schema: Mapping[str, Any]) -> str | None:
-    """None when ``config`` fits ``schema``; else one line naming the key and what is allowed,
-    then jsonschema's own account of the error."""
-    validator = jsonschema.validators.validator_for(schema)(schema)
-    errors = list(validator.iter_errors(config))
-    if not errors:
-        return None
-    top = jsonschema.exceptions.best_match(errors)
-    # One line: jsonschema's own account (str(top)) would follow it with the whole schema.
-    return _summary(_meant_alternative(top), schema)
-
-
-def check_schema(config: Mapping[str, Any], schema_path: str | Path = SCHEMA_FILE) -> None:
-    problem = schema_problem(config, load_schema(schema_path))
-    if problem:
-        raise ConfigError(problem)
-
-
-def _meant_alternative(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
-    """Inside a oneOf/anyOf, the error of the one alternative the value has the shape of (say
-    the mapping in ``null | {backend: ...}``); the oneOf itself when none or several fit."""
-    while error.validator in ("oneOf", "anyOf") and error.context:
-        by_alternative: dict[Any, list[jsonschema.ValidationError]] = {}
-        for sub in error.context:
-            by_alternative.setdefault(sub.relative_schema_path[0], []).append(sub)
-        shaped = [
-            subs
-            for subs in by_alternative.values()
-            if any(sub.relative_path for sub in subs)
-            or not all(sub.validator in ("type", "const", "enum") for sub in subs)
-        ]
-        if len(shaped) != 1:
-            break
-        error = jsonschema.exceptions.best_match(shaped[0])
-    return error
-
-
-def _summary(error: jsonschema.ValidationError, schema: Mapping[str, Any]) -> str:
-    where = _where(error)
-    kind = error.validator
-    rule = error.schema if isinstance(error.schema, Mapping) else {}
-    if kind == "additionalProperties" and isinstance(error.instance, Mapping):
-        known = list(rule.get("properties") or ())
-        unknown = sorted(str(key) for key in error.instance if key not in known)
-        allowed = ", ".join(known) if known else "none"
-        return f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {allowed}"
-    if kind in ("minProperties", "minItems"):
-        what = "entries" if kind == "minProperties" else "items"
-        return f"{where} is empty; give at least {error.validator_value} {what}"
-    if kind == "required":
-        return f"{where}: {error.message.replace(' is a required property', '')} is missing"
-    allowed = describe(rule, schema) if kind in ("oneOf", "anyOf") else _constraint(error, schema)
-    return f"{where}: {_show(error.instance)} is not allowed; allowed: {allowed}"
-
-
-def _constraint(error: jsonschema.ValidationError, schema: Mapping[str, Any]) -> str:
-    kind, value = error.validator, error.validator_value
-    if kind == "enum":
-        return ", ".join(_show(v, quote=False) for v in value)
-    if kind == "const":
-        return _show(value, quote=False)
-    if kind == "type":
-        return describe({"type": value}, schema)
-    if kind in ("minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"):
-        sign = {"minimum": ">=", "exclusiveMinimum": ">", "maximum": "<=", "exclusiveMaximum": "<"}
-        return f"{sign[kind]} {value}"
-    if kind == "pattern":
-        return f"a string matching {value}"
-    return error.message
-
-
-def describe(rule: Mapping[str, Any], schema: Mapping[str, Any]) -> str:
-    """What a (sub)schema allows, in words: ``an integer, auto, or a list``."""
-    if "$ref" in rule:
-        target: Any = schema
-        for part in str(rule["$ref"]).lstrip("#/").split("/"):
-            target = target.get(part, {}) if isinstance(target, Mapping) else {}
-        return describe(target, schema)
-    for key in ("oneOf", "anyOf"):
-        if key in rule:
-            return _either([describe(alternative, schema) for alternative in rule[key]])
-    if "const" in rule:
-        return _show(rule["const"], quote=False)
-    if "enum" in rule:
-        return ", ".join(_show(v, quote=False) for v in rule["enum"])
-    kinds = rule.get("type")
-    if kinds is None:
-        return "anything"
-    text = " or ".join(_TYPES.get(k, k) for k in ([kinds] if isinstance(kinds, str) else kinds))
-    for key, sign in (("minimum", ">="), ("exclusiveMinimum", ">")):
-        if key in rule:
-            text += f" {sign} {rule[key]}"
-    return text
-
-
-def _either(options: list[str]) -> str:
-    """``a``, ``a or b``, ``a, b, or c``."""
-    if len(options) <= 2:
-        return " or ".join(options)
-    return ", ".join(options[:-1]) + ", or " + options[-1]
-
-
-def _where(error: jsonschema.ValidationError) -> str:
-    text = ""
-    for part in error.absolute_path:
-        text += f"[{part}]" if isinstance(part, int) else (f".{part}" if text else str(part))
-    return text or "the config"
-
-
-def _show(value: Any, *, quote: bool = True) -> str:
-    if isinstance(value, Mapping):
-        return "a mapping"
-    if isinstance(value, list):
-        return "a list"
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, str):
-        return repr(value) if quote else value
-    return str(value)
-
-
 WORKFLOW_CONFIG = "config.yaml"  # the Snakefile's `configfile:`, relative to the working directory
 
 
@@ -249,8 +110,7 @@ def main(argv: list[str] | None = None) -> int:
             if not isinstance(data, Mapping):
                 raise ConfigError(f"{name}: a config file holds a mapping of keys at its top")
             merge_config(config, data)
-        check_schema(config)
-        Study.from_config(config)
+        Study.from_config(config)  # the schema, then the rules across keys
     except ConfigError as error:
         print(f"error: {error} (in {' + '.join(names)})", file=sys.stderr)
         return 1

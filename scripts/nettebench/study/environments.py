@@ -30,8 +30,8 @@ from nettebench.study.crossing import ConfigError
 from nettebench.vocabulary.build_catalog import ENVIRONMENTS_ROOT, INSTALL_MANIFEST, canonical_name
 from nettebench.vocabulary.cell import INSTALLED
 
-_SAFE_NAME = re.compile(r"^[A-Za-z0-9._+-]+$")
-# name[extras]==version, as pip writes an exact pin
+# name[extras]==version, as pip writes an exact pin: the schema's `$defs/pin` checks a config's
+# packages with the same expression (tests/test_config_file.py keeps the two equal); this parses.
 _PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)(\[[A-Za-z0-9,._-]*\])?==([A-Za-z0-9.+!_-]+)$")
 
 
@@ -69,29 +69,16 @@ class EnvironmentPlan:
 def plan_environments(section: Mapping[str, Any] | None) -> dict[str, EnvironmentPlan]:
     """The config's ``environments:`` section as plans, name -> plan, every value checked."""
     plans: dict[str, EnvironmentPlan] = {}
+    # The schema checked each name and that every package is a pin (its `$defs/pin`); here
+    # the rule across pins: one version per distribution.
     for name, spec in (section or {}).items():
         where = f"environments.{name}"
         name = str(name)
-        if name == INSTALLED or not _SAFE_NAME.match(name):
-            raise ConfigError(
-                f"{where}: an environment's name is part of result paths and must not be "
-                f"{INSTALLED!r}; use letters, digits and . _ + -"
-            )
-        spec = dict(spec or {})
-        packages = spec.get("packages")
-        if not packages or not isinstance(packages, list):
-            raise ConfigError(
-                f"{where}.packages: give a list of pinned packages, e.g. [pillow==11.3.0]"
-            )
+        packages = spec["packages"]
         seen: dict[str, str] = {}
         for package in packages:
             match = _PIN.match(str(package).strip())
-            if not match:
-                raise ConfigError(
-                    f"{where}.packages: {package!r} is not pinned to one version; write "
-                    "name==version (e.g. pillow==11.3.0), so the environment is the same "
-                    "wherever it is installed"
-                )
+            assert match, package  # the schema's `$defs/pin`
             key = canonical_name(match.group(1))
             if key in seen:
                 raise ConfigError(

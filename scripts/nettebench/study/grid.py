@@ -10,13 +10,15 @@ The matrix works like a CI matrix:
   ``{model: resnet50, batch_size: 128}`` adds resnet50 at batch 128 in every precision and seed.
 
 Parameters no axis names take the defaults of :class:`nettebench.vocabulary.cell.CellSpec`.
-Duplicate cells collapse into one. Every value is checked here, before any job runs, so a typo fails
-with the key, the bad value and the allowed values.
+Duplicate cells collapse into one. The schema (schemas/config.schema.yaml, applied by
+:mod:`.schema` before any section is expanded) owns each value's own rule: types, enums, ranges.
+Here are only the rules that look past one key: a value names something configured elsewhere
+(:func:`check_names`: datasets, builds, environments, and the model catalog) or a combination
+of values cannot run together (:func:`check_combination`).
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -31,17 +33,6 @@ from nettebench.vocabulary.cell import (
     CellSpec,
     field_defaults,
 )
-
-DEVICES = ("auto", "cpu", "cuda")
-LR_SCHEDULES = ("step", "cosine")
-AMP_BACKENDS = ("native", "apex")
-LOADERS = ("pil", "cached")
-STORE_PLACEMENTS = ("auto", "device", "host")
-_POSITIVE_INTS = ("epochs", "image_size", "processes")
-_BOOLEANS = ("deterministic", "pretrained", "compile", "cudnn_benchmark")
-_NON_NEGATIVE_INTS = ("workers", "seed")
-_NON_NEGATIVE_NUMBERS = ("momentum", "weight_decay")
-
 
 # What the matrix's axes may name: every cell parameter but the run's labels, which are refused
 # with where they go instead.
@@ -88,15 +79,40 @@ def build_cell(
     datasets: Sequence[str],
     builds: Mapping[str, Sequence[str]] | None = None,
 ) -> CellSpec:
-    """Validate one cell's values and fill in defaults."""
+    """One cell of values the schema passed: their names checked, defaults filled in."""
+    check_names(values, section=section, datasets=datasets, builds=builds)
+    cell = CellSpec(**values)
+    check_combination(cell, section=section)
+    cell.path()  # raises on values that cannot be a path component
+    return cell
+
+
+def check_names(
+    values: Mapping[str, Any],
+    *,
+    section: str,
+    datasets: Sequence[str],
+    builds: Mapping[str, Sequence[str]] | None = None,
+) -> None:
+    """Values that name something listed elsewhere: a dataset under ``datasets:``, a model of
+    :mod:`nettebench.vocabulary.model_names`, a build under ``builds:``, an environment under
+    ``environments:`` (the inference section's cells too)."""
     for key, value in values.items():
-        if key in LIBRARY_PARAMETERS:
+        if key == "dataset":
+            crossing.one_of(f"{section}.{key}", value, datasets, what="configured datasets")
+        elif key == "model":
+            try:
+                model_names.check_model_name(value)
+            except ValueError as error:
+                raise ConfigError(f"{section}.{key}: {error}") from None
+        elif key in LIBRARY_PARAMETERS:
             _check_build(key, value, section=section, builds=builds)
         elif key == "environment":
             _check_environment(value, section=section, builds=builds)
-        else:
-            _check_value(key, value, section=section, datasets=datasets)
-    cell = CellSpec(**values)
+
+
+def check_combination(cell: CellSpec, *, section: str) -> None:
+    """Values that cannot run together (each value alone passed the schema)."""
     if cell.device != "auto":
         reason = precision.unsupported_reason(cell.precision, cell.device)
         if reason:
@@ -125,66 +141,6 @@ def build_cell(
             f"{section}: batch_size {cell.batch_size} does not split over {cell.processes} "
             "processes (it is the global batch: use a multiple of processes)"
         )
-    if cell.max_steps is not None and cell.max_steps < 1:
-        raise ConfigError(f"{section}.max_steps must be >= 1 or null, got {cell.max_steps!r}")
-    cell.path()  # raises on values that cannot be a path component
-    return cell
-
-
-def _check_value(key: str, value: Any, *, section: str, datasets: Sequence[str]) -> None:
-    where = f"{section}.{key}"
-    if key == "dataset":
-        crossing.one_of(where, value, datasets, what="configured datasets")
-    elif key == "model":
-        try:
-            model_names.check_model_name(value)
-        except ValueError as error:
-            raise ConfigError(f"{where}: {error}") from None
-    elif key == "precision":
-        crossing.one_of(where, value, precision.PRECISION_NAMES)
-    elif key == "device":
-        crossing.one_of(where, value, DEVICES)
-    elif key == "lr_schedule":
-        crossing.one_of(where, value, LR_SCHEDULES)
-    elif key == "amp_backend":
-        crossing.one_of(where, value, AMP_BACKENDS)
-    elif key == "loader":
-        crossing.one_of(where, value, LOADERS)
-    elif key == "store_placement":
-        crossing.one_of(where, value, STORE_PLACEMENTS)
-    elif key == "batch_size":
-        if value != "auto" and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ConfigError(f"{where} must be an integer >= 1 or auto, got {value!r}")
-    elif key == "channels_last":
-        if not isinstance(value, bool) and value != "auto":
-            raise ConfigError(f"{where} must be true, false or auto, got {value!r}")
-    elif key in _BOOLEANS:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{where} must be true or false, got {value!r}")
-    elif key == "lr":
-        if value is not None and not _finite_number(value, above=0):
-            raise ConfigError(
-                f"{where} must be a number > 0, or null for the reference 0.1 x batch_size / "
-                f"256; got {value!r}"
-            )
-    elif key in _NON_NEGATIVE_NUMBERS:
-        if not _finite_number(value, at_least=0):
-            raise ConfigError(f"{where} must be a number >= 0, got {value!r}")
-    elif key in _POSITIVE_INTS or key in _NON_NEGATIVE_INTS:
-        lowest = 1 if key in _POSITIVE_INTS else 0
-        if isinstance(value, bool) or not isinstance(value, int) or value < lowest:
-            raise ConfigError(f"{where} must be an integer >= {lowest}, got {value!r}")
-
-
-# The check of one value, also for the commands' options (nettebench.study.cell_options).
-check_value = _check_value
-
-
-def _finite_number(value: Any, *, above: float | None = None, at_least: float | None = None):
-    """A real number (not a boolean, not nan or infinite) in the range asked for."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        return False
-    return (above is None or value > above) and (at_least is None or value >= at_least)
 
 
 def _check_build(

@@ -98,7 +98,6 @@ class InferenceSpec:
 
 
 PARAMETER_NAMES = tuple(field.name for field in dataclasses.fields(InferenceSpec))
-DEVICES = grid.DEVICES
 
 
 def field_defaults() -> dict[str, Any]:
@@ -118,8 +117,6 @@ def split_section(section: Mapping[str, Any] | None) -> tuple[dict[str, Any], di
     """(axes with include/exclude, run settings with defaults) of the ``inference:`` section."""
     axes = dict(section or {})
     settings = {key: axes.pop(key, default) for key, default in SETTINGS.items()}
-    if settings["latency_queries"] < 1 or settings["warmup"] < 0:
-        raise ConfigError("inference: latency_queries must be >= 1 and warmup >= 0")
     return axes, settings
 
 
@@ -147,13 +144,10 @@ def expand(
 def build_cell(
     values: Mapping[str, Any], *, datasets: Sequence[str], machine: str | None
 ) -> InferenceSpec:
+    """One cell of values the schema passed (``inference_axes``): names checked as a training
+    cell's are, then what its device cannot run."""
     where = "inference"
-    for key, value in values.items():
-        if key == "batch_size":  # a fixed batch: no auto search here
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ConfigError(f"{where}.{key} must be an integer >= 1, got {value!r}")
-        else:  # the same parameters as a training cell's, checked the same way
-            grid.check_value(key, value, section=where, datasets=datasets)
+    grid.check_names(values, section=where, datasets=datasets)
     cell = InferenceSpec(**values, machine=machine)
     if cell.device != "auto":
         reason = precision.unsupported_reason(cell.precision, cell.device)

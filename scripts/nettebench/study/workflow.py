@@ -18,7 +18,7 @@ from typing import Any
 from nettebench.datasets.walk import tree_stamp
 from nettebench.study import builds as build_plans
 from nettebench.study import environments as environment_plans
-from nettebench.study import grid
+from nettebench.study import grid, schema
 from nettebench.study import inference_cells as inference
 from nettebench.study.crossing import ConfigError
 from nettebench.vocabulary.build_catalog import BUILDS_ROOT, ENVIRONMENTS_ROOT
@@ -27,27 +27,10 @@ from nettebench.vocabulary.dataset_catalog import CATALOG
 from nettebench.vocabulary.dataset_errors import DatasetError
 from nettebench.vocabulary.outputs import CEILING_FILE
 
-TOP_LEVEL_KEYS = (
-    "datasets",
-    "matrix",
-    "cpu_baseline",
-    "ceiling",
-    "aggregate_only",
-    "profile",
-    "builds",
-    "environments",
-    "machine",
-    "merge_results",
-    "target_top1",
-    "inference",
-)
-
 # Where each kind of cell lives under results/.
 KIND_ROOTS = {"matrix": "results/runs", "cpu_baseline": "results/cpu"}
 # The CPU baseline reproduces the study's CPU run: plain fp32 on the CPU unless it says otherwise.
 CPU_BASELINE_OVERRIDES = {"device": "cpu", "precision": "fp32"}
-# A machine label is part of result paths: the characters a path component may hold.
-_MACHINE_LABEL = re.compile(r"^[A-Za-z0-9._+-]+$")
 
 
 @dataclass(frozen=True)
@@ -113,7 +96,9 @@ class Study:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> Study:
-        check_top_level(config)
+        """The study of a config: the schema's rules first (one line for the first error), then
+        those across keys, as each section is planned and expanded."""
+        schema.check_schema(config)
         datasets = {name: plan_dataset(name, spec) for name, spec in config["datasets"].items()}
         names = list(datasets)
         builds = build_plans.plan_builds(config.get("builds"))
@@ -300,28 +285,15 @@ class Study:
 
 
 def machine_label(value: Any) -> str | None:
-    """The config's ``machine:`` as a path-safe label (None when unset)."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise ConfigError(f"machine: {value!r} is not a label; give a name like t4 or a100-site")
-    label = str(value)
-    if not _MACHINE_LABEL.match(label):
-        raise ConfigError(
-            f"machine: {label!r} cannot be part of a result path; use letters, digits and . _ + -"
-        )
-    return label
+    """The config's ``machine:`` as a label (None when unset; the schema checked its
+    characters: it is part of result paths)."""
+    return None if value is None or value == "" else str(value)
 
 
 def merge_trees(value: Any) -> list[str]:
     """The config's ``merge_results:``: result folders that exist and hold cell records."""
-    if value is None:
-        return []
-    trees = [value] if isinstance(value, str) else value
-    if not isinstance(trees, list):
-        raise ConfigError("merge_results: give a list of results/ folders")
     found = []
-    for index, tree in enumerate(trees):
+    for index, tree in enumerate(value or ()):  # the schema: a list of strings, or null
         where = f"merge_results[{index}]"
         path = Path(str(tree)).expanduser()
         if not path.is_dir():
@@ -351,15 +323,6 @@ def records_in_tree(tree: str) -> dict[str, list[str]]:
         found["metrics"] += glob.glob(f"{folder}/**/metrics.json", recursive=True)
         found["ceilings"] += glob.glob(f"{folder}/**/{CEILING_FILE}", recursive=True)
     return {key: sorted(paths) for key, paths in found.items()}
-
-
-def check_top_level(config: Mapping[str, Any]) -> None:
-    """Unknown top-level keys fail with the allowed ones (before schema validation)."""
-    unknown = sorted(set(config) - set(TOP_LEVEL_KEYS))
-    if unknown:
-        raise ConfigError(
-            f"unknown config key(s) {', '.join(unknown)}; allowed: {', '.join(TOP_LEVEL_KEYS)}"
-        )
 
 
 def plan_dataset(name: str, spec: Mapping[str, Any] | None) -> DatasetPlan:
