@@ -57,6 +57,15 @@ def test_torchruns_arguments_are_the_documented_standalone_command(monkeypatch):
     assert got.run_id != again.run_id and len(got.run_id) == len(again.run_id) == 36
 
 
+def test_the_agent_notices_a_dead_process_within_half_a_second(monkeypatch):
+    """The module says a process that dies ends the others at once: the agent, as
+    torchrun's parser configures it from our command line, looks at its processes at least
+    every half second (polling less often than torchrun's default, but not by seconds)."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    got, _, _ = configured(launch.torchrun_args(MODULE, [], 2, 2))
+    assert 0 < got.monitor_interval <= 0.5
+
+
 def test_without_threads_the_cpus_it_may_use_are_shared(monkeypatch):
     # this process's CPUs (pid 0), not another's
     cpus = {0: set(range(8))}

@@ -244,3 +244,23 @@ def test_the_pipelines_batch_time_is_of_full_batches(clock):
     found = measure.pipeline(model, batches(4, 4, 4, 2), measure.Budget(max_seconds=100.0))
     assert found["images"] == 10 and found["seconds"] == pytest.approx(0.7)
     assert found["batch_ms"]["n"] == 2 and found["batch_ms"]["median"] == pytest.approx(300)
+
+
+def test_a_loaders_short_last_batch_is_warmed_even_of_one_image():
+    """9 images in batches of 4: the last batch holds 1 (warmed); with ``drop_last`` it never
+    comes; a split smaller than one batch has only that batch (its shape is the first's)."""
+    dataset = torch.utils.data.TensorDataset(torch.zeros(9, 1))
+    assert measure._short_batches(torch.utils.data.DataLoader(dataset, batch_size=4), 4) == [1]
+    dropped = torch.utils.data.DataLoader(dataset, batch_size=4, drop_last=True)
+    assert measure._short_batches(dropped, 4) == []
+    small = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.zeros(3, 1)), 4)
+    assert measure._short_batches(small, 3) == []  # the first batch is 3: nothing shorter
+
+
+def test_single_stream_reaching_the_cap_exactly_runs_on(clock):
+    """Queries of 0.25 s (exact in binary) under a 0.5 s cap: at 0.5 s the cap is reached, not
+    passed, so a third query runs; 0.75 s is past it."""
+    model = Model(clock, [0.25])
+    budget = measure.Budget(warmup=0, max_seconds=0.5, latency_queries=8)
+    found = measure.single_stream(model, [torch.zeros(1, 3, 4, 4)], budget)
+    assert found["queries"] == 3 and found["capped"] is True and model.calls == 3

@@ -51,3 +51,16 @@ def test_a_large_n_tail_quantile_never_takes_rank_zero():
     assert ranks is None or ranks[0] >= 1
     found = quantile_interval(range(1, 6001), 0.0008)
     assert found.low is None or found.low <= found.value <= found.high
+
+
+def test_above_5000_samples_the_ranks_are_the_normal_approximations():
+    """n = 6000, q = 7/6000 (7 expected below): centre 7, half-width 1.96 x sqrt(7 x 5993/6000)
+    = 5.18, so j = floor(1.82) = 1 (a valid first rank) and k = ceil(12.18) + 1 = 14; the exact
+    binomial would say (2, 14), within one as the module states."""
+    assert order_statistic_ranks(6000, 7 / 6000, 0.95) == (1, 14)
+
+
+def test_one_samples_standard_deviation_is_zero():
+    found = summary([2.0])
+    assert found["n"] == 1 and found["median"] == 2.0 and found["std"] == 0.0
+    assert found["median_low"] is None and found["median_high"] is None
