@@ -1,4 +1,5 @@
-"""The config schema (schemas/config.schema.yaml) applied, each error in one line.
+"""The config schema (``config.schema.yaml`` here, linked from schemas/) applied, each error in one
+line.
 
 The schema owns every rule of one key: types, enums, ranges, required and unknown keys, and the
 values each axis may take (one value or a list). jsonschema, given ``profile: {backend:
@@ -24,7 +25,10 @@ import yaml
 
 from nettebench.study.crossing import ConfigError
 
-SCHEMA_FILE = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.yaml"
+# In the package, so the commands that check their options with it (the trainer, ...) find it
+# wherever the package is installed or copied; schemas/config.schema.yaml, where Snakemake's
+# validate() and a config author look for it, is a link to this file.
+SCHEMA_FILE = Path(__file__).resolve().with_name("config.schema.yaml")
 _TYPES = {
     "integer": "an integer",
     "number": "a number",
