@@ -286,7 +286,9 @@ def test_host_pids_gvisor_the_job_alone_on_its_gpu_is_no_interference():
     probe = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0), smi=_listing([(918273, "GPU-aaaa")]))
     found = probe.stop(probe.start(gpu=True), gpu=True)
     assert found["gpu_other_processes"] == 0
-    assert found["interference"] is False
+    # No GPU reason. The CPU side is this machine's own /proc/stat over the window, where the
+    # hypervisor's steal or another test's process can pass its bound (CI at 9ae0d5c: True).
+    assert [reason for reason in found["interference_reasons"] if "GPU" in reason] == []
     assert found["gpu_visibility"] == "nvidia-smi (host PIDs: the job counted out)"
 
 
