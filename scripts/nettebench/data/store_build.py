@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import multiprocessing
 import os
 import time
 from collections.abc import Callable
@@ -44,6 +43,7 @@ from nettebench.datasets.info import SPLITS, load_data_root
 from nettebench.vocabulary.atomic import make_work_dir, remove_tree, write_json_atomic
 from nettebench.vocabulary.cell import store_frame_width as frame_width
 from nettebench.vocabulary.dataset_errors import DatasetError, report
+from nettebench.vocabulary.worker_pool import worker_pool
 
 
 def _shorter_side(image: Image.Image, resolution: int) -> Image.Image:
@@ -167,7 +167,7 @@ def build_store(
                     _WORKER_ARRAYS.clear()
             else:
                 chunk = max(1, min(64, len(tasks) // (jobs * 8)))
-                with multiprocessing.Pool(jobs, initializer=init) as pool:
+                with worker_pool(jobs, initializer=init) as pool:
                     for _ in pool.imap_unordered(worker, tasks, chunksize=chunk):
                         bar.update()
         for name in array_files():

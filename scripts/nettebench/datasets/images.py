@@ -23,11 +23,12 @@ from __future__ import annotations
 
 import hashlib
 import io
-import multiprocessing
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from nettebench.vocabulary.worker_pool import worker_pool
 
 from .walk import tree_images
 
@@ -100,7 +101,7 @@ def check_images(
     if jobs == 1:
         results = [check_file(path) for path in paths]
     else:
-        with multiprocessing.Pool(jobs) as pool:
+        with worker_pool(jobs) as pool:
             results = pool.map(check_file, paths, chunksize=64)
     bad, digest = [], hashlib.sha256()
     for path, (problem, sha) in zip(paths, results, strict=True):

@@ -32,7 +32,6 @@ import colorsys
 import hashlib
 import io
 import math
-import multiprocessing
 import os
 import sys
 from functools import partial
@@ -45,6 +44,7 @@ from tqdm import tqdm
 
 from nettebench.vocabulary.atomic import install_tree, make_work_dir, remove_tree
 from nettebench.vocabulary.dataset_errors import DatasetError, report
+from nettebench.vocabulary.worker_pool import worker_pool
 
 from .info import INFO_FILE, TreeStats, remove_stale_trees, write_info
 from .walk import tree_images
@@ -249,7 +249,7 @@ def generate(
                     bar.update()
             else:
                 chunk = max(1, min(64, len(tasks) // (jobs * 8)))
-                with multiprocessing.Pool(jobs) as pool:
+                with worker_pool(jobs) as pool:
                     for rel, sha in pool.imap_unordered(worker, tasks, chunksize=chunk):
                         digests[rel] = sha
                         bar.update()
