@@ -174,6 +174,9 @@ def run_once(args) -> dict:
         "own_cpu_s": found["own_cpu_s"],
         "other_cpu_s": found["other_cpu_s"],
         "other_cpu_share_during_run": found["other_cpu_share"],
+        # the hypervisor's: time the VM's CPUs wanted to run but the host ran something else
+        # (runs of the same commit on the 2-core VM took 30 % longer with 10-20 % stolen)
+        "steal_share_during_run": found["steal_share"],
         "cpu": {
             key: first.get(f"env_{key}")
             for key in ("cpu_model", "cpu_capability", "cpu_flags", "cpu_isa_limits", "bf16_native")
@@ -243,6 +246,10 @@ def job_setup(workdir: Path) -> dict[str, dict[str, float]]:
     return found
 
 
+def _percent(share: float | None) -> str:
+    return "-" if share is None else f"{100 * share:.0f} %"
+
+
 def side_by_side(summaries: list[dict]) -> str:
     """The note's table: one row per cell, one column per run; then the comparisons."""
     names = list(dict.fromkeys(n for s in summaries for n in s["table_cells"]))
@@ -250,8 +257,13 @@ def side_by_side(summaries: list[dict]) -> str:
     lines = ["| cell | " + " | ".join(f"run {i}" for i in runs) + " |"]
     lines.append("|---" * (len(summaries) + 1) + "|")
     lines.append(
-        "| wall (load before) | "
-        + " | ".join(f"{s['wall_s']:.0f} s ({s['loadavg_before']})" for s in summaries)
+        "| wall (load before; others' share, stolen share of the CPUs) | "
+        + " | ".join(
+            f"{s['wall_s']:.0f} s ({s['loadavg_before']}; "
+            f"{_percent(s['other_cpu_share_during_run'])}, "
+            f"{_percent(s.get('steal_share_during_run'))})"
+            for s in summaries
+        )
         + " |"
     )
     for name in names:

@@ -27,6 +27,8 @@ def _run(answers, rate="127", marks=None):
     return {
         "wall_s": 100.0,
         "loadavg_before": "0.50 0.40 0.30",
+        "other_cpu_share_during_run": 0.004,
+        "steal_share_during_run": 0.18,
         "answers": answers,
         "table_cells": {B.cell_name(row): B.cell_text(row)},
     }
@@ -45,7 +47,10 @@ def test_the_side_by_side_table_names_flips_and_impossible_cells():
         "| cell O0 `pil` | 13.2 s, 127 [120-133] img/s | 13.2 s, 127 [120-133] img/s **✗** |"
         in (table)
     )
-    assert "| wall (load before) | 100 s (0.50 0.40 0.30) |" in table
+    assert (
+        "| wall (load before; others' share, stolen share of the CPUs) "
+        "| 100 s (0.50 0.40 0.30; 0 %, 18 %) |"
+    ) in table
     assert "directions that flip between runs: 1" in table and "cells with ✗: 1" in table
     steady = B.side_by_side([_run([PIL_FASTER]), _run([PIL_FASTER, NOISE])])
     assert "directions that flip between runs: 0" in steady and "cells with ✗: 0" in steady
