@@ -247,7 +247,8 @@ def job_setup(workdir: Path) -> dict[str, dict[str, float]]:
 
 
 def _percent(share: float | None) -> str:
-    return "-" if share is None else f"{100 * share:.0f} %"
+    """One decimal: a quiet run's shares are tenths of a percent, which whole percents show as 0."""
+    return "-" if share is None else f"{100 * share:.1f} %"
 
 
 def side_by_side(summaries: list[dict]) -> str:

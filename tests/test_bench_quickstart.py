@@ -49,7 +49,7 @@ def test_the_side_by_side_table_names_flips_and_impossible_cells():
     )
     assert (
         "| wall (load before; others' share, stolen share of the CPUs) "
-        "| 100 s (0.50 0.40 0.30; 0 %, 18 %) |"
+        "| 100 s (0.50 0.40 0.30; 0.4 %, 18.0 %) |"
     ) in table
     assert "directions that flip between runs: 1" in table and "cells with ✗: 1" in table
     steady = B.side_by_side([_run([PIL_FASTER]), _run([PIL_FASTER, NOISE])])
