@@ -175,7 +175,8 @@ def run_once(args) -> dict:
         "other_cpu_s": found["other_cpu_s"],
         "other_cpu_share_during_run": found["other_cpu_share"],
         # the hypervisor's: time the VM's CPUs wanted to run but the host ran something else
-        # (runs of the same commit on the 2-core VM took 30 % longer with 10-20 % stolen)
+        # (the slowest capped run at b681984, 143 s, had cells with 11 % and 22 % stolen, which
+        # the others' share does not count)
         "steal_share_during_run": found["steal_share"],
         "cpu": {
             key: first.get(f"env_{key}")
