@@ -45,7 +45,7 @@ from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory, synchronize
 from nettebench.training.outcome import oom_message, unsupported_reason
 from nettebench.training.parallel import DataParallel
-from nettebench.vocabulary import record_keys
+from nettebench.vocabulary import command_start, record_keys
 from nettebench.vocabulary.atomic import write_text_atomic
 from nettebench.vocabulary.cell import CellSpec
 
@@ -364,4 +364,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command_start.run(main))

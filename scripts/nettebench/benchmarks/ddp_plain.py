@@ -37,6 +37,7 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
 from nettebench.models.build import build_model
+from nettebench.vocabulary import command_start
 
 
 def _rank(rank: int, world: int, init: str, options: dict[str, Any], out: str) -> None:
@@ -149,4 +150,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command_start.run(main))

@@ -25,6 +25,7 @@ from nettebench.study.cell_options import CommandParser
 from nettebench.training.cli import resolve_device
 from nettebench.training.fit import build_loaders, seed_epoch
 from nettebench.training.loop import synchronize
+from nettebench.vocabulary import command_start
 from nettebench.vocabulary.atomic import write_json_atomic
 from nettebench.vocabulary.cell import CellSpec
 
@@ -137,4 +138,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command_start.run(main))

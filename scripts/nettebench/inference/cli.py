@@ -35,7 +35,7 @@ from nettebench.study.inference_cells import SETTINGS, InferenceSpec
 from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory
 from nettebench.training.outcome import oom_message
-from nettebench.vocabulary import precision
+from nettebench.vocabulary import command_start, precision
 from nettebench.vocabulary.record_keys import (
     SCHEMA_VERSION,
     STATUS_OK,
@@ -269,4 +269,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command_start.run(main))

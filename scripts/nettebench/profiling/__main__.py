@@ -4,5 +4,6 @@
 import sys
 
 from nettebench.profiling.cli import main
+from nettebench.vocabulary import command_start
 
-sys.exit(main())
+sys.exit(command_start.run(main))

@@ -52,6 +52,7 @@ from nettebench.study.cell_options import CommandParser, add_cell_options, cell_
 from nettebench.training.apex import ApexAmpUnavailable
 from nettebench.training.cli import resolve_device
 from nettebench.training.outcome import oom_message
+from nettebench.vocabulary import command_start
 from nettebench.vocabulary.atomic import write_bytes_atomic, write_json_atomic
 from nettebench.vocabulary.cell import CellSpec
 from nettebench.vocabulary.dataset_errors import DatasetError
@@ -313,4 +314,4 @@ def _write(
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command_start.run(main))

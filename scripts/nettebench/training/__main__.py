@@ -3,5 +3,6 @@
 import sys
 
 from nettebench.training.cli import main
+from nettebench.vocabulary import command_start
 
-sys.exit(main())
+sys.exit(command_start.run(main))

@@ -58,6 +58,7 @@ from nettebench.training.context import (
 )
 from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_name
 from nettebench.training.parallel import DataParallel
+from nettebench.vocabulary import command_start
 from nettebench.vocabulary.cell import CellSpec
 from nettebench.vocabulary.dataset_errors import DatasetError
 from nettebench.vocabulary.record_keys import STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED
@@ -412,4 +413,4 @@ def _print_slurm_job() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command_start.run(main))

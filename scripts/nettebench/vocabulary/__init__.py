@@ -6,8 +6,9 @@ model names known without torch (:mod:`.model_names`), the libraries that can be
 files a build leaves (:mod:`.build_catalog`), the datasets known by name (:mod:`.dataset_catalog`)
 and the dataset layer's error (:mod:`.dataset_errors`), a record's keys and the outcomes it
 records (:mod:`.record_keys`: ``STATUS_*``, ``METRICS_KEYS``, ``EPOCH_COLUMNS``), the one
-all-or-nothing writer of files and folders that every floor writes with (:mod:`.atomic`), and
-the commands' names with the dispatcher every subpackage's ``__main__`` calls (:mod:`.commands`).
+all-or-nothing writer of files and folders that every floor writes with (:mod:`.atomic`),
+the commands' names with the dispatcher every subpackage's ``__main__`` calls (:mod:`.commands`),
+and a command's start with the garbage collector paused while it imports (:mod:`.command_start`).
 
 Imports the standard library only, and nothing of the package but itself
 (``tests/test_layout.py``): Snakemake imports it while it parses, and every floor above may

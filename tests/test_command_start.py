@@ -1,0 +1,119 @@
+"""A command imports with the garbage collector paused and works with it on
+(nettebench/vocabulary/command_start.py); a library import never touches it."""
+
+from __future__ import annotations
+
+import ast
+import gc
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nettebench.vocabulary import command_start
+
+PACKAGE_DIR = Path(command_start.__file__).resolve().parent.parent
+
+# Printed at exit by every Python process of a test below: is the collector on, and did
+# anything freeze the imports' objects?
+PROBE = """\
+import atexit, gc, sys
+atexit.register(lambda: print(f"collector={gc.isenabled()} frozen={gc.get_freeze_count() > 0}",
+                              file=sys.__stderr__))
+"""
+
+
+@pytest.fixture
+def collector_restored(monkeypatch):
+    """The worker's collector as it was, whatever the test did to it."""
+    monkeypatch.setattr(command_start, "_paused", False)
+    yield
+    gc.unfreeze()
+    gc.enable()
+
+
+def test_only_a_python_dash_m_start_pauses_and_resume_freezes(collector_restored):
+    for argv in (["-c"], ["/usr/bin/snakemake", "-n"], ["pytest"], []):
+        assert not command_start.pause_while_importing(argv) and gc.isenabled()
+    command_start.resume()  # nothing was paused: nothing changes
+    assert gc.get_freeze_count() == 0
+
+    assert command_start.pause_while_importing(["-m", "--data", "x"])
+    assert not gc.isenabled()
+    made_while_importing = [object() for _ in range(3)]
+    assert command_start.run(lambda: 7) == 7  # the command runs after the collector is back
+    assert gc.isenabled() and gc.get_freeze_count() >= len(made_while_importing)
+    gc.unfreeze()
+    command_start.resume()  # a second resume does nothing
+    assert gc.get_freeze_count() == 0
+
+
+def test_a_collector_turned_off_by_someone_else_stays_off(collector_restored):
+    gc.disable()
+    assert not command_start.pause_while_importing(["-m"])
+    command_start.resume()
+    assert not gc.isenabled()
+
+
+def run_probed(tmp_path, *args):
+    (tmp_path / "sitecustomize.py").write_text(PROBE)
+    env_path = f"{tmp_path}:{PACKAGE_DIR.parent}"
+    done = subprocess.run(
+        [sys.executable, *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": env_path},
+        cwd=tmp_path,
+    )
+    return done.returncode, done.stderr.strip().splitlines()[-1]
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["-m", "nettebench.report", "tables", "--help"],  # a dispatcher's command
+        ["-m", "nettebench.benchmarks.ceiling", "--help"],  # a module run as a command
+        ["-m", "nettebench.training", "--help"],  # a package's __main__
+    ],
+    ids=["dispatcher", "module", "package"],
+)
+def test_a_command_works_with_the_collector_on_and_its_imports_frozen(tmp_path, command):
+    returncode, last = run_probed(tmp_path, *command)
+    assert returncode == 0
+    assert last == "collector=True frozen=True"
+
+
+def test_importing_the_package_as_a_library_leaves_the_collector_alone(tmp_path):
+    code = "import nettebench.vocabulary.commands, nettebench.study"
+    assert run_probed(tmp_path, "-c", code) == (0, "collector=True frozen=False")
+
+
+def _entries():
+    """Every way the package starts a command: its ``__main__.py`` files and the modules with an
+    ``if __name__ == "__main__":`` block."""
+    for path in sorted(PACKAGE_DIR.rglob("*.py")):
+        tree = ast.parse(path.read_text())
+        if path.name == "__main__.py":
+            yield path, tree.body
+        for node in tree.body:
+            if isinstance(node, ast.If) and "__main__" in ast.unparse(node.test):
+                yield path, node.body
+
+
+def test_every_command_entry_resumes_the_collector():
+    """A command that did not resume would work its whole life with the collector off."""
+    entries = list(_entries())
+    assert len(entries) >= 15
+    for path, body in entries:
+        calls = {
+            ast.unparse(n.func) for stmt in body for n in ast.walk(stmt) if isinstance(n, ast.Call)
+        }
+        # commands.main resumes once it has imported the command's module
+        assert calls & {"command_start.run", "main"}, path
+        if "main" in calls and "command_start.run" not in calls:
+            text = path.read_text()
+            assert "from nettebench.vocabulary.commands import main" in text, path
+    dispatcher = ast.unparse(ast.parse((PACKAGE_DIR / "vocabulary" / "commands.py").read_text()))
+    assert "command_start.resume()" in dispatcher
