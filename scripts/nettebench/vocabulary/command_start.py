@@ -5,8 +5,9 @@ Every training, ceiling, inference and profile job imports torch, torchvision an
 that live as long as the process. CPython's collector runs a pass after every 700 new container
 objects, and every so often a full pass over all of them, so the import pays again and again for
 objects it cannot free: measured on the 2-core EPYC, importing those three took 4.8 CPU-s with
-the collector and 3.8 without it (medians of 8 runs each; docs/measurements.md), and 80 of the
-test suite's CPU-seconds went to collections in its torch processes.
+the collector and 3.8 without it (medians of 8 runs each), and 80 of the test suite's CPU-seconds
+went to collections in its torch processes; with the pause, four of the suite's end-to-end test
+files took 10-14 % less CPU, side by side with the code before it (docs/measurements.md).
 
 So a command run as ``python -m nettebench.<...>`` imports with the collector off:
 ``nettebench/__init__.py`` calls :func:`pause_while_importing` while Python is still locating
