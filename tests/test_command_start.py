@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from nettebench.vocabulary import command_start
+from tests.workflow_helpers import copy_workflow
 
 PACKAGE_DIR = Path(command_start.__file__).resolve().parent.parent
 
@@ -92,6 +93,17 @@ def test_a_command_works_with_the_collector_on_and_its_imports_frozen(tmp_path, 
 def test_importing_the_package_as_a_library_leaves_the_collector_alone(tmp_path):
     code = "import nettebench.vocabulary.commands, nettebench.study"
     assert run_probed(tmp_path, "-c", code) == (0, "collector=True frozen=False")
+
+
+def test_a_snakemake_run_freezes_what_snakemake_imported(tmp_path):
+    """The Snakefile's first step, which Snakemake's process cannot take for itself (its imports
+    are done before any workflow code runs)."""
+    work = copy_workflow(tmp_path / "work")
+    returncode, last = run_probed(
+        work, "-m", "snakemake", "-n", "--workflow-profile", "profiles/quickstart"
+    )
+    assert returncode == 0
+    assert last == "collector=True frozen=True"
 
 
 def _entries():
