@@ -15,7 +15,7 @@ the module to run (the only time ``sys.argv[0]`` is ``"-m"``), and the command's
 (:func:`run` in a module's ``__main__`` block, :func:`resume` in
 :func:`nettebench.vocabulary.commands.main`) turns it back on before the command's work: what
 the imports made is moved out of every later pass (:func:`gc.freeze`), and the collector runs as
-before for everything made after. The import's own garbage cycles (about 9,000 objects, a
+before for everything made after. The import's own garbage cycles (about 9,400 objects, a
 full pass's worth of 0.26 CPU-s to find) are frozen with the rest rather than collected.
 
 A process that imports the package as a library (pytest, Snakemake parsing the Snakefile, a
