@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -288,3 +289,17 @@ def test_the_after_epochs_hook_is_its_own_phase_not_the_environment_wait(
     assert after["after_epochs"] >= 1.0
     assert after["environment"] < 1.0
     assert sum(after.values()) == pytest.approx(record["startup"]["after_last_step_s"], abs=1e-3)
+
+
+def test_the_process_start_is_when_the_process_started():
+    """The start a cell's wall_s runs from, against the parent's clock on both sides of the
+    child's life: after the parent began to start it (less one clock tick, the kernel's unit),
+    before the child read it. /proc/stat's btime, which this once added up from, put it 0.6 s
+    too early on the test VM."""
+    code = "from nettebench.training.cli import process_start_time as s; print(s())"
+    before = time.time()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    after = time.time()
+    started = float(done.stdout)
+    tick = 1 / os.sysconf("SC_CLK_TCK")
+    assert before - tick <= started <= after, (before, started, after)

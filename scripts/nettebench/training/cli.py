@@ -67,16 +67,21 @@ KINDS = ("matrix", "cpu_baseline")
 
 
 def process_start_time() -> float:
-    """When this process started (Unix time), so wall time includes interpreter and imports."""
+    """When this process started (Unix time), so wall time includes interpreter and imports.
+
+    The kernel's start time for it (``/proc/self/stat`` field 22, clock ticks on the boot clock)
+    subtracted from the boot clock now gives its age, which the wall clock now turns into a time.
+    Adding the start ticks to ``/proc/stat``'s ``btime`` instead, as this did before, is off by
+    as much as a second: btime is whole seconds and drifts from the wall clock (0.6 s on the
+    2-core test VM), and every cell's ``wall_s`` carried the error.
+    """
     try:
         with open("/proc/self/stat", encoding="ascii") as handle:
-            # Field 22 (starttime, clock ticks after boot); the command name may hold spaces.
+            # Field 22 (starttime); the command name may hold spaces.
             start_ticks = int(handle.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/stat", encoding="ascii") as handle:
-            boot = next(int(line.split()[1]) for line in handle if line.startswith("btime"))
-
-        return boot + start_ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError, StopIteration):
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - start_ticks / os.sysconf("SC_CLK_TCK")
+        return time.time() - age
+    except (OSError, ValueError, IndexError, AttributeError):  # no /proc, no CLOCK_BOOTTIME
         return _IMPORTED_AT
 
 
@@ -413,4 +418,4 @@ def _print_slurm_job() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(command_start.run(main))
+    command_start.run(main)
