@@ -1,4 +1,5 @@
-"""A command imports with the garbage collector paused and works with it on
+"""A command imports with the garbage collector paused, works with it on, and ends without
+Python's teardown but with everything its exit does that anyone sees
 (nettebench/vocabulary/command_start.py); a library import never touches it."""
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ def frozen_before(monkeypatch):
     imported: tests/conftest.py); the collector is back on afterwards, and what the test froze
     is unfrozen only if nothing was frozen before."""
     monkeypatch.setattr(command_start, "_paused", False)
+    monkeypatch.setattr(command_start, "_started_as_command", False)  # run() would end pytest
     before = gc.get_freeze_count()
     yield before
     if before == 0:
@@ -48,7 +50,7 @@ def test_only_a_python_dash_m_start_pauses_and_resume_freezes(frozen_before):
     assert command_start.pause_while_importing(["-m", "--data", "x"])
     assert not gc.isenabled()
     made_while_importing = [[] for _ in range(3)]  # containers: the collector tracks them
-    assert command_start.run(lambda: 7) == 7  # the command runs after the collector is back
+    command_start.resume()  # run()'s first step; run() itself ends its process (tests below)
     frozen = gc.get_freeze_count()
     assert gc.isenabled() and frozen >= frozen_before + len(made_while_importing)
     command_start.resume()  # a second resume does nothing
@@ -60,6 +62,61 @@ def test_a_collector_turned_off_by_someone_else_stays_off(frozen_before):
     assert not command_start.pause_while_importing(["-m"])
     command_start.resume()
     assert not gc.isenabled()
+
+
+# A command's life in miniature: started as ``python -m`` (the flag nettebench/__init__.py sets
+# then), it leaves a non-daemon thread writing a file, an atexit handler, output without a
+# newline, and an object whose teardown would say so; it ends with status 3.
+ENDING = """\
+import atexit, os, sys, threading, time
+from nettebench.vocabulary import command_start
+if sys.argv[1] == "command":
+    command_start.pause_while_importing(["-m"])
+
+class SaysItsTeardown:
+    def __del__(self):
+        os.write(2, b"teardown ran\\n")
+
+KEPT = SaysItsTeardown()
+
+def write_late():
+    time.sleep(0.3)
+    with open("late.txt", "w") as handle:
+        handle.write("written")
+
+def main():
+    threading.Thread(target=write_late).start()
+    atexit.register(lambda: print("atexit ran", file=sys.stderr))
+    print("no newline", end="")
+    return 3
+
+command_start.run(main)
+"""
+
+
+@pytest.mark.parametrize("start", ["command", "library"])
+def test_a_command_ends_with_its_status_threads_atexit_and_output_but_no_teardown(tmp_path, start):
+    (tmp_path / "ending.py").write_text(ENDING)
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE_DIR.parent)}
+    done = subprocess.run(
+        [sys.executable, "ending.py", start], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert done.returncode == 3, done.stderr
+    assert done.stdout == "no newline"  # flushed into the pipe
+    assert (tmp_path / "late.txt").read_text() == "written"  # the thread was waited for
+    assert "atexit ran" in done.stderr
+    # only the command skips the teardown; a process started otherwise ends as Python ends it
+    assert ("teardown ran" in done.stderr) == (start == "library"), done.stderr
+
+
+def test_a_command_run_by_a_profiler_ends_as_python_ends_it(tmp_path):
+    """``python -m cProfile -m nettebench...`` writes its profile after the command returns: a
+    command ending its own process would lose it."""
+    env = {**os.environ, "PYTHONPATH": str(PACKAGE_DIR.parent)}
+    command = [sys.executable, "-m", "cProfile", "-o", "out.prof", "-m", "nettebench.benchmarks"]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=tmp_path)
+    assert "usage: python -m nettebench.benchmarks" in done.stderr  # the command ran (status 2,
+    assert (tmp_path / "out.prof").stat().st_size > 0  # which cProfile swallows) and so did its end
 
 
 def run_probed(tmp_path, *args):
@@ -118,8 +175,9 @@ def _entries():
                 yield path, node.body
 
 
-def test_every_command_entry_resumes_the_collector():
-    """A command that did not resume would work its whole life with the collector off."""
+def test_every_command_entry_resumes_the_collector_and_ends_through_command_start():
+    """A command that did not resume would work its whole life with the collector off; one that
+    ended through ``sys.exit`` would pay for Python's teardown."""
     entries = list(_entries())
     assert len(entries) >= 15
     for path, body in entries:
@@ -131,5 +189,7 @@ def test_every_command_entry_resumes_the_collector():
         if "main" in calls and "command_start.run" not in calls:
             text = path.read_text()
             assert "from nettebench.vocabulary.commands import main" in text, path
+            assert "command_start.end" in calls, path
+        assert "sys.exit" not in calls, path
     dispatcher = ast.unparse(ast.parse((PACKAGE_DIR / "vocabulary" / "commands.py").read_text()))
     assert "command_start.resume()" in dispatcher

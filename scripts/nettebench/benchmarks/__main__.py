@@ -5,8 +5,7 @@ own module (``python -m nettebench.benchmarks.ceiling``), the name the rules, th
 parser's usage line use.
 """
 
-import sys
-
+from nettebench.vocabulary import command_start
 from nettebench.vocabulary.commands import main
 
-sys.exit(main("benchmarks"))
+command_start.end(main("benchmarks"))

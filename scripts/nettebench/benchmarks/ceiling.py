@@ -364,4 +364,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(command_start.run(main))
+    command_start.run(main)

@@ -25,7 +25,6 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -150,4 +149,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(command_start.run(main))
+    command_start.run(main)

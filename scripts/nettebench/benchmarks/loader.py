@@ -13,7 +13,6 @@ Prints one line per loader and the ratio; ``--out`` also writes them as JSON.
 
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -138,4 +137,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(command_start.run(main))
+    command_start.run(main)

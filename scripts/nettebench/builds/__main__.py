@@ -3,8 +3,7 @@
 The command names are :mod:`nettebench.vocabulary.commands`'s.
 """
 
-import sys
-
+from nettebench.vocabulary import command_start
 from nettebench.vocabulary.commands import main
 
-sys.exit(main("builds"))
+command_start.end(main("builds"))

@@ -314,4 +314,4 @@ def _write(
 
 
 if __name__ == "__main__":
-    sys.exit(command_start.run(main))
+    command_start.run(main)

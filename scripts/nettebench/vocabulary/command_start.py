@@ -1,4 +1,5 @@
-"""A command's start: its imports with Python's cyclic garbage collector paused.
+"""A command's start and end: its imports with Python's cyclic garbage collector paused, and
+its exit without Python's teardown of what they made.
 
 Every training, ceiling, inference and profile job imports torch, torchvision and, through
 ``torch.optim`` or DDP, ``torch._dynamo``: half a million objects (modules, classes, functions)
@@ -24,24 +25,46 @@ checks both, and that every command's entry resumes. Snakemake's own process, wh
 done before any workflow code runs, is frozen by the Snakefile's first step (``gc.freeze()``; a
 dry run of the quick start 2.0 -> 1.6 CPU-s), which the same test file checks.
 
+The same half a million objects cost again at the end: after the command's work, Python's
+finalization clears every module and frees each object one by one, about 0.5-0.7 CPU-s of a torch
+process's life that nobody waits for (measured on the 2-core EPYC: ``import torch, torchvision,
+torch._dynamo`` then a normal exit against ``os._exit``; docs/measurements.md). So a command
+started as ``python -m`` ends through :func:`end`: it does what Python's own exit does that
+anyone can observe, in Python's order (non-daemon threads joined, among them a checkpoint still
+being written; every :mod:`atexit` handler, among them logging's and multiprocessing's, which
+ends the DataLoader's workers; standard output and error flushed), then leaves with the command's
+status through :func:`os._exit`, skipping only the freeing of memory the process hands back
+anyway. What Python frees at that point runs no code of ours that writes anything: the files a
+command writes are closed by its ``with`` blocks before :func:`end` runs. A process that runs the
+command some other way (``python -m cProfile -m ...``, ``runpy``, a test calling ``main``) ends
+as Python ends it, so profilers and debuggers still see the end.
+
 Stdlib only: the root package imports it before anything else.
 """
 
 from __future__ import annotations
 
+import atexit
 import gc
+import os
 import sys
+import threading
 from collections.abc import Callable, Sequence
+from typing import NoReturn
 
 _paused = False
+_started_as_command = False  # this interpreter's ``-m`` is a nettebench module (see end)
 
 
 def pause_while_importing(argv: Sequence[str] | None = None) -> bool:
     """Turn the collector off when this process is a ``python -m`` command still importing
     (``argv[0] == "-m"``) and the collector is on; say whether it did."""
-    global _paused
+    global _paused, _started_as_command
     argv = sys.argv if argv is None else argv
-    if list(argv[:1]) != ["-m"] or not gc.isenabled():
+    if list(argv[:1]) != ["-m"]:
+        return False
+    _started_as_command = True
+    if not gc.isenabled():
         return False
     gc.disable()
     _paused = True
@@ -60,8 +83,29 @@ def resume() -> None:
     _paused = False
 
 
-def run(main: Callable[[], int]) -> int:
-    """A command module's ``if __name__ == "__main__":`` block: resume the collector, then run
-    the command and return its exit status."""
+def run(main: Callable[[], int | None]) -> NoReturn:
+    """A command module's ``if __name__ == "__main__":`` block: resume the collector, run the
+    command, and end the process with its exit status (:func:`end`)."""
     resume()
-    return main()
+    end(main())
+
+
+def end(status: int | None) -> NoReturn:
+    """End the process with ``status`` (``None``: 0), as ``sys.exit(status)`` would. In a process
+    started as ``python -m nettebench...``, everything Python's exit does that can be observed
+    happens first, in Python's order, and the teardown of the objects is skipped (the module's
+    docstring says why); any other process (a profiler or runpy running the command) exits
+    through ``sys.exit``. An error escaping the command never reaches here: it ends the process
+    as it always did, traceback and all."""
+    if not _started_as_command or not isinstance(status, int | None):
+        sys.exit(status)
+    code = 0 if status is None else status
+    threading._shutdown()  # what Python's exit does first: join the non-daemon threads
+    atexit._run_exitfuncs()  # then the atexit handlers (errors printed, as Python does)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):  # a closed pipe: Python's exit says 120
+            code = code or 120
+    os._exit(code)
