@@ -98,6 +98,7 @@ command_start.run(main)
 def test_a_command_ends_with_its_status_threads_atexit_and_output_but_no_teardown(tmp_path, start):
     (tmp_path / "ending.py").write_text(ENDING)
     env = {**os.environ, "PYTHONPATH": str(PACKAGE_DIR.parent)}
+    env.pop("PYTHONUNBUFFERED", None)  # buffered output (the default), which os._exit alone loses
     done = subprocess.run(
         [sys.executable, "ending.py", start], capture_output=True, text=True, env=env, cwd=tmp_path
     )
