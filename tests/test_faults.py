@@ -191,10 +191,17 @@ def chain(tmp_path_factory):
     started = time.monotonic()
     chain = Chain(copy_workflow(tmp_path_factory.mktemp("faults") / "wf"))
     work = chain.work
-    # The cell every later run must leave alone; while it trains, a second run is refused.
+    # The cell every later run must leave alone; while it trains, a second run is refused. Its
+    # trainer is held (SIGSTOP) until the second run has ended, so the first run still holds its
+    # lock then: a 1-epoch cell could otherwise end while the second Snakemake starts, and the
+    # lock vanish as it is read (seen once: FileNotFoundError on .snakemake/locks/0.input.lock).
     first = start_snakemake(work, *chain.args, metrics(KEPT), output=work / "snakemake-kept.out")
-    trainer_pid(first, KEPT)
-    chain.second_run = snakemake(work, *chain.args, *chain.targets(), check=False)
+    kept_trainer = trainer_pid(first, KEPT)
+    os.kill(kept_trainer, signal.SIGSTOP)
+    try:
+        chain.second_run = snakemake(work, *chain.args, *chain.targets(), check=False)
+    finally:
+        os.kill(kept_trainer, signal.SIGCONT)
     assert first.wait(timeout=300) == 0, (work / "snakemake-kept.out").read_text()[-3000:]
     kept = work / metrics(KEPT)
     chain.kept_before = (kept.stat().st_mtime_ns, kept.read_bytes())
