@@ -92,7 +92,7 @@ def run(main: Callable[[], int | None]) -> NoReturn:
 
 def end(status: int | None) -> NoReturn:
     """End the process with ``status`` (``None``: 0), as ``sys.exit(status)`` would. In a process
-    started as ``python -m nettebench...``, everything Python's exit does that can be observed
+    started as ``python -m nettebench.<...>``, everything Python's exit does that can be observed
     happens first, in Python's order, and the teardown of the objects is skipped (the module's
     docstring says why); any other process (a profiler or runpy running the command) exits
     through ``sys.exit``. An error escaping the command never reaches here: it ends the process
