@@ -269,7 +269,10 @@ def test_under_mig_the_job_is_found_and_other_instances_are_not_judged():
     smi = _listing([(os.getpid(), MIG_PARENT), (777001, MIG_PARENT)])
     probe = C.Probe(gpu=target, smi=smi)
     found = probe.stop(probe.start(gpu=True), gpu=True)
-    assert found["gpu_other_processes"] == 0 and found["interference"] is False
+    # the GPU's verdict only: this window is real, and in the suite the other worker's CPU use
+    # or a stolen tick in its few milliseconds may rightly call it disturbed (seen once)
+    gpu_reasons = [reason for reason in found["interference_reasons"] if "GPU" in reason]
+    assert found["gpu_other_processes"] == 0 and gpu_reasons == [], found["interference_reasons"]
     assert found["gpu_visibility"].startswith("nvidia-smi; MIG: 1 process(es)")
 
 
