@@ -58,7 +58,8 @@ _started_as_command = False  # this interpreter's ``-m`` is a nettebench module 
 
 def pause_while_importing(argv: Sequence[str] | None = None) -> bool:
     """Turn the collector off when this process is a ``python -m`` command still importing
-    (``argv[0] == "-m"``) and the collector is on; say whether it did."""
+    (``argv[0] == "-m"``) and the collector is on; say whether it did. Such a process is noted
+    as a command whether or not the collector was on: :func:`end` skips its teardown."""
     global _paused, _started_as_command
     argv = sys.argv if argv is None else argv
     if list(argv[:1]) != ["-m"]:
