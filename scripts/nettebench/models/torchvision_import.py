@@ -5,11 +5,12 @@ at import time, and ``import torchvision`` reaches it through ``torchvision.mode
 ``torchvision.ops``. That one line imports all of dynamo (sympy, the bytecode tracer, ...):
 measured with ``python -X importtime -c "import torch, torchvision"`` on a 2-core Xeon, torch
 1.5 s and torchvision 1.4 s, of which 1.2 s is ``torch._dynamo``. Of the workflow's jobs, the
-inference and accuracy jobs build no optimizer and so need no dynamo at all: they save it. A
-training or profile job still imports it, later, when torch.optim builds the optimizer
-(``torch._disable_dynamo`` on ``add_param_group``): its records show it in the ``model``
-phase instead of ``imports``. Only a ``compile`` cell or roi_align's rare fallback (no compiled
-torchvision ops, or deterministic mode on a GPU) ever uses dynamo itself.
+inference and accuracy jobs build no optimizer and so need no dynamo at all: they save it.
+torch.optim would import it in a training or profile job (``torch._disable_dynamo`` on
+``add_param_group``, ``graph_break`` around every step), and there
+:mod:`nettebench.training.dynamo_stand_in` keeps it out too. Only a ``compile`` cell, DDP or
+roi_align's rare fallback (no compiled torchvision ops, or deterministic mode on a GPU) ever
+uses dynamo itself.
 
 So torchvision is imported here with a stand-in ``torch._dynamo.utils`` in ``sys.modules`` for
 the length of that one import: ``is_compile_supported`` is bound to a function that imports the

@@ -10,11 +10,13 @@ fp16 model. The training loop only calls :meth:`TrainingStep.step` and
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 
 import torch
 from torch import nn
 
+from nettebench.training.dynamo_stand_in import optimizer_calls
 from nettebench.vocabulary.precision import PrecisionMode
 
 
@@ -112,10 +114,13 @@ class TrainingStep:
         else:
             self.master_params = None
             optimised = self.model_params
-        self.optimizer = torch.optim.SGD(
-            optimised, lr=lr, momentum=momentum, weight_decay=weight_decay,
-            **optimizer_options(device),
-        )  # fmt: skip
+        # torch.optim without torch._dynamo, unless this cell compiles (dynamo_stand_in.py)
+        self.optimizer_calls = functools.partial(optimizer_calls, enabled=not compile)
+        with self.optimizer_calls():
+            self.optimizer = torch.optim.SGD(
+                optimised, lr=lr, momentum=momentum, weight_decay=weight_decay,
+                **optimizer_options(device),
+            )  # fmt: skip
         # the fp32 masters back into the model: fp16 weights, fp32 batch norm (a group each)
         self.copy_back = None if self.master_params is None else dtype_groups(
             self.model_params, self.master_params
@@ -153,11 +158,12 @@ class TrainingStep:
             self.scaler.scale(loss).backward()
         if self.master_params is not None:
             self._grads_to_masters()
-        if self.scaler is None:
-            self.optimizer.step()
-        else:
-            self.scaler.step(self.optimizer)
-            self.scaler.update()
+        with self.optimizer_calls():
+            if self.scaler is None:
+                self.optimizer.step()
+            else:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
         if self.master_params is not None:
             with torch.no_grad():
                 foreach_copy(self.copy_back)
@@ -184,9 +190,11 @@ class TrainingStep:
 
     def state_dict(self) -> dict:
         """Everything a resumed run needs to continue exactly: weights, optimiser, scaler."""
+        with self.optimizer_calls():
+            optimizer = self.optimizer.state_dict()
         return {
             "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
+            "optimizer": optimizer,
             "scaler": None if self.scaler is None else self.scaler.state_dict(),
             "master_params": None
             if self.master_params is None
@@ -199,6 +207,7 @@ class TrainingStep:
             with torch.no_grad():
                 for master, saved in zip(self.master_params, state["master_params"], strict=True):
                     master.copy_(saved)
-        self.optimizer.load_state_dict(state["optimizer"])
+        with self.optimizer_calls():
+            self.optimizer.load_state_dict(state["optimizer"])
         if self.scaler is not None:
             self.scaler.load_state_dict(state["scaler"])

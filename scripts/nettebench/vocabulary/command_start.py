@@ -1,14 +1,15 @@
 """A command's start and end: its imports with Python's cyclic garbage collector paused, and
 its exit without Python's teardown of what they made.
 
-Every training, ceiling, inference and profile job imports torch, torchvision and, through
-``torch.optim`` or DDP, ``torch._dynamo``: half a million objects (modules, classes, functions)
-that live as long as the process. CPython's collector runs a pass after every 700 new container
-objects, and every so often a full pass over all of them, so the import pays again and again for
-objects it cannot free: measured on the 2-core EPYC, importing those three took 4.8 CPU-s with
-the collector and 3.8 without it (medians of 8 runs each), and 80 of the test suite's CPU-seconds
-went to collections in its torch processes; with the pause, four of the suite's end-to-end test
-files took 10-14 % less CPU, side by side with the code before it (docs/measurements.md).
+Every training, ceiling, inference and profile job imports torch and torchvision, and a
+data-parallel or compiled cell ``torch._dynamo`` too: up to half a million objects (modules,
+classes, functions) that live as long as the process. CPython's collector runs a pass after
+every 700 new container objects, and every so often a full pass over all of them, so the import
+pays again and again for objects it cannot free: measured on the 2-core EPYC, importing torch,
+torchvision and ``torch._dynamo`` took 4.8 CPU-s with the collector and 3.8 without it (medians
+of 8 runs each), and 80 of the test suite's CPU-seconds went to collections in its torch
+processes; with the pause, four of the suite's end-to-end test files took 10-14 % less CPU, side
+by side with the code before it (docs/measurements.md).
 
 So a command run as ``python -m nettebench.<...>`` imports with the collector off:
 ``nettebench/__init__.py`` calls :func:`pause_while_importing` while Python is still locating
