@@ -87,13 +87,13 @@ def forget_disabled() -> None:
 
 class _ForgetOnRealImport(importlib.abc.MetaPathFinder):
     """Sees the real ``torch._dynamo`` being imported, by whatever imports it, and forgets the
-    stand-in's wrappers first; finds nothing itself."""
+    stand-in's wrappers first; finds nothing itself. It stays on ``sys.meta_path`` (a string
+    comparison per import of a new module): removing itself while Python iterates that list
+    would skip the finder after it for this one import."""
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
         if fullname == DYNAMO:
             forget_disabled()
-            with contextlib.suppress(ValueError):
-                sys.meta_path.remove(self)
         return None
 
 
