@@ -4,15 +4,13 @@ since what is under test is what a fresh training process imports."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import pytest
 
-from nettebench.study.code_groups import PACKAGE_DIR
 from nettebench.training import dynamo_stand_in
+from tests.fresh_python import run_fresh
 
 CONSTRAINTS = Path(__file__).resolve().parents[1] / "envs" / "constraints.txt"
 
@@ -77,13 +75,7 @@ TRAIN = """
 
 
 def _run(code: str) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True, text=True, timeout=120,
-        env={"PYTHONPATH": str(PACKAGE_DIR.parent), "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip().splitlines()
+    return run_fresh(code).splitlines()
 
 
 def test_training_under_the_stand_in_loads_no_dynamo_and_ends_on_the_same_weights():

@@ -3,21 +3,7 @@ Python, since what is under test is what a fresh job process imports."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-import textwrap
-
-from nettebench.study.code_groups import PACKAGE_DIR
-
-
-def _run(code: str) -> str:
-    done = subprocess.run(
-        [sys.executable, "-c", textwrap.dedent(code)],
-        capture_output=True, text=True, timeout=120,
-        env={"PYTHONPATH": str(PACKAGE_DIR.parent), "PATH": "/usr/bin:/bin"},
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    return done.stdout.strip()
+from tests.fresh_python import run_fresh
 
 
 def test_a_job_imports_torchvision_without_dynamo_and_dynamo_still_answers_when_asked():
@@ -28,7 +14,7 @@ def test_a_job_imports_torchvision_without_dynamo_and_dynamo_still_answers_when_
     any other name (what a torchvision build might import besides) to the real module; roi_align's
     ``is_compile_supported`` is the lazy one and answers what torch's own answers; roi_align
     itself (the cached loader's crops) and a compiled function work."""
-    out = _run(
+    out = run_fresh(
         """
         import sys
         import nettebench.benchmarks.cell_job, nettebench.training.cli, nettebench.profiling.cli
@@ -59,7 +45,7 @@ def test_a_job_imports_torchvision_without_dynamo_and_dynamo_still_answers_when_
 
 
 def test_where_dynamo_is_loaded_already_torchvision_is_imported_as_usual():
-    out = _run(
+    out = run_fresh(
         """
         import sys
         import torch._dynamo.utils as real
