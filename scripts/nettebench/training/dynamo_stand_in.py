@@ -101,10 +101,10 @@ FINDER = _ForgetOnRealImport()
 
 
 def load_real_dynamo() -> types.ModuleType:
-    """The real ``torch._dynamo``, with the stand-in out of the way."""
+    """The real ``torch._dynamo``, with the stand-in out of the way (its import passes
+    :data:`FINDER`, which forgets the stand-in's wrappers)."""
     if sys.modules.get(DYNAMO) is STAND_IN:
         del sys.modules[DYNAMO]
-    forget_disabled()
     return importlib.import_module(DYNAMO)
 
 
