@@ -9,12 +9,20 @@ compiles at run time (``perf-<pid>.map``), page faults and the rest of the kerne
 threads. Prints one row per kind with its share of the samples and its CPU seconds (samples /
 frequency), and the whole suite's parts. Asserts nothing.
 
-Needs ``perf`` (linux-perf) and permission to sample every CPU (root, or
+Each Python process also notes, when it exits, its own CPU seconds (``getrusage``), the test
+file that started it (``PYTEST_CURRENT_TEST``, which pytest sets and the processes inherit) and
+whether it imported ``torch._dynamo``: a second table counts the processes of each kind and
+what they cost, and a third the processes each test file starts. That needs no ``perf``
+(``--no-perf`` runs only it); a process that ends without Python's ``atexit`` (killed by a
+test, or a fork that leaves through ``os._exit``) is missing from it, and the table says how
+many CPU-s it accounts for against the suite's.
+
+Sampling needs ``perf`` (linux-perf) and permission to sample every CPU (root, or
 ``kernel.perf_event_paranoid`` <= 0). Python processes started with ``-I`` or ``-S`` (pip's
 isolated builds) and forked children (DataLoader and pool workers) note no command line; they
 are listed by their process name (``other:<comm>``).
 
-    python tests/bench_suite_cost.py [--frequency 49] [--keep DIR] [-- pytest arguments]
+    python tests/bench_suite_cost.py [--frequency 49] [--keep DIR] [--no-perf] [-- pytest args]
     python tests/bench_suite_cost.py --analyse DIR   # a kept recording again
 """
 
@@ -22,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import json
 import os
 import re
 import shutil
@@ -32,13 +41,37 @@ import time
 from pathlib import Path
 
 NOTE_COMMAND_LINE = '''\
-"""Written by tests/bench_suite_cost.py: note this process's command line under its pid."""
+"""Written by tests/bench_suite_cost.py: note this process's command line under its pid, and at
+its exit its CPU seconds, the test that started it and whether it imported torch._dynamo."""
+import atexit
 import os
+
+
+def _note_exit(log_dir=os.environ.get("NETTEBENCH_COST_LOG")):
+    import json
+    import resource
+    import sys
+
+    pid = os.getpid()
+    if not os.path.exists(os.path.join(log_dir, str(pid))):
+        return  # a fork that exits through Python: its parent's hook, not a process noted
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    test = os.environ.get("PYTEST_CURRENT_TEST", "").split("::")[0]
+    record = {"cpu_s": usage.ru_utime + usage.ru_stime, "test": test,
+              "dynamo": "torch._dynamo" in sys.modules}
+    try:
+        with open(os.path.join(log_dir, f"{pid}.exit"), "w") as sink:
+            json.dump(record, sink)
+    except (OSError, TypeError):
+        pass
+
+
 try:
     with open("/proc/self/cmdline", "rb") as _source:
         _line = _source.read().replace(b"\\0", b" ").decode(errors="replace")[:400]
     with open(os.path.join(os.environ["NETTEBENCH_COST_LOG"], str(os.getpid())), "w") as _sink:
         _sink.write(_line + "\\n")
+    atexit.register(_note_exit)
 except (OSError, KeyError):
     pass
 '''
@@ -141,12 +174,51 @@ def report(samples, processes, frequency: float, rows: int = 25) -> str:
     return "\n".join(lines)
 
 
+def read_exits(log_dir: Path) -> list[tuple[str, dict]]:
+    """(kind, exit record) of every process that noted its command line and its exit."""
+    found = []
+    for path in log_dir.glob("*.exit"):
+        command = log_dir / path.stem
+        kind = process_kind(command.read_text().strip()) if command.exists() else "unknown"
+        found.append((kind, json.loads(path.read_text())))
+    return found
+
+
+def exits_report(exits: list[tuple[str, dict]], busy_cpu_s: float | None, rows: int = 25) -> str:
+    """Processes and CPU-s by kind, then by the test file that started them."""
+    if not exits:
+        return "no process noted its exit"
+    by_kind: dict[str, list[dict]] = collections.defaultdict(list)
+    by_file: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for kind, record in exits:
+        by_kind[kind].append(record)
+        started_by = record["test"] or "(no test: the xdist workers themselves, pytest)"
+        by_file[started_by][kind] += record["cpu_s"]
+    noted = sum(record["cpu_s"] for _kind, record in exits)
+    of = f" of the {busy_cpu_s:.0f} the CPUs were busy for" if busy_cpu_s else ""
+    lines = [f"{len(exits)} processes noted their exit: {noted:.0f} CPU-s{of}"]
+    lines.append(f"{'CPU-s':>6} {'procs':>5} {'each':>5} {'dynamo':>6}  kind")
+    spent_by_kind = {kind: sum(r["cpu_s"] for r in records) for kind, records in by_kind.items()}
+    for kind, spent in sorted(spent_by_kind.items(), key=lambda item: -item[1])[:rows]:
+        records = by_kind[kind]
+        dynamo = sum(record["dynamo"] for record in records)
+        lines.append(
+            f"{spent:6.1f} {len(records):5d} {spent / len(records):5.2f} {dynamo:6d}  {kind}"
+        )
+    lines.append(f"{'CPU-s':>6}  test file: its processes' kinds")
+    for name, kinds in sorted(by_file.items(), key=lambda item: -sum(item[1].values()))[:rows]:
+        top = ", ".join(f"{kind} {spent:.0f}" for kind, spent in kinds.most_common(4))
+        lines.append(f"{sum(kinds.values()):6.1f}  {name}: {top}")
+    return "\n".join(lines)
+
+
 def cpu_counters() -> list[int]:
     return [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
 
 
-def record(keep: Path, frequency: float, pytest_args: list[str]) -> int:
-    """Run the suite under perf; perf.data and the command lines go to ``keep``."""
+def record(keep: Path, frequency: float | None, pytest_args: list[str]) -> int:
+    """Run the suite (under perf unless ``frequency`` is None); perf.data, the command lines,
+    the exit records and the CPUs' busy seconds go to ``keep``."""
     log_dir = keep / "processes"
     log_dir.mkdir(parents=True, exist_ok=True)
     site = keep / "site"
@@ -155,14 +227,19 @@ def record(keep: Path, frequency: float, pytest_args: list[str]) -> int:
     path = ":".join(filter(None, [str(site), os.environ.get("PYTHONPATH", "")]))
     env = {**os.environ, "PYTHONPATH": path, "NETTEBENCH_COST_LOG": str(log_dir)}
     before, started = cpu_counters(), time.perf_counter()
-    command = ["perf", "record", "-a", "-F", f"{frequency:g}", "-o", str(keep / "perf.data"),
-               "--", sys.executable, "-m", "pytest", *pytest_args]  # fmt: skip
+    command = [sys.executable, "-m", "pytest", *pytest_args]
+    if frequency is not None:
+        command = ["perf", "record", "-a", "-F", f"{frequency:g}", "-o", str(keep / "perf.data"),
+                   "--", *command]  # fmt: skip
     status = subprocess.run(command, env=env).returncode
     wall = time.perf_counter() - started
     spent = [after - first for first, after in zip(before, cpu_counters(), strict=True)]
     stolen = 100 * spent[7] / sum(spent) if len(spent) > 7 else 0.0
     idle = 100 * spent[3] / sum(spent)
-    (keep / "frequency").write_text(f"{frequency:g}\n")
+    busy = sum(spent[index] for index in (0, 1, 2, 5, 6))  # user, nice, system, irq, softirq
+    (keep / "busy_cpu_s").write_text(f"{busy / os.sysconf('SC_CLK_TCK'):.1f}\n")
+    if frequency is not None:
+        (keep / "frequency").write_text(f"{frequency:g}\n")
     print(
         f"pytest exited {status} after {wall:.0f} s; CPUs idle {idle:.1f} %, stolen {stolen:.1f} %"
     )
@@ -174,19 +251,23 @@ def main() -> None:
     parser.add_argument("--frequency", type=float, default=49, help="samples a second per CPU")
     parser.add_argument("--keep", type=Path, help="keep perf.data and the command lines here")
     parser.add_argument("--analyse", type=Path, help="only attribute a kept recording again")
+    parser.add_argument("--no-perf", action="store_true", help="only the processes' exit notes")
     parser.add_argument("pytest_args", nargs="*", help="after --: pytest's arguments")
     args = parser.parse_args()
-    if shutil.which("perf") is None:
-        sys.exit("perf is not installed (Debian: apt install linux-perf)")
     if args.analyse:
         keep = args.analyse
-        frequency = float((keep / "frequency").read_text())
     else:
+        if not args.no_perf and shutil.which("perf") is None:
+            sys.exit("perf is not installed (Debian: apt install linux-perf), or use --no-perf")
         keep = args.keep or Path(tempfile.mkdtemp(prefix="suite-cost-"))
-        frequency = args.frequency
-        record(keep, frequency, args.pytest_args)
-    samples, processes = attribute(keep / "perf.data", keep / "processes")
-    print(report(samples, processes, frequency))
+        record(keep, None if args.no_perf else args.frequency, args.pytest_args)
+    if (keep / "perf.data").exists():
+        frequency = float((keep / "frequency").read_text())
+        samples, processes = attribute(keep / "perf.data", keep / "processes")
+        print(report(samples, processes, frequency))
+    busy = keep / "busy_cpu_s"
+    busy_cpu_s = float(busy.read_text()) if busy.exists() else None
+    print(exits_report(read_exits(keep / "processes"), busy_cpu_s))
     print(f"recording: {keep} (again: python tests/bench_suite_cost.py --analyse {keep})")
 
 
