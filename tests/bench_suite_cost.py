@@ -13,9 +13,9 @@ Each Python process also notes, when it exits, its own CPU seconds (``getrusage`
 file that started it (``PYTEST_CURRENT_TEST``, which pytest sets and the processes inherit) and
 whether it imported ``torch._dynamo``: a second table counts the processes of each kind and
 what they cost, and a third the processes each test file starts. That needs no ``perf``
-(``--no-perf`` runs only it); a process that ends without Python's ``atexit`` (killed by a
-test, or a fork that leaves through ``os._exit``) is missing from it, and the table says how
-many CPU-s it accounts for against the suite's.
+(``--no-perf`` runs only it); a process that ends without Python's ``atexit`` (one a test
+kills) and every fork (a DataLoader worker) is missing from it, and the table says how many
+CPU-s it accounts for against the suite's.
 
 Sampling needs ``perf`` (linux-perf) and permission to sample every CPU (root, or
 ``kernel.perf_event_paranoid`` <= 0). Python processes started with ``-I`` or ``-S`` (pip's
@@ -62,7 +62,7 @@ def _note_exit(log_dir=os.environ.get("NETTEBENCH_COST_LOG")):
     try:
         with open(os.path.join(log_dir, f"{pid}.exit"), "w") as sink:
             json.dump(record, sink)
-    except (OSError, TypeError):
+    except OSError:
         pass
 
 
@@ -175,13 +175,12 @@ def report(samples, processes, frequency: float, rows: int = 25) -> str:
 
 
 def read_exits(log_dir: Path) -> list[tuple[str, dict]]:
-    """(kind, exit record) of every process that noted its command line and its exit."""
-    found = []
-    for path in log_dir.glob("*.exit"):
-        command = log_dir / path.stem
-        kind = process_kind(command.read_text().strip()) if command.exists() else "unknown"
-        found.append((kind, json.loads(path.read_text())))
-    return found
+    """(kind, exit record) of every process that noted its exit (only a process that noted its
+    command line does)."""
+    return [
+        (process_kind((log_dir / path.stem).read_text().strip()), json.loads(path.read_text()))
+        for path in log_dir.glob("*.exit")
+    ]
 
 
 def exits_report(exits: list[tuple[str, dict]], busy_cpu_s: float | None, rows: int = 25) -> str:
