@@ -185,8 +185,12 @@ def test_a_killed_and_requeued_training_job_resumes_from_its_checkpoint(slurm_ru
             _wait_for_state(job_id, {"CANCELLED", "FAILED"})
             assert not (cell_dir / "metrics.json").exists()
             _run("scontrol", "requeue", job_id)
-            # a requeued job waits 2 minutes before it is eligible again; start it now
-            _run("scontrol", "update", f"jobid={job_id}", "StartTime=now")
+            # A requeued job waits 2 minutes before it is eligible again; start it in 2 seconds.
+            # Not now: slurmd refuses to launch a job whose credential is no newer, to the
+            # second, than its kill ("Job 14 already killed, do not launch batch job"; seen
+            # once when the relaunch fell 0.27 s after the kill, in the same second), and the
+            # job then fails for good and Snakemake's retry runs the cell as a new job.
+            _run("scontrol", "update", f"jobid={job_id}", "StartTime=now+2")
             _wait_for_state(job_id, {"PENDING", "RUNNING"})
         finally:
             os.kill(process.pid, signal.SIGCONT)
