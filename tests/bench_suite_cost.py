@@ -215,16 +215,22 @@ def cpu_counters() -> list[int]:
     return [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
 
 
-def record(keep: Path, frequency: float | None, pytest_args: list[str]) -> int:
-    """Run the suite (under perf unless ``frequency`` is None); perf.data, the command lines,
-    the exit records and the CPUs' busy seconds go to ``keep``."""
+def noting_environment(keep: Path) -> dict[str, str]:
+    """This environment, with the noting ``sitecustomize`` (in ``keep/site``) first on the path
+    and the notes going to ``keep/processes``: every Python started under it notes itself."""
     log_dir = keep / "processes"
     log_dir.mkdir(parents=True, exist_ok=True)
     site = keep / "site"
     site.mkdir(exist_ok=True)
     (site / "sitecustomize.py").write_text(NOTE_COMMAND_LINE)
     path = ":".join(filter(None, [str(site), os.environ.get("PYTHONPATH", "")]))
-    env = {**os.environ, "PYTHONPATH": path, "NETTEBENCH_COST_LOG": str(log_dir)}
+    return {**os.environ, "PYTHONPATH": path, "NETTEBENCH_COST_LOG": str(log_dir)}
+
+
+def record(keep: Path, frequency: float | None, pytest_args: list[str]) -> int:
+    """Run the suite (under perf unless ``frequency`` is None); perf.data, the command lines,
+    the exit records and the CPUs' busy seconds go to ``keep``."""
+    env = noting_environment(keep)
     before, started = cpu_counters(), time.perf_counter()
     command = [sys.executable, "-m", "pytest", *pytest_args]
     if frequency is not None:

@@ -6,7 +6,6 @@ second each)."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 
@@ -17,16 +16,8 @@ FORK = "import os, sys\npid = os.fork()\nif pid == 0:\n    sys.exit(0)\nos.waitp
 
 
 def noted_env(tmp_path, test: str = "") -> dict[str, str]:
-    """The environment bench_suite_cost.record gives the suite: its sitecustomize first on the
-    path, the folder the notes go to; and the test pytest would name."""
-    site = tmp_path / "site"
-    site.mkdir(exist_ok=True)
-    (site / "sitecustomize.py").write_text(B.NOTE_COMMAND_LINE)
-    (tmp_path / "processes").mkdir(exist_ok=True)
-    return {
-        **os.environ, "PYTHONPATH": str(site), "NETTEBENCH_COST_LOG": str(tmp_path / "processes"),
-        "PYTEST_CURRENT_TEST": test,
-    }  # fmt: skip
+    """The environment bench_suite_cost.record gives the suite, and the test pytest would name."""
+    return {**B.noting_environment(tmp_path), "PYTEST_CURRENT_TEST": test}
 
 
 def test_a_process_notes_its_command_line_and_at_exit_its_cpu_and_its_test(tmp_path):
