@@ -75,36 +75,6 @@ onsuccess:
         stored_study.save(config)
 
 
-def _report_unless_dry_run(create_report):
-    """The profiles' `report-after-run: true` makes Snakemake's CLI write the report after every
-    run, dry runs too (`-n` printed "Nothing to be done", then rewrote results/report.html).
-    Wrapped here so that after a dry run it is left as it was; an explicit `--report` (no
-    run before it: no executor, so no dry run) still writes it. Once written, the run's last
-    line names it (Snakemake's own says only "Report created.")."""
-
-    def create(report_plugin, report_settings, *args, **kwargs):
-        if workflow.dryrun:
-            print(
-                "Dry run: the report (results/report.html) is left as it is.",
-                file=sys.stderr,
-            )
-            return None
-        created = create_report(report_plugin, report_settings, *args, **kwargs)
-        path = getattr(report_settings, "path", None)
-        if path is not None:
-            print(
-                f"nettebench: report: {path} (open it in a browser; the tables are in"
-                " results/tables/, the figures in results/figures/)",
-                file=sys.stderr,
-            )
-        return created
-
-    return create
-
-
-workflow.create_report = _report_unless_dry_run(workflow.create_report)
-
-
 wildcard_constraints:
     dataset=r"[^/]+",
     cell=r"model~[^ ]+",
