@@ -32,7 +32,7 @@ shell.prefix(
 
 from nettebench.vocabulary import outputs
 from nettebench.study import inference_cells as inference
-from nettebench.study import code_groups, config_file, job_signals
+from nettebench.study import code_groups, config_file, failures, job_signals
 from nettebench.study import schema as config_schema
 from nettebench.study import stored as stored_study
 from nettebench.study.workflow import Study
@@ -66,6 +66,13 @@ INFERENCE_TABLES = ("inference", "inference_accuracy")
 onstart:
     if not workflow.non_local_exec:
         job_signals.forward_interrupts()
+
+
+# A failed job's own sentence (a JPEG that does not decode, weights that cannot be fetched) at
+# the end of the output, where Snakemake shows only its command (nettebench.study.failures).
+onerror:
+    for line in failures.summary(log):
+        print(line, file=sys.stderr)
 
 
 # A run that trained or aggregated stores the study it ran beside its results, so that

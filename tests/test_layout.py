@@ -29,6 +29,7 @@ PARSE_TIME = (
     "nettebench.study.config_file",
     "nettebench.study.schema",
     "nettebench.study.job_signals",
+    "nettebench.study.failures",
     "nettebench.study.resources",
     "nettebench.study.stored",
     "nettebench.study.inference_cells",
