@@ -155,7 +155,7 @@ def run_cell(
     def write() -> dict[str, Any]:
         conditions.settle()  # nvidia-smi's queries at the epochs' edges, run beside them
         startup.waited("environment", collecting)
-        record["startup"] = startup.summary(trained.rows)
+        record["startup"] = startup.summary()
         return outcome.finish(
             record, run, trained, collecting, ended_at=trained_at, extra_files=extra_files
         )
