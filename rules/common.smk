@@ -6,7 +6,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from snakemake.utils import validate
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 # The rules run the package's code from this checkout (the modules whose digests the rules'
@@ -33,7 +32,6 @@ shell.prefix(
 from nettebench.vocabulary import outputs
 from nettebench.study import inference_cells as inference
 from nettebench.study import code_groups, config_file, failures, job_signals
-from nettebench.study import schema as config_schema
 from nettebench.study import stored as stored_study
 from nettebench.study.workflow import Study
 
@@ -46,13 +44,10 @@ with config_file.one_line_errors():
         if _stored is not None:
             config.clear()
             config.update(_stored)
-    # The schema owns each key's rules: its first error in one line (the key, what is
-    # allowed); validate() then only fills its defaults. Study.from_config applies the rules
-    # across keys (nettebench.study.grid) as it expands the cells.
-    config_schema.check_schema(
-        config, Path(workflow.basedir) / "schemas" / "config.schema.yaml"
-    )
-    validate(config, schema="../schemas/config.schema.yaml")
+    # The schema (schemas/config.schema.yaml) applied once: its first error in one line (the
+    # key, what is allowed), its defaults written into config; then the rules across keys
+    # (nettebench.study.grid) as the cells are expanded. Not snakemake.utils.validate, which
+    # would apply it a second time and takes 256.0 for an integer (a cell `batch~256.0`).
     STUDY = Study.from_config(config)
 
 TABLES = outputs.TABLE_NAMES

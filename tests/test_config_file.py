@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import jsonschema
 import pytest
 
 from nettebench.study import config_file, environments, schema, schema_rules
 from nettebench.study.crossing import ConfigError
+from nettebench.study.workflow import Study
 from nettebench.vocabulary import precision
 from nettebench.vocabulary.cell import PARAMETER_NAMES, RUN_PARAMETERS
 
+REPO = Path(__file__).resolve().parents[1]
 SCHEMA = schema.load_schema()
 BASE = {"datasets": {"tiny": {"synthetic": {"size": 16}}}, "matrix": {"epochs": 1}}
 
@@ -201,3 +205,16 @@ def test_a_rule_the_value_check_cannot_read_is_an_error_not_a_pass():
 
 def test_the_schemas_pin_is_the_expression_that_parses_pins():
     assert schema.load_schema()["$defs"]["pin"]["pattern"] == environments._PIN.pattern
+
+
+def test_the_study_applies_the_schema_once_filling_its_defaults():
+    """Study.from_config is where the schema is applied (the rules no longer run Snakemake's
+    validate() after it): the defaults land in the config, and YAML's 256.0 is no integer."""
+    config = {**BASE, "profile": {"cells": None}}
+    Study.from_config(config)
+    assert config["ceiling"] is True and config["cpu_baseline"] is None
+    assert config["profile"]["warmup"] == 5 and config["profile"]["steps"] == 20
+    with pytest.raises(ConfigError, match="256.0 is not allowed"):
+        Study.from_config({**BASE, "matrix": {"epochs": 1, "batch_size": 256.0}})
+    rules = "\n".join(path.read_text() for path in (REPO / "rules").glob("*.smk"))
+    assert "validate(" not in rules and "check_schema" not in rules

@@ -44,10 +44,32 @@ def _strict_integers(validator_class: Any) -> Any:
     return jsonschema.validators.extend(validator_class, type_checker=checker)
 
 
-def schema_problem(config: Mapping[str, Any], schema: Mapping[str, Any]) -> str | None:
-    """None when ``config`` fits ``schema``; else one line naming the key and what is allowed."""
-    validator = _strict_integers(jsonschema.validators.validator_for(schema))(schema)
-    errors = list(validator.iter_errors(config))
+@functools.cache
+def _filling_defaults(validator_class: Any) -> Any:
+    """The validator, also writing each property's ``default`` into the mapping it checks where
+    the key is missing (jsonschema's recipe, as Snakemake's ``validate`` does it)."""
+    check_properties = validator_class.VALIDATORS["properties"]
+
+    def properties(validator: Any, rules: Any, instance: Any, schema: Any) -> Any:
+        if isinstance(instance, dict):
+            for key, rule in rules.items():
+                if isinstance(rule, Mapping) and "default" in rule:
+                    instance.setdefault(key, rule["default"])
+        yield from check_properties(validator, rules, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": properties})
+
+
+def schema_problem(
+    config: Mapping[str, Any], schema: Mapping[str, Any], *, fill_defaults: bool = False
+) -> str | None:
+    """None when ``config`` fits ``schema``; else one line naming the key and what is allowed.
+    ``fill_defaults``: the schema's ``default`` values are written into ``config`` as it is
+    checked, in the same pass."""
+    validator_class = _strict_integers(jsonschema.validators.validator_for(schema))
+    if fill_defaults:
+        validator_class = _filling_defaults(validator_class)
+    errors = list(validator_class(schema).iter_errors(config))
     if not errors:
         return None
     top = jsonschema.exceptions.best_match(errors)
@@ -55,9 +77,10 @@ def schema_problem(config: Mapping[str, Any], schema: Mapping[str, Any]) -> str 
     return _summary(_meant_alternative(top), schema)
 
 
-def check_schema(config: Mapping[str, Any], schema_path: str | Path = SCHEMA_FILE) -> None:
-    """Raise :class:`ConfigError` with the schema's most relevant error, in one line."""
-    problem = schema_problem(config, load_schema(schema_path))
+def apply_schema(config: dict[str, Any], schema_path: str | Path = SCHEMA_FILE) -> None:
+    """The schema applied to a config, once: its ``default`` values written in where keys are
+    missing, and the most relevant error raised as :class:`ConfigError`, in one line."""
+    problem = schema_problem(config, load_schema(schema_path), fill_defaults=True)
     if problem:
         raise ConfigError(problem)
 
