@@ -46,6 +46,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_text_atomic
 from nettebench.vocabulary.build_catalog import BUILD_MANIFEST, LIBRARIES, is_url
 
@@ -442,3 +443,7 @@ def _key_value(item: str) -> tuple[str, str]:
     if not sep or not key:
         raise SystemExit(f"--env takes KEY=VALUE, got {item!r}")
     return key, value
+
+
+if __name__ == "__main__":  # run as python -m nettebench builds clone
+    sys.exit(commands.moved(__spec__.name))
