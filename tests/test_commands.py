@@ -281,7 +281,7 @@ def test_a_command_module_run_by_its_path_names_the_command_form():
         for name, (inner, _) in commands.items():
             module = f"nettebench.{package}.{inner}"
             text = (ROOT / "scripts" / Path(*module.split("."))).with_suffix(".py").read_text()
-            if "commands.moved(" not in text:
+            if "moved(__spec__.name)" not in text:
                 assert '__name__ == "__main__"' in text, f"{module} runs silently by its path"
                 continue
             done = subprocess.run(

@@ -46,9 +46,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_text_atomic
 from nettebench.vocabulary.build_catalog import BUILD_MANIFEST, LIBRARIES, is_url
+from nettebench.vocabulary.commands import moved
 
 TAIL_LINES = 40  # lines of a failed command's output shown in the error
 # What git prints when it cannot reach a remote at all (as opposed to a missing ref or repo).
@@ -446,4 +446,4 @@ def _key_value(item: str) -> tuple[str, str]:
 
 
 if __name__ == "__main__":  # run as python -m nettebench builds clone
-    sys.exit(commands.moved(__spec__.name))
+    sys.exit(moved(__spec__.name))

@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any
 
 from nettebench.builds.build import BuildError, _fresh_tmp, _Log, _replace, tail
-from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_text_atomic
 from nettebench.vocabulary.build_catalog import ENVIRONMENT_MANIFEST, canonical_name
+from nettebench.vocabulary.commands import moved
 
 _NETWORK_SIGNS = (
     "could not find a version that satisfies",
@@ -195,4 +195,4 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":  # run as python -m nettebench builds environment
-    sys.exit(commands.moved(__spec__.name))
+    sys.exit(moved(__spec__.name))
