@@ -49,6 +49,14 @@ def entry_point(name: str):
     arguments it puts first), the module's own, or for a package run through its ``__main__``,
     its ``cli`` module's."""
     package, _, command = name.partition(" ")
+    if name == "nettebench":  # python -m nettebench: the groups
+
+        def top(argv):
+            from nettebench.vocabulary.commands import top_level
+
+            sys.exit(top_level(argv))
+
+        return top
     if command:
         module, first = GROUPED[package.removeprefix("nettebench.")][command]
         run = importlib.import_module(f"{package}.{module}").main
