@@ -15,6 +15,7 @@ TORCH_INDEX ?=
 STAMP := $(VENV)/.nettebench-installed
 BIN := $(VENV)/bin
 QUICKSTART := --workflow-profile profiles/quickstart
+STUDY := profiles/quickstart/study.yaml
 
 .PHONY: quickstart test setup
 
@@ -31,8 +32,11 @@ endif
 	$(BIN)/pip install -e '.[dev]' -c envs/constraints.txt
 	touch $@
 
-# The run, then the report: a separate Snakemake call, so a dry run (-n) never rewrites it.
+# The study checked first (Snakemake's own reader names neither file nor line of a YAML error in
+# a profile's configfile); the run; then the report, in a Snakemake call of its own, so a dry run
+# (-n) never rewrites it.
 quickstart: $(STAMP)
+	@$(BIN)/python -m nettebench study config --replace-workflow-config $(STUDY) >/dev/null
 	$(BIN)/snakemake $(QUICKSTART)
 	$(BIN)/snakemake $(QUICKSTART) --report results/report.html
 	@echo "nettebench: report: results/report.html (open it in a browser; the tables are in results/tables/, the figures in results/figures/)"
