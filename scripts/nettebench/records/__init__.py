@@ -5,7 +5,8 @@ environment of a run (:mod:`.environment`: host, CPU, GPU, driver, library versi
 what else the machine did while it was timed (:mod:`.conditions`, from the counters
 :mod:`.proc_reading` reads; the GPU's processes in :mod:`.gpu_processes`), and the GPU's own
 state through NVML (:mod:`.nvml`, the one module that imports ``pynvml``, lazily: absent, a
-GPU job's windows say they could not see). The atomic writer they use is :mod:`nettebench.vocabulary.atomic`.
+GPU job's windows say they could not see), the CPU packages' energy (:mod:`.energy`: RAPL,
+and joules per image). The atomic writer they use is :mod:`nettebench.vocabulary.atomic`.
 
 May import the ground floor (:mod:`nettebench.vocabulary`) and :mod:`nettebench.builds`'
 activation. :mod:`.files` imports nothing heavy (the datasets code and the aggregation use

@@ -37,7 +37,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from nettebench.records import gpu_processes, nvml
+from nettebench.records import energy, gpu_processes, nvml
 from nettebench.records.gpu_processes import (  # noqa: F401 - gpu_target: this module's API
     GpuProcess,
     GpuTarget,
@@ -100,6 +100,7 @@ class Snapshot:
     gpu_query: threading.Thread | None = None  # the GPU part's process listing, when asked
     readings_from: int | None = None  # index of this edge's NVML reading in the probe's list
     energy_mj: int | None = None  # NVML's energy counter at this edge
+    rapl: tuple[float, int] | None = None  # the CPU packages' energy at this edge (RaplMeter)
 
 
 def summarize(start: Snapshot, end: Snapshot, *, clock_ticks: int = _CLOCK_TICKS) -> dict[str, Any]:
@@ -130,6 +131,8 @@ def summarize(start: Snapshot, end: Snapshot, *, clock_ticks: int = _CLOCK_TICKS
         "gpu_visibility": None,
         "gpu_other_memory_mib": None,
         **dict.fromkeys(nvml.GPU_STATE_KEYS),  # filled in by the probe where NVML reads them
+        "cpu_energy_j": None,  # filled in by the probe where RAPL is readable
+        "cpu_energy_source": None,
     }
     if start.throttled_usec is not None and end.throttled_usec is not None:
         summary["throttled_s"] = (end.throttled_usec - start.throttled_usec) / 1e6
@@ -192,6 +195,8 @@ CONDITION_KEYS = (
     "gpu_visibility",  # "NVML", "NVML (processes hidden)", why not visible, or None (a CPU)
     "gpu_other_memory_mib",  # the other processes' GPU memory (None: not visible)
     *nvml.GPU_STATE_KEYS,  # the GPU's own state (None or absent: a CPU, or no NVML)
+    "cpu_energy_j",  # the CPU packages' energy (RAPL, records.energy), None: not measured
+    "cpu_energy_source",  # energy.RAPL_SOURCE or "not measured: why"
     "interference",  # bool: see verdict()
     "interference_reasons",  # list of text
 )
@@ -218,6 +223,7 @@ class Probe:
         device: nvml.Device | None = None,
         background: bool = False,
         sample_s: float = GPU_SAMPLE_S,
+        powercap: str = energy.POWERCAP,
     ) -> None:
         self.gpu = gpu
         self.background = background
@@ -231,6 +237,7 @@ class Probe:
         self.cpus = None if cpus is None else set(cpus)
         self.device = device if device is not None else nvml.open_device(gpu)
         self.sampler = None if self.device is None else nvml.Sampler(self.device, sample_s)
+        self.rapl = energy.RaplMeter(powercap)
 
     def snapshot(
         self,
@@ -282,6 +289,7 @@ class Probe:
         snap = self.snapshot(gpu=gpu, wait=not self.background)
         if self.sampler is not None:
             snap.readings_from, snap.energy_mj = self.sampler.open()
+        snap.rapl = self.rapl.read()
         return snap
 
     def stop(self, started: Snapshot, *, gpu: bool = False) -> dict[str, Any]:
@@ -290,6 +298,7 @@ class Probe:
         state = {"gpu_visibility": NO_NVML} if self.gpu is not None else {}
         if self.sampler is not None and started.readings_from is not None:
             state = self.sampler.close(started.readings_from, started.energy_mj)
+        state = {**state, **_cpu_energy(*self.rapl.window(started.rapl, self.rapl.read()))}
         ended = self.snapshot(gpu=gpu, gpu_util=gpu, wait=not self.background, since=started.unix)
         pending = [s.gpu_query for s in (started, ended) if s.gpu_query is not None]
         if not any(query.is_alive() for query in pending):
@@ -312,6 +321,10 @@ def _with_state(summary: dict[str, Any], state: dict[str, Any]) -> dict[str, Any
     summary.update(state)
     summary.update(verdict(summary))
     return summary
+
+
+def _cpu_energy(joules: float | None, source: str) -> dict[str, Any]:
+    return {"cpu_energy_j": joules, "cpu_energy_source": source}
 
 
 _PENDING: list[threading.Thread] = []
