@@ -33,7 +33,7 @@ class Replay:
         self.readings = list(readings or [Reading(unix=time.time())])
         self.energy = list(energy or [None])
         self.listed = processes
-        self.util = util or {}
+        self.util = util  # None: unreadable (NVML NOT_SUPPORTED); {}: no process ran a kernel
         self.ident = identity or {"name": "NVIDIA H200", "mig": False}
         self.delay = delay  # a slow process listing (the background probe's case)
         self.asked_util_since: list[float] = []
@@ -52,9 +52,9 @@ class Replay:
         time.sleep(self.delay)
         return self.listed
 
-    def utilisation(self, since_unix: float) -> dict[int, float]:
+    def utilisation(self, since_unix: float) -> dict[int, float] | None:
         self.asked_util_since.append(since_unix)
-        return dict(self.util)
+        return None if self.util is None else dict(self.util)
 
     def identity(self) -> dict[str, Any]:
         return dict(self.ident)

@@ -113,11 +113,9 @@ def seen(
         elsewhere, foreign = max((elsewhere or 0) - 1, 0), False
     util = None
     if util_since is not None and others and not foreign:
-        util = {
-            pid: value
-            for pid, value in device.utilisation(util_since).items()
-            if pid not in own_pids
-        }
+        sampled = device.utilisation(util_since)  # None: unreadable; a pid left out ran nothing
+        if sampled is not None:
+            util = {p.pid: sampled.get(p.pid, 0.0) for p in others}
     return Seen(own_visible, others, elsewhere, foreign, util)
 
 

@@ -152,11 +152,17 @@ class Device:
                     found.append(GpuProcess(p.pid, parent_uuid, _mib(p)))
         return found
 
-    def utilisation(self, since_unix: float) -> dict[int, float]:
-        """pid -> highest SM utilisation (%) NVML sampled since ``since_unix``."""
-        samples = self._ask(
-            "nvmlDeviceGetProcessUtilization", self.handle, int(max(since_unix, 0) * 1e6)
-        )
+    def utilisation(self, since_unix: float) -> dict[int, float] | None:
+        """pid -> highest SM utilisation (%) NVML sampled since ``since_unix``; a process with
+        no sample ran no kernel (NVML answers NOT_FOUND when none did): 0. None: unreadable."""
+        try:
+            samples = self.nvml.nvmlDeviceGetProcessUtilization(
+                self.handle, int(max(since_unix, 0) * 1e6)
+            )
+        except Exception as error:
+            if getattr(error, "value", None) == getattr(self.nvml, "NVML_ERROR_NOT_FOUND", 6):
+                return {}
+            return None
         found: dict[int, float] = {}
         for sample in samples or []:
             found[sample.pid] = max(found.get(sample.pid, 0.0), float(sample.smUtil))
