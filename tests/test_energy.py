@@ -167,3 +167,53 @@ def test_the_figure_draws_the_tables_values_and_marks_a_throttled_cell(tmp_path)
     assert by_label["O1"]["mark"] == "‡" and by_label["O0"]["mark"] == ""
     drawn = plot_energy(runs)
     assert any(t.get_text() == "‡" for t in drawn.axes[0].texts)
+
+
+def test_each_inference_phase_has_its_own_window_and_energy(tmp_path):
+    """A real inference cell on this CPU: offline, pipeline and SingleStream each in a window
+    of its own, in order, inside the cell's; with no RAPL here their energy is not measured."""
+    from nettebench.datasets.synthetic import generate
+    from nettebench.inference import cli, measure
+    from nettebench.study.inference_cells import InferenceSpec
+
+    generate(tmp_path, name="tiny", size=40, train_images=8, val_images=12, num_classes=3,
+             jobs=1, progress=False)  # fmt: skip
+    spec = InferenceSpec("tiny", model="resnet18", batch_size=1, image_size=32, workers=0,
+                         device="cpu")  # fmt: skip
+    budget = measure.Budget(warmup=1, max_seconds=1.0, latency_queries=5, offline_batches=3)
+    record = cli.measure_cell(spec, tmp_path / "dataset.json", budget=budget, threads=1)
+    assert record["status"] == "ok", record["message"]
+    whole = record["conditions"]
+    edges = [whole["started_at"]]
+    for phase in ("offline", "pipeline", "single_stream"):
+        window = record[phase]["conditions"]
+        assert window["started_at"] >= edges[-1] and window["ended_at"] <= whole["ended_at"]
+        edges.append(window["ended_at"])
+        found = record[phase]["energy"]
+        if E.read_rapl() is None:  # this machine: no /sys/class/powercap
+            assert found["energy_j"] is None and found["j_per_img"] is None
+            assert found["energy_source"] == E.NO_RAPL
+    from nettebench.report.tables.inference import cells_frame, inference_markdown
+
+    table = inference_markdown(cells_frame([(str(tmp_path / "inference.json"), record)]))
+    row = next(line for line in table.splitlines() if line.startswith("| resnet18"))
+    header = next(line for line in table.splitlines() if line.startswith("| Model"))
+    column = [c.strip() for c in header.split("|")].index("J/img on device")
+    expected = NOT_MEASURED if record["offline"]["energy"]["j_per_img"] is None else None
+    assert [c.strip() for c in row.split("|")][column] == (
+        expected or f"{record['offline']['energy']['j_per_img']:.3g}"
+    )
+
+
+def test_inference_energy_per_image_from_a_phases_counter():
+    """The quiet stream's 530 J over a 10 s Offline window at 2,000 img/s [1,900-2,100];
+    SingleStream at a 4 ms median latency is 250 queries a second."""
+    window = _gpu_conditions("quiet", 10.0)
+    offline = E.phase_energy(window, {"img_s": 2000.0, "img_s_low": 1900.0,
+                                      "img_s_high": 2100.0}, "cuda")  # fmt: skip
+    watts = (4_000_530_000 - 4_000_000_000) / 1000 / 10.0
+    assert offline["j_per_img"] == pytest.approx(watts / 2000)
+    assert offline["j_per_img_low"] == pytest.approx(watts / 2100)
+    stream = E.phase_energy(window, {"latency_ms": {"median": 4.0}}, "cuda")
+    assert stream["j_per_img"] == pytest.approx(watts * 0.004)
+    assert stream["j_per_img_low"] is None  # a latency median's interval is not an img/s one

@@ -188,3 +188,21 @@ def energy_columns(record: Mapping[str, Any]) -> dict[str, Any]:
         )
     )
     return found
+
+
+def phase_energy(
+    conditions: Mapping[str, Any], result: Mapping[str, Any], device_type: str
+) -> dict[str, Any]:
+    """An inference phase's energy per image (``result``: measure.offline's, pipeline's or
+    single_stream's): its window's power over its img/s (SingleStream: one image per median
+    latency), with the img/s interval where the energy came from a counter."""
+    joules, source, counter = window_energy(conditions, device_type)
+    if joules is not None and joules <= 0:
+        joules, source = None, f"not measured: {source} did not advance"
+    img_s, low, high = result.get("img_s"), result.get("img_s_low"), result.get("img_s_high")
+    latency = (result.get("latency_ms") or {}).get("median")
+    if img_s is None and latency:
+        img_s = 1000 / latency
+    found = {"energy_j": joules, "energy_source": source}
+    found.update(per_image(joules, conditions.get("wall_s"), img_s, low, high, interval=counter))
+    return found

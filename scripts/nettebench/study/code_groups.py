@@ -72,7 +72,7 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     # and validation pipeline it reuses.
     "inference": ("inference/", *_TRAINER),
     # Their tables (and the front page's sentence) and the latency-throughput figure, apart.
-    "inference_tables": (*_REPORT, "report/tables/inference.py"),
+    "inference_tables": (*_REPORT, "report/tables/inference.py", "report/tables/energy.py"),
     "inference_figure": (*_REPORT, "report/inference_figure.py", "report/plotting.py"),
     # The tables (report/tables/) and the figures (report/figures.py, plotting.py) apart, so
     # editing plotting code reruns only the figures.

@@ -49,6 +49,11 @@ def fmt_joules(value: object) -> str:
     return f"{float(value):.3g}"
 
 
+def fmt_joules_or_not_measured(value: object) -> str:
+    """A finished cell's J/img, or "not measured" where no counter measured it (never 0)."""
+    return NOT_MEASURED if T.is_missing(value) else fmt_joules(value)
+
+
 def _mark_not_measured(grid: Grid, table: pd.DataFrame, runs: pd.DataFrame, value: str) -> None:
     """A blank table cell where some seed ran ok reads "not measured" (no energy counter)."""
     labels = mark_apex_fallback(table, T.row_labels(table, row_keys(runs)))
