@@ -29,7 +29,7 @@ from nettebench.data.pil import build_pil_loaders
 from nettebench.datasets.info import load_data_root
 from nettebench.inference import accuracy, measure
 from nettebench.models.errors import ModelLibraryMissing
-from nettebench.records import conditions, environment
+from nettebench.records import conditions, energy, environment
 from nettebench.records import files as records
 from nettebench.study.cell_options import CommandParser, _option_type
 from nettebench.study.inference_cells import SETTINGS, InferenceSpec
@@ -107,17 +107,30 @@ def measure_cell(
         )
         reset_peak_memory(device)
         window = probe.start(gpu=True)
+        phase = probe.start()  # each phase its own window: its GPU state and its energy
         record["offline"] = measure.offline(model, spec.batch_size, spec.image_size, budget)
+        _phase_end(record["offline"], probe.stop(phase), device)
+        phase = probe.start()
         record["pipeline"] = measure.pipeline(model, loaders.val, budget)
+        _phase_end(record["pipeline"], probe.stop(phase), device)
         if spec.batch_size == 1:
             val = loaders.val.dataset
             queries = [val[i][0].unsqueeze(0) for i in range(min(len(val), measure.LATENCY_IMAGES))]
+            phase = probe.start()
             record["single_stream"] = measure.single_stream(model, queries, budget)
+            _phase_end(record["single_stream"], probe.stop(phase), device)
         record["conditions"] = probe.stop(window, gpu=True)
     except (torch.OutOfMemoryError, MemoryError) as error:
         record.update(status=STATUS_OOM, message=oom_message(spec, device, error))
     record["peak_mem_mb"] = peak_memory_mb(device)
     return record
+
+
+def _phase_end(result: dict[str, Any], found: dict[str, Any], device) -> None:
+    """A timed phase's own conditions (its readings are in the whole window's, not repeated)
+    and its energy per image (records.energy.phase_energy)."""
+    result["conditions"] = {k: v for k, v in found.items() if k != "gpu_readings"}
+    result["energy"] = energy.phase_energy(found, result, device.type)
 
 
 def accuracy_record(args: argparse.Namespace) -> dict[str, Any]:

@@ -52,6 +52,7 @@ from nettebench.report import caveats as C
 from nettebench.report import facets as F
 from nettebench.report import format as T
 from nettebench.report.collect import EPOCH_ID_COLUMNS
+from nettebench.report.energy_figure import plot_energy
 from nettebench.report.grids import row_keys
 from nettebench.report.plotting import (
     MARK_COLOR,
@@ -102,6 +103,9 @@ _RUN_COLUMNS = (
     "setup",
     "target_top1",
     "time_to_target_s",
+    "j_per_img",  # the energy figure (report.energy_figure)
+    "j_per_img_low",
+    "j_per_img_high",
     *SETUP_COLUMNS,
 )
 
@@ -387,6 +391,7 @@ def make_figures(
             "throughput": plot_throughput(runs),
             "time_to_accuracy": plot_time_to_accuracy(runs),
             "scaling": plot_scaling(runs),
+            "energy_per_image": plot_energy(runs),
         }
         for name in FIGURE_NAMES:
             written[name] = save(drawn[name], out_dir, name)

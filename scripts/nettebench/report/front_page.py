@@ -30,6 +30,7 @@ import pandas as pd
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.answers import answer_sentences
+from nettebench.report.tables.energy import energy_sentence
 from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_text_atomic
 
@@ -122,7 +123,7 @@ def headline_html(runs: pd.DataFrame, headline_markdown: str) -> str:
     """The answer in words, the caveats line, then the headline table's HTML (headings one
     level down)."""
     _, body = T.html_body(headline_markdown)
-    return f"{answer_html(runs)}{caveats_html(runs)}{_demote(body)}\n"
+    return f"{answer_html(runs)}{energy_sentence(runs)}{caveats_html(runs)}{_demote(body)}\n"
 
 
 # Snakemake's landing panel is `flex items-center h-screen overflow-auto`: a description taller
