@@ -37,10 +37,10 @@ import time
 from collections.abc import Sequence
 
 import torch
+import torchvision  # noqa: F401 - registers torch.ops.torchvision
 
 from nettebench.data.crop_boxes import sample_crop_boxes
 from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD, VAL_RESIZE_RATIO
-from nettebench.models.torchvision_import import torchvision  # noqa: F401 - registers torch.ops.torchvision
 
 
 class TrainTransform:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ import torch
 from nettebench.data.pil import build_pil_loaders
 from nettebench.datasets.info import load_data_root
 from nettebench.inference import accuracy, measure
+from nettebench.models.errors import ModelLibraryMissing
 from nettebench.records import conditions, environment
 from nettebench.records import files as records
 from nettebench.study.cell_options import CommandParser, _option_type
@@ -34,7 +36,7 @@ from nettebench.study.inference_cells import SETTINGS, InferenceSpec
 from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory
 from nettebench.training.outcome import oom_message
-from nettebench.vocabulary import command_start, precision
+from nettebench.vocabulary import precision
 from nettebench.vocabulary.record_keys import (
     SCHEMA_VERSION,
     STATUS_OK,
@@ -246,6 +248,16 @@ def summary_line(record: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Measure or evaluate one inference cell; a model library that is not installed is one
+    line and exit status 1."""
+    try:
+        return _main(argv)
+    except ModelLibraryMissing as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "accuracy":
         record = accuracy_record(args)
@@ -268,4 +280,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    command_start.run(main)
+    sys.exit(main())

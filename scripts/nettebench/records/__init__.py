@@ -8,6 +8,6 @@ what else the machine did while it was timed (:mod:`.conditions`, the GPU's proc
 May import the ground floor (:mod:`nettebench.vocabulary`) and :mod:`nettebench.builds`'
 activation. :mod:`.files` imports nothing heavy (the datasets code and the aggregation use
 them without torch); :mod:`.environment` imports torch inside :func:`~.environment.collect`,
-because it describes the torch a run imported, and torchvision (through
-:mod:`nettebench.models.torchvision_import`) only to read its build's commit.
+because it describes the torch a run imported, and torchvision only to read its
+build's commit.
 """

@@ -266,7 +266,7 @@ def _torchvision_git_version() -> str | None:
     try:
         # Boundary (see the package docstring): imported after activate(), because it imports
         # torchvision, and a cell's torchvision build must be first on the path before that.
-        from nettebench.models.torchvision_import import torchvision
+        import torchvision
 
         version = torchvision.version
     except Exception:  # not installed, or broken: recorded as unknown

@@ -14,8 +14,7 @@ was run as, either one (:mod:`nettebench.builds.activate`).
 A command's ``main(argv)`` builds its parser and hands it, with the job, to :func:`run`: the
 one parse, run, report block (an expected error is the parser's one-line error, exit status 2).
 
-Stdlib only (and :mod:`.command_start`, which the dispatcher calls once the command's module is
-imported): a command's module is imported when it runs, never to list the commands.
+Stdlib only: a command's module is imported when it runs, never to list the commands.
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ import importlib
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TextIO
-
-from nettebench.vocabulary import command_start
 
 # subpackage -> command -> (its module inside the subpackage, the arguments that come first)
 COMMANDS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
@@ -88,7 +85,6 @@ def main(package: str, argv: Sequence[str] | None = None) -> int:
         return 2
     module, first = commands[name]
     command = importlib.import_module(f"nettebench.{package}.{module}")
-    command_start.resume()  # its imports are done (command_start says why they paused it)
     return command.main([*first, *rest])
 
 
