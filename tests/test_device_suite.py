@@ -25,7 +25,7 @@ def _python(code: str, *args: str) -> list[str]:
 
 
 def test_the_plan_fits_seven_minutes_goal_cells_first():
-    assert run.planned_s() <= run.PLAN_S
+    assert run.planned_s() <= run.PLAN_S == 420 and run.DEADLINE_S <= 540  # issue 46, item 4
     names = [case.name for case in run.CASES]
     assert len(set(names)) == len(names)
     assert names[:5] == ["data", "store", "warm-up", CELL, "resnet50-O1-cached-10ep"]
