@@ -82,7 +82,8 @@ def offline(model: InferenceModel, batch: int, image_size: int, budget: Budget) 
 
 
 def pipeline(model: InferenceModel, loader: Iterable, budget: Budget) -> dict[str, Any]:
-    """Throughput through the validation pipeline: decode to classification, batch by batch."""
+    """Throughput through the validation pipeline: decode to classification, batch by batch.
+    ``loader`` is iterated more than once (a DataLoader or a list; not a one-shot iterator)."""
     on_gpu = model.device.type == "cuda"
     warming = iter(loader)
     first = next(warming, None)
