@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -167,3 +168,7 @@ def _aggregate(args: argparse.Namespace) -> list[str]:
         *(merge.line() for merge in merged),
         f"aggregated {len(args.metrics)} cell(s) into {len(written)} files in {args.out_dir}",
     ]
+
+
+if __name__ == "__main__":  # run as python -m nettebench report tables
+    sys.exit(commands.moved(__spec__.name))

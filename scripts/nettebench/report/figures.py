@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -409,3 +410,7 @@ def _figures(args: argparse.Namespace) -> list[str]:
     written = make_figures(args.runs, args.epochs, args.out_dir)
     count = sum(len(paths) for paths in written.values())
     return [f"wrote {count} figure files to {args.out_dir}"]
+
+
+if __name__ == "__main__":  # run as python -m nettebench report figures
+    sys.exit(commands.moved(__spec__.name))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import base64
 import html
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -29,6 +30,7 @@ import pandas as pd
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.answers import answer_sentences
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_text_atomic
 
 
@@ -176,3 +178,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     write_text_atomic(args.out, page)
     return 0
+
+
+if __name__ == "__main__":  # run as python -m nettebench report front-page
+    sys.exit(commands.moved(__spec__.name))

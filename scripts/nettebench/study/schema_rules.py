@@ -23,7 +23,10 @@ from typing import Any
 
 import yaml
 
+from nettebench.study import inference_cells
 from nettebench.study.crossing import ConfigError
+from nettebench.vocabulary import precision
+from nettebench.vocabulary.cell import RUN_PARAMETERS, field_defaults
 
 # In the package, so the commands that check their options with it (the trainer, ...) find it
 # wherever the package is installed or copied; schemas/config.schema.yaml, where Snakemake's
@@ -50,7 +53,30 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 @functools.cache
 def _loaded(path: str) -> dict[str, Any]:
-    return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_LOADER)
+    return with_facts_from_code(yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_LOADER))
+
+
+def with_facts_from_code(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with what the code owns written in, so each fact is kept once: the precision
+    names (the precision table), each cell parameter's ``x-default`` and the run label's
+    ``default`` (:class:`~nettebench.vocabulary.cell.CellSpec`), and the inference section's
+    axis defaults and settings (:mod:`.inference_cells`). The YAML file leaves them out."""
+    defs = schema["$defs"]
+    defs["precision"]["enum"] = list(precision.PRECISION_NAMES)
+    cell = field_defaults()
+    for name, rule in defs["cell_parameters"]["properties"].items():
+        if name in cell:
+            rule["x-default"] = cell[name]
+    for name in RUN_PARAMETERS:
+        schema["properties"][name]["default"] = cell[name]
+    served = inference_cells.field_defaults()
+    for name, rule in defs["inference_axes"]["properties"].items():
+        if name in served and name not in RUN_PARAMETERS:
+            rule["x-default"] = served[name]
+    settings = schema["properties"]["inference"]["oneOf"][1]["properties"]
+    for name, value in inference_cells.SETTINGS.items():
+        settings[name]["default"] = value
+    return schema
 
 
 def load_schema(path: str | Path = SCHEMA_FILE) -> dict[str, Any]:

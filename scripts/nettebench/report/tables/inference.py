@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -360,3 +361,7 @@ def main(argv: list[str] | None = None) -> int:
 def _write(args: argparse.Namespace) -> list[str]:
     written = write(args.records, args.accuracy, args.out_dir)
     return [f"wrote {len(written)} files in {args.out_dir}"]
+
+
+if __name__ == "__main__":  # run as python -m nettebench report inference-tables
+    sys.exit(commands.moved(__spec__.name))
