@@ -85,7 +85,7 @@ def test_a_batch_one_cell_measures_all_three_phases(data):
     low, high = record["offline"]["img_s_low"], record["offline"]["img_s_high"]
     assert low is not None and low <= record["offline"]["img_s"] <= high  # 6 batches: (1, 6)
     assert record["offline"]["batch_ms"]["n"] == 6
-    assert record["pipeline"]["images"] == 11  # 12 validation images, the first one untimed
+    assert record["pipeline"]["images"] == 12  # a pass of its own after the warm-up's
     assert 0 <= record["pipeline"]["data_wait_share"] < 1
     stream = record["single_stream"]
     assert stream["queries"] == 40 or (stream["capped"] and stream["queries"] >= 1)
@@ -100,7 +100,7 @@ def test_a_larger_batch_has_no_single_stream_and_fp16_on_a_cpu_is_a_result(data)
     spec = InferenceSpec("tiny", model="resnet18", batch_size=4, image_size=32, workers=0)
     record = cli.measure_cell(spec, data, budget=budget, threads=1)
     assert record["single_stream"] is None and record["offline"]["batches"] == 3
-    assert record["pipeline"]["images"] == 8  # 12 - the first batch of 4
+    assert record["pipeline"]["images"] == 12  # a pass of its own after the warm-up's
     if torch.cuda.is_available():
         pytest.skip("fp16 runs here")
     fp16 = InferenceSpec("tiny", model="resnet18", precision="O3", image_size=32)
@@ -112,7 +112,7 @@ def test_a_one_batch_split_is_passed_over_again_so_the_pipeline_is_timed(data):
     model = InferenceModel("resnet18", 3, "fp32", CPU, channels_last=False)
     loader = [(torch.randn(4, 3, 32, 32), torch.zeros(4, dtype=torch.int64))]
     found = measure.pipeline(model, loader, measure.Budget(max_seconds=1.0))
-    assert found["passes"] == 2 and found["images"] == 4
+    assert found["passes"] == 1 and found["images"] == 4
 
 
 def _accuracy_args(data, weights, out, batch_size: int, *variants: str):
@@ -260,12 +260,12 @@ def test_the_pipeline_is_images_over_time_and_times_no_new_batch_shape(clock):
     starts (a new shape inside the timed loop would recompile or autotune there)."""
     dataset = torch.utils.data.TensorDataset(torch.randn(10, 3, 8, 8), torch.zeros(10))
     loader = torch.utils.data.DataLoader(dataset, batch_size=4)
-    model = _ClockedModel(clock, [5.0, 5.0, 0.2, 0.1])  # first batch, short warm-up, then timed
+    model = _ClockedModel(clock, [5.0, 5.0, 0.2, 0.2, 0.1])  # two warm-ups, then timed
     found = measure.pipeline(model, loader, measure.Budget(max_seconds=100.0))
-    timed = model.shapes[-2:]  # the two batches after the first
-    assert [s[0] for s in timed] == [4, 2]
-    assert set(timed) <= set(model.shapes[:-2])  # every timed shape was warmed up
-    assert found["images"] == 6 and found["img_s"] == pytest.approx(6 / 0.3)
+    timed = model.shapes[-3:]  # a whole pass after the warm-up
+    assert [s[0] for s in timed] == [4, 4, 2]
+    assert set(timed) <= set(model.shapes[:-3])  # every timed shape was warmed up
+    assert found["images"] == 10 and found["img_s"] == pytest.approx(10 / 0.5)
     assert found["batch_ms"]["median"] == pytest.approx(200)  # full batches only
     dropped = torch.utils.data.DataLoader(dataset, batch_size=4, drop_last=True)
     assert measure._short_batches(dropped, 4) == [] and measure._short_batches(loader, 4) == [2]

@@ -57,6 +57,24 @@ def test_torchruns_arguments_are_the_documented_standalone_command(monkeypatch):
     assert got.run_id != again.run_id and len(got.run_id) == len(again.run_id) == 36
 
 
+def test_an_option_the_installed_torchrun_lacks_is_left_out():
+    """torch 2.11's torchrun has no ``--shutdown-timeout`` (its parser refused the whole launch,
+    seen in the device twin): against a parser without it the option goes, the rest stays; an
+    unknown option that torchrun never had stays, for torchrun's own parse to refuse."""
+    import argparse
+
+    older = argparse.ArgumentParser()  # torchrun's parser as 2.11's, less the options unused here
+    older.add_argument("--nnodes")
+    older.add_argument("-m", "--module", action="store_true")
+    older.add_argument("training_script")
+    older.add_argument("training_script_args", nargs=argparse.REMAINDER)
+    args = ["--nnodes=1", "--shutdown-timeout=10", "--no-such-option=1", "-m", MODULE, "--x"]
+    assert launch.known_to(older, args) == ["--nnodes=1", "--no-such-option=1", "-m", MODULE, "--x"]
+    installed = torchrun.get_args_parser()  # whichever torch is installed parses what is left
+    ours = launch.known_to(installed, launch.torchrun_args(MODULE, ["--x", "1"], 2, None))
+    assert installed.parse_args(ours).nproc_per_node == "2"
+
+
 def test_the_agent_notices_a_dead_process_within_half_a_second(monkeypatch):
     """The module says a process that dies ends the others at once: the agent, as
     torchrun's parser configures it from our command line, looks at its processes at least

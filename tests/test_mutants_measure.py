@@ -83,13 +83,13 @@ def batches(*sizes):
     return [(torch.zeros(n, 3, 4, 4), torch.zeros(n)) for n in sizes]
 
 
-def test_warm_up_stops_after_a_third_of_the_cap_on_a_cpu_only(clock):
-    model = Model(clock, [1.0])
-    cpu = measure.Budget(warmup=10, max_seconds=6.0)
-    assert measure._warm(lambda: model(torch.zeros(1)), cpu, on_gpu=False) == 3  # 3 s > 2 s
-    assert measure._warm(lambda: model(torch.zeros(1)), cpu, on_gpu=True) == 10
+def test_warm_up_stops_after_a_third_of_the_cap_on_any_device(clock):
+    budget = measure.Budget(warmup=10, max_seconds=6.0)
+    for device in (CPU, GPU):
+        model = Model(clock, [1.0], device=device)
+        assert measure._warm(lambda m=model: m(torch.zeros(1)), budget) == 3  # 3 s > 2 s
     fast = Model(clock, [0.0])
-    assert measure._warm(lambda: fast(torch.zeros(1)), cpu, on_gpu=False) == 10
+    assert measure._warm(lambda: fast(torch.zeros(1)), budget) == 10
 
 
 def test_cpu_batches_stop_past_the_cap_but_never_below_three(clock, synced):
@@ -108,16 +108,24 @@ def test_cpu_batches_stop_past_the_cap_but_never_below_three(clock, synced):
 
 def test_gpu_batches_are_timed_by_events_waited_on_once(clock, events):
     model = Model(clock, [0.1, 0.3, 0.2])
-    seconds = measure._cuda_times(lambda: model(torch.zeros(1)), 3)
+    seconds = measure._cuda_times(lambda: model(torch.zeros(1)), 3, measure.Budget())
     assert seconds == pytest.approx([0.1, 0.3, 0.2])
     assert len(events) == 1 and events[0].at == pytest.approx(0.6)  # the last event only
 
 
-def test_offline_on_a_gpu_warms_up_without_a_cap_and_times_by_events(clock, events, synced):
-    model = Model(clock, [9.0, 9.0, 0.1, 0.3, 0.2], device=GPU)
-    budget = measure.Budget(warmup=2, max_seconds=1.0, offline_batches=3)
+def test_gpu_batches_stop_being_queued_past_the_cap_but_never_below_three(clock, events):
+    model = Model(clock, [0.5])
+    call = lambda: model(torch.zeros(1))  # noqa: E731
+    assert measure._cuda_times(call, 10, measure.Budget(max_seconds=1.5)) == [0.5] * 4
+    assert measure._cuda_times(call, 10, measure.Budget(max_seconds=0.1)) == [0.5] * 3
+    assert len(events) == 2  # each run waited on its last event only
+
+
+def test_offline_on_a_gpu_warms_up_within_the_cap_and_times_by_events(clock, events, synced):
+    model = Model(clock, [9.0, 0.1, 0.3, 0.2], device=GPU)
+    budget = measure.Budget(warmup=2, max_seconds=15.0, offline_batches=3)
     found = measure.offline(model, 8, 4, budget)
-    assert model.calls == 5 and found["batches"] == 3  # both warm-up batches despite 9 s
+    assert model.calls == 4 and found["batches"] == 3  # one warm-up batch: 9 s > 15 s / 3
     assert found["img_s"] == pytest.approx(8 / 0.2)  # the median batch
     assert found["img_s_low"] is None and found["img_s_high"] is None  # 3 batches: no interval
     assert found["batch_ms"]["median"] == pytest.approx(200) and found["compile_s"] is None
@@ -146,22 +154,29 @@ def test_a_cpu_pipeline_stops_past_the_cap_but_never_below_three_batches(clock):
 
     assert images(1.5)["images"] == 16  # 1.5 s is not past 1.5 s; the fourth batch is
     assert images(0.1)["images"] == 12  # past the cap at once, yet three batches
-    whole = images(100.0)
-    assert whole["images"] == 40 and whole["passes"] == 1 and whole["seconds"] == 5.0
+    whole = images(100.0)  # the warm-up's batch, then every batch of a fresh pass
+    assert whole["images"] == 44 and whole["passes"] == 1 and whole["seconds"] == 5.5
+    assert whole["capped"] is False and images(1.5)["capped"] is True
+
+
+def test_a_gpu_pipeline_stops_past_the_cap_too(clock, synced):
+    model = Model(clock, [0.5], device=GPU)
+    found = measure.pipeline(model, batches(*[4] * 11), measure.Budget(max_seconds=1.5))
+    assert found["images"] == 16 and found["capped"] is True and found["passes"] == 1
 
 
 def test_a_short_gpu_pass_is_repeated_until_a_second_is_timed(clock, synced):
     model = Model(clock, [0.25], device=GPU)
     found = measure.pipeline(model, batches(4), measure.Budget())
-    # the split's one batch is the untimed first; then one timed batch a pass until 1 s
+    # the split's one batch warms the model; then one timed batch a pass until 1 s
     assert found["images"] == 16 and found["seconds"] == 1.0 and found["img_s"] == 16.0
-    assert found["passes"] == 1 + 4 and synced == [(GPU, 0.25)]
+    assert found["passes"] == 4 and synced == [(GPU, 0.25)]
 
 
 def test_repeating_a_short_gpu_pass_stops_at_twenty(clock, synced):
     model = Model(clock, [0.001], device=GPU)
     found = measure.pipeline(model, batches(4), measure.Budget())
-    assert found["passes"] == 20 and found["images"] == 4 * 19  # the first pass: untimed
+    assert found["passes"] == 20 and found["images"] == 4 * 20
 
 
 class Waiting:
@@ -179,15 +194,17 @@ class Waiting:
 def test_the_pipeline_records_its_wait_for_batches_apart(clock):
     model = Model(clock, [0.3])
     found = measure.pipeline(model, Waiting(clock, 4, 0.1), measure.Budget(max_seconds=100.0))
-    # three timed batches (the first is untimed), each 0.1 s waited and 0.3 s classified
-    assert found["images"] == 12 and found["seconds"] == pytest.approx(1.2)
+    # four timed batches (a pass of their own after the warm-up's), each 0.1 s waited and
+    # 0.3 s classified: 16 images in 1.6 s
+    assert found["images"] == 16 and found["seconds"] == pytest.approx(1.6)
+    assert found["img_s"] == pytest.approx(16 / (4 * (0.1 + 0.3)))
     assert found["data_wait_share"] == pytest.approx(0.25)
-    assert found["batch_ms"]["median"] == pytest.approx(400) and found["batch_ms"]["n"] == 3
+    assert found["batch_ms"]["median"] == pytest.approx(400) and found["batch_ms"]["n"] == 4
 
 
 def test_a_pipeline_timed_at_no_time_has_no_rate(clock):
     found = measure.pipeline(Model(clock, [0.0]), batches(4, 4), measure.Budget())
-    assert found["images"] == 4 and found["img_s"] is None and found["data_wait_share"] is None
+    assert found["images"] == 8 and found["img_s"] is None and found["data_wait_share"] is None
 
 
 def test_the_short_batch_sizes_a_loader_will_yield():
@@ -214,12 +231,66 @@ def test_single_stream_on_a_cpu_is_capped_and_says_so(clock):
     assert measure.single_stream(Model(clock, [0.1]), queries, exact)["capped"] is False
 
 
-def test_single_stream_on_a_gpu_runs_every_query(clock):
+def test_single_stream_on_a_gpu_is_capped_too(clock):
     model = Model(clock, [0.1], device=GPU)
     queries = [torch.zeros(1, 3, 4, 4)]
-    budget = measure.Budget(warmup=2, max_seconds=0.01, latency_queries=8)
+    budget = measure.Budget(warmup=2, max_seconds=0.25, latency_queries=8)
     found = measure.single_stream(model, queries, budget)
-    assert found["queries"] == 8 and found["capped"] is False and model.calls == 10
+    # warm-up: 0.2 s > 0.25 / 3 after the first query; then 0.3 s > 0.25 s after three
+    assert found["queries"] == 3 and found["capped"] is True and model.calls == 1 + 3
+
+
+class Decoding(torch.utils.data.Dataset):
+    """Images a loader worker takes ``seconds`` each to make; each notes, in ``log``, when its
+    making began and ended (the raw records the expected rate is computed from)."""
+
+    def __init__(self, log, count, seconds):
+        self.log, self.count, self.seconds = log, count, seconds
+
+    def __len__(self):
+        return self.count
+
+    def __getitem__(self, index):
+        import time
+
+        began = time.perf_counter()
+        time.sleep(self.seconds)
+        with open(self.log, "a") as handle:
+            handle.write(f"{began} {time.perf_counter()}\n")
+        return torch.zeros(3, 4, 4), 0
+
+
+class SlowFirst:
+    """A model whose first call takes ``first_s`` (cuDNN autotuning, a compile), the rest none."""
+
+    device, compiled = CPU, False
+
+    def __init__(self, first_s):
+        self.first_s, self.calls = first_s, 0
+
+    def prepare(self, images):
+        return images
+
+    def __call__(self, images):
+        import time
+
+        time.sleep(self.first_s if self.calls == 0 else 0)
+        self.calls += 1
+        return torch.zeros(images.shape[0], 3)
+
+
+def test_the_pipeline_is_never_faster_than_its_one_worker_makes_images(tmp_path):
+    """One loader worker makes an image in 40 ms: no pass through it reaches more than 25 img/s.
+    Warming the model on the same loader's first batch let the worker make two more batches
+    meanwhile, which the clock then met already waited for (about 42 img/s)."""
+    import statistics
+
+    log = tmp_path / "made.txt"
+    loader = torch.utils.data.DataLoader(Decoding(log, 24, 0.04), batch_size=4, num_workers=1)
+    found = measure.pipeline(SlowFirst(1.0), loader, measure.Budget(max_seconds=100.0))
+    made = [tuple(map(float, line.split())) for line in log.read_text().splitlines()]
+    per_image = statistics.median(end - began for began, end in made)
+    assert found["images"] == 24 and found["img_s"] <= 1.02 / per_image
 
 
 def test_the_budgets_defaults_are_the_workflows():
@@ -240,10 +311,10 @@ def test_the_budgets_defaults_are_the_workflows():
 
 
 def test_the_pipelines_batch_time_is_of_full_batches(clock):
-    model = Model(clock, [1.0, 1.0, 0.2, 0.4, 0.1])  # first, the short shape's warm-up, timed
+    model = Model(clock, [1.0, 1.0, 0.2, 0.4, 0.1, 0.1])  # first, the short shape's, timed
     found = measure.pipeline(model, batches(4, 4, 4, 2), measure.Budget(max_seconds=100.0))
-    assert found["images"] == 10 and found["seconds"] == pytest.approx(0.7)
-    assert found["batch_ms"]["n"] == 2 and found["batch_ms"]["median"] == pytest.approx(300)
+    assert found["images"] == 14 and found["seconds"] == pytest.approx(0.8)
+    assert found["batch_ms"]["n"] == 3 and found["batch_ms"]["median"] == pytest.approx(200)
 
 
 def test_a_loaders_short_last_batch_is_warmed_even_of_one_image():

@@ -1,12 +1,21 @@
 """Prepare what the device command (tests/device/run.py) carries to the GPU machine, which
-reaches no network: run it here, then carry ``.vendor``.
+reaches no network: run it here, with any Python 3.11+ (the project's own virtual environment;
+nothing beyond the standard library: no torch, pip, setuptools or wheel), then carry ``.vendor``.
 
 ``.vendor/`` gets NVIDIA apex 25.05 (../shared/vendor/apex-25.05-git.tar.gz, the last release
-with apex.amp) as the Python-only wheel built from it; run.py's ``apex-wheel`` case installs it
-into a folder of its own for the apex O1-O3 cells (their table rows say which kernels apex had:
-``python``, its fallback, unless the machine's image has amp_C). The folder goes into this
-checkout's git exclude file (it never belongs in a commit). At the end it prints the device
-tool's ``carry`` list and the command.
+with apex.amp) as its Python-only wheel. That wheel holds what apex's ``setup.py`` puts in one
+when no extension is built: the ``.py`` files of every package ``find_packages`` finds (a
+folder with an ``__init__.py`` under a package, the excluded top-level names left out) and the
+licence; it is written here as a zip with its ``.dist-info`` (PEP 427), because apex's
+``setup.py`` imports torch before it decides anything. run.py's ``apex-wheel`` case installs
+it into a folder of its own for the apex O1-O3 cells (their rows say which kernels apex had:
+``python``, its fallback, unless the machine's image has amp_C).
+
+Nothing else travels: every device job imports only what the H200's image holds (torch,
+torchvision, numpy, pillow, pyyaml, ...; ../shared/DEVICE.md), which the device twin
+(tests/device/twin.sh) checks. The folder goes into this checkout's git exclude file (it never
+belongs in a commit). At the end it prints what it carries, its size (the device tool carries
+at most 64 MiB), the device tool's ``carry`` list and the command.
 
     python3 tests/device/prepare_carry.py
 """
@@ -14,35 +23,90 @@ tool's ``carry`` list and the command.
 from __future__ import annotations
 
 import argparse
+import base64
+import hashlib
 import shutil
 import subprocess
 import sys
 import tarfile
-import tempfile
-from pathlib import Path
+import zipfile
+from pathlib import Path, PurePosixPath
 
 REPO = Path(__file__).resolve().parents[2]
 VENDORED_APEX = REPO.parent / "shared" / "vendor" / "apex-25.05-git.tar.gz"
+CARRY = ".vendor"
+CARRY_LIMIT = 64 * 2**20  # what the device tool carries, in all
 COMMAND = (
     "set -o pipefail; PYTHONPATH=scripts python3 tests/device/run.py --out $OUT 2>&1 "
     "| tee $OUT/run.log"
 )
+# apex 25.05's setup.py: name, version, install_requires, summary, find_packages' exclude
+APEX_NAME, APEX_VERSION = "apex", "0.1"
+APEX_REQUIRES = ("packaging>20.6",)
+APEX_SUMMARY = "PyTorch Extensions written by NVIDIA"
+APEX_EXCLUDE = {"build", "csrc", "include", "tests", "dist", "docs", "examples", "apex.egg-info"}
 
 
-def vendor_apex(dest: Path) -> Path:
-    """apex's Python-only wheel built from the vendored source (a few seconds: no extensions)."""
-    if not VENDORED_APEX.is_file():
-        raise SystemExit(f"the vendored apex is not here: {VENDORED_APEX}")
+def package_files(names: list[str], top: str) -> dict[str, str]:
+    """Wheel path -> tar member for the ``.py`` files of every package under ``top`` (a tar
+    folder), found as setuptools' ``find_packages`` finds them: a folder is a package when it
+    holds an ``__init__.py`` and so do the folders above it; excluded names are left out."""
+    files = {name[len(top) :]: name for name in names if name.startswith(top)}
+    inits = {str(PurePosixPath(path).parent) for path in files if path.endswith("/__init__.py")}
+
+    def is_package(folder: PurePosixPath) -> bool:
+        parts = folder.parts
+        return all("/".join(parts[: i + 1]) in inits for i in range(len(parts)))
+
+    found = {}
+    for path, member in files.items():
+        folder = PurePosixPath(path).parent
+        wanted = path.endswith(".py") and folder.parts and is_package(folder)
+        if wanted and ".".join(folder.parts) not in APEX_EXCLUDE:
+            found[path] = member
+    return found
+
+
+def _record_line(path: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{path},sha256={digest},{len(data)}"
+
+
+def vendor_apex(dest: Path, source: Path = VENDORED_APEX) -> Path:
+    """apex's Python-only wheel from the vendored source tarball, with the standard library."""
+    if not source.is_file():
+        raise SystemExit(f"the vendored apex is not here: {source}")
     dest.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory() as work:
-        with tarfile.open(VENDORED_APEX) as archive:
-            archive.extractall(work, filter="data")
-        subprocess.run(
-            [sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps",
-             "-w", str(dest), f"{work}/apex"],
-            check=True,
-        )  # fmt: skip
-    return max(dest.glob("apex-*.whl"), key=lambda path: path.stat().st_mtime)
+    info = f"{APEX_NAME}-{APEX_VERSION}.dist-info"
+    wheel = dest / f"{APEX_NAME}-{APEX_VERSION}-py3-none-any.whl"
+    with tarfile.open(source) as archive:
+        members = {m.name: m for m in archive.getmembers() if m.isfile()}
+        contents = {
+            path: archive.extractfile(members[name]).read()
+            for path, name in sorted(package_files(list(members), "apex/").items())
+        }
+        contents[f"{info}/licenses/LICENSE"] = archive.extractfile(members["apex/LICENSE"]).read()
+    metadata = [
+        "Metadata-Version: 2.1", f"Name: {APEX_NAME}", f"Version: {APEX_VERSION}",
+        f"Summary: {APEX_SUMMARY}", "License-File: LICENSE",
+        *(f"Requires-Dist: {r}" for r in APEX_REQUIRES),
+    ]  # fmt: skip
+    contents[f"{info}/METADATA"] = ("\n".join(metadata) + "\n\n").encode()
+    contents[f"{info}/WHEEL"] = (
+        b"Wheel-Version: 1.0\nGenerator: nettebench prepare_carry\nRoot-Is-Purelib: true\n"
+        b"Tag: py3-none-any\n\n"
+    )
+    contents[f"{info}/top_level.txt"] = f"{APEX_NAME}\n".encode()
+    record = [_record_line(path, data) for path, data in contents.items()]
+    contents[f"{info}/RECORD"] = ("\n".join([*record, f"{info}/RECORD,,"]) + "\n").encode()
+    partial = wheel.with_name(f".{wheel.name}.part")
+    with zipfile.ZipFile(partial, "w", zipfile.ZIP_DEFLATED) as archive:
+        for path, data in contents.items():
+            entry = zipfile.ZipInfo(path, date_time=(2025, 5, 1, 0, 0, 0))
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            archive.writestr(entry, data)
+    partial.replace(wheel)
+    return wheel
 
 
 def exclude(*paths: str) -> None:
@@ -59,13 +123,27 @@ def exclude(*paths: str) -> None:
                 handle.write(path + "\n")
 
 
+def carried(folder: Path) -> list[tuple[Path, int]]:
+    return [(p, p.stat().st_size) for p in sorted(folder.rglob("*")) if p.is_file()]
+
+
 def main(argv: list[str] | None = None) -> int:
-    argparse.ArgumentParser(description=__doc__).parse_args(argv)
-    if shutil.which("git"):
-        exclude("/.vendor/")
-    wheel = vendor_apex(REPO / ".vendor")
-    print(f"{wheel.relative_to(REPO)}: {wheel.stat().st_size / 2**20:.1f} MiB")
-    print('carry: [".vendor"]  timeout_s: 590')
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dest", default=str(REPO / CARRY), help="where the carry goes")
+    args = parser.parse_args(argv)
+    dest = Path(args.dest)
+    if dest == REPO / CARRY and shutil.which("git"):
+        exclude(f"/{CARRY}/")
+    vendor_apex(dest)
+    files = carried(dest)
+    total = sum(size for _, size in files)
+    print(f"carry {dest}: {len(files)} file(s), {total / 2**20:.2f} MiB in all "
+          f"(the device tool carries at most {CARRY_LIMIT / 2**20:.0f} MiB)")  # fmt: skip
+    for path, size in files:
+        print(f"  {path.relative_to(dest)}: {size / 2**20:.2f} MiB")
+    if total > CARRY_LIMIT:
+        raise SystemExit(f"{dest} holds {total / 2**20:.1f} MiB, more than the device carries")
+    print(f'carry: ["{CARRY}"]  timeout_s: 590')
     print(f"command: {COMMAND}")
     return 0
 

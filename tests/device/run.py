@@ -5,12 +5,17 @@ planned to fit in 7 minutes, returning what finished however it ends.
     PYTHONPATH=scripts python3 tests/device/run.py --out /tmp/o --smoke  # on a CPU, seconds
 
 The cases run in this order (:data:`CASES`), each a few commands in a process group of its
-own: the goal data and its decoded store; the goal cells (resnet18 and resnet50 O1 ``cached``,
-10 epochs, batch 256, each followed by its compute ceiling in the same process); the other
-precision modes (O0, tf32, O2, O3, bf16, O1 with ``pil``), apex O1-O3 (the carried wheel of
-``tests/device/prepare_carry.py``; the table says which kernels it had), the streamed store
-and the sync check; an out-of-memory cell (under a forced memory cap, a few pil batches);
-the profiles; the inference cases; the 1-GPU data-parallel twin; a ``deterministic`` cell.
+own: the goal data and its decoded store; a warm-up (a few steps of the goal cell's own command:
+the first process to read torch, CUDA and cuDNN from a cold disk pays for it, not a goal cell);
+the goal cells (resnet18 and resnet50 O1 ``cached``, 10 epochs, batch 256, each followed by its
+compute ceiling in the same process); the other precision modes (O0, tf32, O2, O3, bf16, O1
+with ``pil``), apex O1-O3 (the carried wheel of ``tests/device/prepare_carry.py``, on the
+``PYTHONPATH`` of those three cases only; the table says which kernels it had), the streamed
+store and the sync check; an out-of-memory cell (under a forced memory cap, a few pil batches);
+the profiles (``cached`` loader: their ms/step are the step's, not the decoder's); the
+inference cases (every phase capped by ``--max-seconds``); a data-parallel cell of 2 processes
+started by torchrun (NCCL where the machine has 2 GPUs, else gloo on its CPU: one GPU cannot
+hold two NCCL ranks); a ``deterministic`` cell.
 
 Each case's planned seconds on one H200 (its own estimate) are printed before anything runs,
 with their sum; a case that no longer fits in what is left of ``--deadline-s`` is recorded as
@@ -22,7 +27,14 @@ so a run cut short still returns what finished; nothing else goes under ``--out`
 same way and writes the table.
 
 ``--smoke`` runs the same cases on the CPU with tiny sizes (modes a CPU cannot run come back
-``unsupported``); ``--only`` picks cases by name (tests/test_device_suite.py).
+``unsupported``); ``--only`` picks cases by name, and with ``--keep`` reuses an earlier run's
+``--work`` folder (its data, store and apex site; a case not run now counts as it ended then),
+so a rerun of what failed costs no preparation (tests/test_device_suite.py).
+
+Its exit status says whether the goal rows were measured: 0 when every goal cell run ended
+``ok`` with its numbers and no case failed, 1 when a goal cell run was not measured, 2 when the
+goal cells were but another case failed, timed out or was not run (``unsupported`` and an
+expected ``oom`` are results, not failures).
 """
 
 from __future__ import annotations
@@ -45,7 +57,12 @@ import out_files  # tests/device/, beside this script
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 PLAN_S = 420.0  # the planned total on one H200: 7 minutes
+DEADLINE_S = 540.0  # every case stopped by then on the device (its command's limit: 600 s)
+SMOKE_DEADLINE_S = 1800.0  # the smoke's, on a CPU other work may load (7-10 minutes seen)
 GOALS = {"resnet18": 12.0, "resnet50": 25.0}  # process start to metrics written (issue 12)
+GOAL_CASES = ("resnet18-O1-cached-10ep", "resnet50-O1-cached-10ep")
+RESULTS = ("ok", "unsupported", "oom")  # statuses that are a case's result, not its failure
+STATUSES = "statuses.json"  # in --work: each case's last status, read back by --keep
 CEILING_SHARE, FIRST_EPOCH_S, STREAMED_SHARE = 0.90, 2.0, 0.90
 KILL_GRACE_S = 5.0
 KEPT = (".log", ".json", ".jsonl", ".csv", ".md", ".txt")  # what records.tar.gz keeps
@@ -107,7 +124,14 @@ class Case:
     commands: Callable[[Suite], list[list[str]]]
     read: Callable[[Suite], dict] | None = None
     needs: tuple[str, ...] = ()  # cases that must have ended ok first
-    smoke_s: float = 90.0  # the limit of its smoke run (a loaded CPU: generous)
+    smoke_s: float = 180.0  # the limit of its smoke run (a loaded CPU: generous; 73 s seen)
+    env: Callable[[Suite], dict] | None = None  # its own environment (default: the suite's)
+    # what it writes, emptied before it runs (default: its cell folder), so that a case rerun
+    # under --keep never reports what an earlier run left
+    folders: Callable[[Suite], list[Path]] | None = None
+
+    def outputs(self, s: Suite) -> list[Path]:
+        return self.folders(s) if self.folders else [s.cell_dir(self.name)]
 
 
 @dataclass
@@ -120,6 +144,7 @@ class Suite:
     env: dict = field(default_factory=dict)
     rows: list[dict] = field(default_factory=list)
     current: subprocess.Popen | None = None
+    earlier: dict[str, str] = field(default_factory=dict)  # --keep: statuses of earlier runs
 
     @property
     def data(self) -> Path:
@@ -133,7 +158,9 @@ class Suite:
         return self.work / "cells" / name
 
     def status(self, name: str) -> str | None:
-        return next((row["status"] for row in self.rows if row["case"] == name), None)
+        """``name``'s status in this run, else (under --keep) in the run that left --work."""
+        now = next((row["status"] for row in self.rows if row["case"] == name), None)
+        return now if now is not None else self.earlier.get(name)
 
 
 # ------------------------------------------------------------------------------------ commands
@@ -159,19 +186,27 @@ def make_store(s: Suite) -> list[list[str]]:
     )]  # fmt: skip
 
 
-def cell(name: str, model: str, precision: str, *options: str, goal: bool = False, smoke=None):
+def cell(
+    name: str,
+    model: str,
+    precision: str,
+    *options: str,
+    goal: bool = False,
+    smoke=None,
+    epochs: int | None = None,
+):
     """A trainer cell through cell_job (its ceiling right after its epochs, same process);
     ``smoke``: the precision its smoke run uses instead (a goal cell's path, on a CPU)."""
 
     def commands(s: Suite) -> list[list[str]]:
         z, out = s.sizes, s.cell_dir(name)
         precision_here = smoke if s.smoke and smoke else precision
-        epochs = z.goal_epochs if goal else z.mode_epochs
+        count = (z.goal_epochs if goal else z.mode_epochs) if epochs is None else epochs
         channels = [] if precision_here in ("O0", "tf32") else ["--channels-last", "true"]
         return [python(
             "-m", "nettebench.benchmarks.cell_job", "--data", str(s.data), "--out-dir", str(out),
             "--ceiling", str(out / "ceiling.json"), "--store", str(s.store), "--retrain",
-            "--model", model, "--precision", precision_here, "--epochs", str(epochs),
+            "--model", model, "--precision", precision_here, "--epochs", str(count),
             "--batch-size", str(z.batch), "--image-size", str(z.crop), "--workers",
             str(z.workers), "--device", z.device, *channels, *z.ceiling, *options,
         )]  # fmt: skip
@@ -199,23 +234,52 @@ def install_apex(s: Suite) -> list[list[str]]:
     )]  # fmt: skip
 
 
-def apex_cell(level: str):
-    inner = cell(f"apex-{level}", "resnet18", level, "--loader", "cached", "--amp-backend", "apex")
+def apex_env(s: Suite) -> dict:
+    """The suite's environment with the installed apex on ``PYTHONPATH``: for the apex cases
+    only (a copy; no later case imports apex)."""
+    return {**s.env, "PYTHONPATH": s.env["PYTHONPATH"] + os.pathsep + str(s.work / "apex-site")}
 
-    def commands(s: Suite) -> list[list[str]]:
-        site = s.work / "apex-site"
-        if site.is_dir() and str(site) not in s.env["PYTHONPATH"]:
-            s.env["PYTHONPATH"] += os.pathsep + str(site)
-        return inner(s)
 
-    return commands
+def apex_case(level: str) -> Case:
+    name = f"apex-{level}"
+    commands = cell(name, "resnet18", level, "--loader", "cached", "--amp-backend", "apex")
+    return Case(name, 12, commands, cell_numbers(name), needs=APEX, env=apex_env)
+
+
+def warm_up(s: Suite) -> list[list[str]]:
+    """A few steps of the resnet50 goal cell's own command: the machine's first reads of torch,
+    CUDA, cuDNN and the store happen here, not in a goal cell's wall time."""
+    return cell("warm-up", "resnet50", "O1", *CACHED, "--max-steps", "3", smoke="O0", epochs=1)(s)
+
+
+def gpu_count() -> int:
+    """GPUs the NVIDIA driver lists (one folder each), without importing torch."""
+    folder = Path("/proc/driver/nvidia/gpus")
+    return len(list(folder.iterdir())) if folder.is_dir() else 0
+
+
+def data_parallel(s: Suite) -> list[list[str]]:
+    """2 processes through torchrun (cell_job starts it): on 2 GPUs with NCCL; on a machine
+    with fewer, on its CPU with gloo at tiny sizes (NCCL refuses two ranks on one GPU)."""
+    z, out = s.sizes, s.cell_dir("dp-2proc")
+    device = "cuda" if not s.smoke and gpu_count() >= 2 else "cpu"
+    sizes = ["--batch-size", str(z.batch), "--image-size", str(z.crop), *z.ceiling]
+    if device == "cpu":
+        sizes = ["--batch-size", "8", "--image-size", "32", "--max-steps", "2", *SMOKE.ceiling]
+    return [python(
+        "-m", "nettebench.benchmarks.cell_job", "--data", str(s.data), "--out-dir", str(out),
+        "--ceiling", str(out / "ceiling.json"), "--store", str(s.store), "--retrain",
+        "--model", "resnet18", "--precision", "O1" if device == "cuda" else "O0", "--epochs",
+        "1", *sizes, "--workers", "1", "--device", device, "--loader", "cached",
+        "--processes", "2",
+    )]  # fmt: skip
 
 
 def sync_check(s: Suite) -> list[list[str]]:
     z = s.sizes
     return [python(
         str(HERE / "sync_check.py"), "--store", str(s.store), "--batch-size", str(z.batch),
-        "--image-size", str(z.crop), "--json", str(s.cell_dir("sync") / "sync.json"),
+        "--image-size", str(z.crop), "--json", str(s.cell_dir("sync-check") / "sync.json"),
     )]  # fmt: skip
 
 
@@ -225,8 +289,9 @@ def profile(precision: str):
         return [python(
             "-m", "nettebench.profiling", "--data", str(s.data), "--out-dir",
             str(s.cell_dir(f"profile-{precision}")), "--backend", "torch", "--model",
-            "resnet18", "--precision", precision, "--batch-size", str(z.batch), "--image-size",
-            str(z.crop), "--workers", str(z.workers), "--device", z.device, *z.profile,
+            "resnet18", "--precision", precision, *CACHED, "--store", str(s.store),
+            "--batch-size", str(z.batch), "--image-size", str(z.crop), "--workers",
+            str(z.workers), "--device", z.device, *z.profile,
         )]  # fmt: skip
 
     return commands
@@ -347,7 +412,7 @@ def streamed_numbers(s: Suite) -> dict:
 
 
 def sync_numbers(s: Suite) -> dict:
-    found = read_json(s.cell_dir("sync") / "sync.json")
+    found = read_json(s.cell_dir("sync-check") / "sync.json")
     counts = {p: (found.get(p) or {}).get("syncs") for p in ("resident", "streamed")}
     return {
         "result": "ok" if found else "no sync.json",
@@ -372,6 +437,23 @@ def profile_numbers(precision: str) -> Callable[[Suite], dict]:
                         f"{window.get('steps_profiled')} steps"}  # fmt: skip
 
     return read
+
+
+def dp_numbers(s: Suite) -> dict:
+    """The 2-process cell's numbers, and whether torchrun really started 2 processes: its
+    command line in the case's log, and one line per process from the trainer."""
+    found = cell_numbers("dp-2proc")(s)
+    log = (s.work / "logs" / "dp-2proc.log").read_text(errors="replace")
+    launched = [line for line in log.splitlines() if line.startswith("data-parallel: torchrun ")]
+    processes = log.count("cached store: ")  # each process says where its store lives
+    record = read_json(s.cell_dir("dp-2proc") / "metrics.json")
+    on = (record.get("device") or {}).get("type")
+    backend = {"cuda": "NCCL", "cpu": "gloo"}.get(on, "?")
+    two = bool(launched) and "--nproc-per-node=2" in launched[0] and processes == 2
+    found["goal"] = _verdict(f"2 processes through torchrun ({backend}, {on})", two)
+    if on == "cpu" and not s.smoke:
+        found["note"] = f"{gpu_count()} GPU(s): NCCL needs 2, so gloo on the CPU"
+    return found
 
 
 def inference_numbers(name: str) -> Callable[[Suite], dict]:
@@ -419,11 +501,12 @@ def trained(
 
 STORE, CACHED, APEX = ("store",), ("--loader", "cached"), ("store", "apex-wheel")
 CASES: list[Case] = [
-    Case("data", 40, make_data),
-    Case("store", 25, make_store, needs=("data",)),
+    Case("data", 40, make_data, folders=lambda s: [s.data.parent]),
+    Case("store", 25, make_store, needs=("data",), folders=lambda s: [s.store]),
+    Case("warm-up", 15, warm_up, cell_numbers("warm-up"), needs=STORE),
     trained(
         "resnet18-O1-cached-10ep",
-        30,
+        25,
         "resnet18",
         "O1",
         *CACHED,
@@ -433,7 +516,7 @@ CASES: list[Case] = [
     ),
     trained(
         "resnet50-O1-cached-10ep",
-        50,
+        45,
         "resnet50",
         "O1",
         *CACHED,
@@ -446,11 +529,8 @@ CASES: list[Case] = [
         for p in ("O0", "tf32", "O2", "O3", "bf16")
     ),
     trained("resnet18-O1-pil", 15, "resnet18", "O1", "--loader", "pil", needs=("data",)),
-    Case("apex-wheel", 5, install_apex),
-    *(
-        Case(f"apex-{level}", 12, apex_cell(level), cell_numbers(f"apex-{level}"), needs=APEX)
-        for level in ("O1", "O2", "O3")
-    ),
+    Case("apex-wheel", 3, install_apex, folders=lambda s: [s.work / "apex-site"]),
+    *(apex_case(level) for level in ("O1", "O2", "O3")),
     Case(
         "resnet18-O1-streamed",
         15,
@@ -468,8 +548,8 @@ CASES: list[Case] = [
     ),
     Case("sync-check", 20, sync_check, sync_numbers, needs=STORE),
     Case("oom", 12, oom_cell, oom_numbers, needs=("data",)),
-    Case("profile-O0", 15, profile("O0"), profile_numbers("O0"), needs=("data",)),
-    Case("profile-O3", 15, profile("O3"), profile_numbers("O3"), needs=("data",)),
+    Case("profile-O0", 12, profile("O0"), profile_numbers("O0"), needs=STORE),
+    Case("profile-O3", 12, profile("O3"), profile_numbers("O3"), needs=STORE),
     Case(
         "inference-O1-batches",
         30,
@@ -484,9 +564,7 @@ CASES: list[Case] = [
         inference_numbers("inference-modes-largest"),
         needs=("data",),
     ),
-    trained(
-        "dp-twin-1gpu", 15, "resnet18", "O1", *CACHED, "--processes", "1", smoke="O0", needs=STORE
-    ),
+    Case("dp-2proc", 15, data_parallel, dp_numbers, needs=STORE),
     trained(
         "deterministic-O1-cached",
         15,
@@ -554,8 +632,11 @@ def run_case(s: Suite, case: Case) -> dict:
         return {**row, "status": "not run", "note": f"needs {', '.join(missing)} ok"}
     if left < (1.0 if s.smoke else case.estimate_s):
         return {**row, "status": "not run", "note": f"{left:.0f} s left of the deadline"}
+    for folder in case.outputs(s):
+        shutil.rmtree(folder, ignore_errors=True)
     try:
         commands = case.commands(s)
+        env = case.env(s) if case.env else s.env
     except CaseError as error:
         return {**row, "status": "not run", "note": str(error)}
     started = time.monotonic()
@@ -566,7 +647,7 @@ def run_case(s: Suite, case: Case) -> dict:
         for command in commands:
             print(f"[{case.name}] {' '.join(command)[:300]}", file=log, flush=True)
             s.current = proc = subprocess.Popen(
-                command, stdout=log, stderr=subprocess.STDOUT, env=s.env, cwd=REPO,
+                command, stdout=log, stderr=subprocess.STDOUT, env=env, cwd=REPO,
                 start_new_session=True,  # its own process group: killed whole, workers too
             )  # fmt: skip
             try:
@@ -650,6 +731,26 @@ def _replace(path: Path, text: str) -> None:
     partial.replace(path)
 
 
+def verdict(rows: list[dict]) -> tuple[int, str]:
+    """The exit status and its line: were the goal rows measured, did any case fail?"""
+    goals = [row for row in rows if row["case"] in GOAL_CASES]
+    unmeasured = [
+        row["case"] for row in goals
+        if row["status"] != "ok" or not row.get("wall_s") or not row.get("train_img_s")
+    ]  # fmt: skip
+    failed = [
+        f"{row['case']} ({row['status']})" for row in rows
+        if not set(row["status"].split("/")) <= set(RESULTS)  # inference: "ok/unsupported"
+    ]  # fmt: skip
+    if unmeasured:
+        return 1, f"exit 1: goal row(s) not measured: {', '.join(unmeasured)}"
+    if failed:
+        measured = "the goal rows were measured" if goals else "no goal row was run"
+        return 2, f"exit 2: {measured}; not ok: {', '.join(failed)}"
+    measured = "the goal rows were measured" if goals else "no goal row was run"
+    return 0, f"exit 0: {measured}; every case ended with its result"
+
+
 def plan_text(cases: list[Case], deadline_s: float) -> str:
     lines = [f"planned on one H200: {planned_s(cases):.0f} s (at most {PLAN_S:.0f} s); "
              f"deadline {deadline_s:.0f} s"]  # fmt: skip
@@ -665,22 +766,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--deadline-s",
         type=float,
-        default=540.0,
-        help="every case stopped by then (the device command's limit is 600)",
+        default=None,
+        help="every case stopped by then (default 540: the device command's limit is 600; "
+        "with --smoke 1800: a loaded CPU runs the smoke in 7-10 minutes)",
     )
     parser.add_argument("--only", nargs="+", default=None, help="these cases, in plan order")
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="reuse --work as an earlier run left it (data, store, apex site); a case not run "
+        "now counts as it ended then (with --only: rerun what failed, not the preparation)",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
+    if args.deadline_s is None:
+        args.deadline_s = SMOKE_DEADLINE_S if args.smoke else DEADLINE_S
+    unknown = sorted(set(args.only or ()) - {c.name for c in CASES})
+    if unknown:
+        parser.error(
+            f"no case named {', '.join(unknown)} (the plan: {', '.join(c.name for c in CASES)})"
+        )
     cases = [c for c in CASES if args.only is None or c.name in args.only]
     out, work = Path(args.out), Path(args.work)
-    shutil.rmtree(work, ignore_errors=True)  # a fresh run: no cell restores an earlier one
-    (work / "logs").mkdir(parents=True)
+    earlier = read_json(work / STATUSES) if args.keep else {}
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)  # a fresh run: no cell restores an earlier one
+    (work / "logs").mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
     path = os.environ.get("PYTHONPATH", "")
     env = {**os.environ, "PYTHONUNBUFFERED": "1",
            "PYTHONPATH": str(REPO / "scripts") + (os.pathsep + path if path else "")}  # fmt: skip
     s = Suite(SMOKE if args.smoke else GPU, out, work, started + args.deadline_s, args.smoke, env)
+    s.earlier = earlier
     header = plan_text(cases, args.deadline_s)
+    if earlier:
+        header += f"\nkept from {work}: " + ", ".join(f"{k} {v}" for k, v in earlier.items())
     print(header, flush=True)
 
     def stop(signum, _frame):
@@ -696,6 +816,8 @@ def main(argv: list[str] | None = None) -> int:
             row = run_case(s, case)
             s.rows.append(row)
             write(s, header)
+            statuses = {**s.earlier, **{r["case"]: r["status"] for r in s.rows}}
+            _replace(work / STATUSES, json.dumps(statuses, indent=1))
             print(f"{row['case']}: {row['status']} ({row.get('seconds', 0):.0f} s of "
                   f"~{case.estimate_s:.0f})", row.get("goal") or "", flush=True)  # fmt: skip
     finally:
@@ -704,7 +826,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table(s.rows), flush=True)
     print(f"total: {time.monotonic() - started:.0f} s", flush=True)
     out_files.check(out)
-    return 0
+    code, line = verdict(s.rows)
+    print(line, flush=True)
+    return code
 
 
 if __name__ == "__main__":

@@ -7,16 +7,23 @@ Three timed phases on one model (timm's ``benchmark.py`` and MLPerf Inference's 
   on a GPU, a synchronised ``perf_counter`` on a CPU). img/s = batch / median batch time.
 - **Offline, through the pipeline**: the dataset's validation split as the trainer reads it
   (ImageFolder, PIL decode, resize to image_size / 0.875, centre crop, normalise, DataLoader with
-  ``workers``), each batch moved to the device and classified; the first batch (worker start-up)
-  untimed, and so is one batch of every other shape the pass will meet (the short last batch:
-  a new shape recompiles under ``compile`` and autotunes cuDNN again), then one pass over the
-  split (repeated while a GPU pass is shorter than a second),
-  capped at ``max_seconds`` on a CPU. Its img/s beside the device batch's shows what the input
+  ``workers``), each batch moved to the device and classified. The model is warmed first, on
+  the split's first batch and one batch of every other shape the pass will meet (the short last
+  batch: a new shape recompiles under ``compile`` and autotunes cuDNN again), from a loader pass
+  that is then closed: a loader's workers go on decoding while the model warms, and batches made
+  then would reach the clock already waited for (one worker at 20 img/s read as 33). Then one
+  pass over the split as an epoch reads it, from the loader's start (its workers' start-up) to
+  the last result (repeated while a GPU pass is shorter than a second), capped at
+  ``max_seconds`` on any device. Its img/s beside the device batch's shows what the input
   pipeline costs; the time spent waiting for a batch is recorded apart.
 - **SingleStream** (batch-1 cells only): one query at a time, a preprocessed validation image in
   host memory copied to the device, classified, the result copied back; each query's latency
   from issue to result. ``latency_queries`` queries (MLPerf's minimum, 1,024, by default), fewer
-  only when a CPU reaches ``max_seconds`` first (recorded: ``capped``).
+  only when ``max_seconds`` is reached first (recorded: ``capped``).
+
+Every phase stops at ``max_seconds`` on any device (a GPU too: a slow model or a batch sweep must
+not run past its job's limit), after at least :data:`MIN_SAMPLES` timed samples; warm-up stops
+after a third of it.
 
 Every phase keeps its samples' spread (:func:`nettebench.records.spread.summary`, the exact
 order-statistic intervals the trainer's step times use); the whole run records its timing
@@ -58,9 +65,9 @@ def offline(model: InferenceModel, batch: int, image_size: int, budget: Budget) 
     images = model.prepare(torch.randn(batch, 3, image_size, image_size))
     on_gpu = model.device.type == "cuda"
     compile_s = model.first_call_s(images) if model.compiled else None
-    _warm(lambda: model(images), budget, on_gpu)
+    _warm(lambda: model(images), budget)
     if on_gpu:
-        seconds = _cuda_times(lambda: model(images), budget.offline_batches)
+        seconds = _cuda_times(lambda: model(images), budget.offline_batches, budget)
     else:
         seconds = _cpu_times(lambda: model(images), model.device, budget.offline_batches, budget)
     summary = spread.summary(seconds, quantiles=(0.9, 0.99))
@@ -75,24 +82,27 @@ def offline(model: InferenceModel, batch: int, image_size: int, budget: Budget) 
 
 
 def pipeline(model: InferenceModel, loader: Iterable, budget: Budget) -> dict[str, Any]:
-    """Throughput through the validation pipeline: decode to classification, batch by batch."""
+    """Throughput through the validation pipeline: decode to classification, batch by batch.
+    ``loader`` is iterated more than once (a DataLoader or a list; not a one-shot iterator)."""
     on_gpu = model.device.type == "cuda"
-    batches = iter(loader)
-    first = next(batches, None)
+    warming = iter(loader)
+    first = next(warming, None)
     if first is None:
         return {"img_s": None, "images": 0}
     full = first[0].shape[0]
-    model(model.prepare(first[0]))  # worker start-up and the first batch's shape: untimed
+    model(model.prepare(first[0]))  # the first batch's shape: untimed
     for size in _short_batches(loader, full):  # the short last batch's shape: untimed too
         model(model.prepare(first[0][:size]))
     synchronize(model.device)
+    del warming, first  # its workers stop: no batch the clock meets was made while warming
     seconds: list[float] = []  # per batch: waiting for it, then classifying it
     full_batches: list[float] = []
     wait = 0.0
     images = passes = 0
+    capped = False
     start = mark = time.perf_counter()
-    while True:
-        for fetched, _ in batches:
+    while not capped:
+        for fetched, _ in loader:  # a fresh pass: its workers' start-up is timed, as an epoch's
             got = time.perf_counter()
             wait += got - mark
             model(model.prepare(fetched)).float().argmax(1).cpu()  # the result, on the host
@@ -102,14 +112,13 @@ def pipeline(model: InferenceModel, loader: Iterable, budget: Budget) -> dict[st
             images += fetched.shape[0]
             if fetched.shape[0] == full:
                 full_batches.append(seconds[-1])
-            if not on_gpu and now - start > budget.max_seconds and len(seconds) >= MIN_SAMPLES:
+            if now - start > budget.max_seconds and len(seconds) >= MIN_SAMPLES:
+                capped = True
                 break
         passes += 1
-        if (seconds and (not on_gpu or mark - start >= MIN_PIPELINE_S)) or passes >= 20:
+        if not on_gpu or mark - start >= MIN_PIPELINE_S or passes >= 20:
             break
-        # a GPU pass shorter than a second, or a split of one batch: the split again (its
-        # workers' start-up now timed: the loader's workers are not persistent)
-        batches = iter(loader)
+        # a GPU pass shorter than a second: the split again
     elapsed = mark - start
     return {
         "img_s": images / elapsed if images and elapsed else None,
@@ -117,6 +126,7 @@ def pipeline(model: InferenceModel, loader: Iterable, budget: Budget) -> dict[st
         "seconds": elapsed,
         "data_wait_share": wait / elapsed if elapsed else None,
         "passes": passes,
+        "capped": capped,
         "batch_ms": spread.scaled(spread.summary(full_batches or seconds), 1000),
     }
 
@@ -137,13 +147,12 @@ def single_stream(
     model: InferenceModel, queries: list[torch.Tensor], budget: Budget
 ) -> dict[str, Any]:
     """SingleStream: per-query latency of one image at a time, issue to result on the host."""
-    on_gpu = model.device.type == "cuda"
     cycle = itertools.cycle(queries)
 
     def query() -> None:
         model(model.prepare(next(cycle))).float().cpu()
 
-    _warm(query, budget, on_gpu)
+    _warm(query, budget)
     latencies: list[float] = []
     start = time.perf_counter()
     capped = False
@@ -151,7 +160,7 @@ def single_stream(
         issued = time.perf_counter()
         query()
         latencies.append(time.perf_counter() - issued)
-        if not on_gpu and time.perf_counter() - start > budget.max_seconds:
+        if time.perf_counter() - start > budget.max_seconds:
             capped = len(latencies) < budget.latency_queries
             break
     summary = spread.scaled(spread.summary(latencies, quantiles=(0.9, 0.99)), 1000)
@@ -164,14 +173,15 @@ def single_stream(
     }
 
 
-def _warm(call, budget: Budget, on_gpu: bool) -> int:
-    """``budget.warmup`` untimed calls (on a CPU, stopping after a third of the time cap)."""
+def _warm(call, budget: Budget) -> int:
+    """``budget.warmup`` untimed calls, stopping after a third of the time cap (on a GPU the
+    host's clock: a call returns once queued, and the queue is bounded)."""
     start = time.perf_counter()
     done = 0
     while done < budget.warmup:
         call()
         done += 1
-        if not on_gpu and time.perf_counter() - start > budget.max_seconds / 3:
+        if time.perf_counter() - start > budget.max_seconds / 3:
             break
     return done
 
@@ -188,12 +198,18 @@ def _cpu_times(call, device, count: int, budget: Budget) -> list[float]:
     return seconds
 
 
-def _cuda_times(call, count: int) -> list[float]:
-    """Per-batch GPU times from CUDA events, no host synchronisation between batches."""
+def _cuda_times(call, count: int, budget: Budget) -> list[float]:
+    """Per-batch GPU times from CUDA events, no host synchronisation between batches; no more
+    batches are queued once the host has spent ``max_seconds`` queueing them."""
     events = [torch.cuda.Event(enable_timing=True) for _ in range(count + 1)]
+    start = time.perf_counter()
     events[0].record()
-    for index in range(count):
+    done = 0
+    while done < count:
         call()
-        events[index + 1].record()
-    events[-1].synchronize()
-    return [a.elapsed_time(b) / 1000 for a, b in itertools.pairwise(events)]
+        done += 1
+        events[done].record()
+        if done >= MIN_SAMPLES and time.perf_counter() - start > budget.max_seconds:
+            break
+    events[done].synchronize()
+    return [a.elapsed_time(b) / 1000 for a, b in itertools.pairwise(events[: done + 1])]

@@ -40,6 +40,10 @@ from nettebench.vocabulary.record_keys import STATUS_OK
 
 SHUTDOWN_TIMEOUT_S = 10  # after forwarding a signal, the agent kills what still runs
 MONITOR_INTERVAL_S = 0.5  # how often the agent looks for a process that ended
+# Options torchrun gained after torch 2.11, the oldest release supported: left out where the
+# installed torchrun does not know them (its agent then uses its own default), chosen by what
+# its parser accepts, not by version. torch 2.11's has no --shutdown-timeout.
+NEWER_OPTIONS = ("--shutdown-timeout",)
 
 
 def module_of(prog: str) -> str:
@@ -73,6 +77,16 @@ def torchrun_args(module: str, argv: list[str], processes: int, threads: int | N
     ]
 
 
+def known_to(parser, args: list[str]) -> list[str]:
+    """``args`` without those of :data:`NEWER_OPTIONS` that torchrun's ``parser`` does not know
+    (any other unknown option still fails torchrun's own parse, loudly)."""
+
+    def unknown(arg: str) -> bool:
+        return bool(parser.parse_known_args([arg, "-m", "module"])[1])
+
+    return [a for a in args if not (a.split("=")[0] in NEWER_OPTIONS and unknown(a))]
+
+
 def prepare(cell, threads: int | None) -> None:
     """Before anything reads the environment (the result's key does): give this process the
     variables torchrun gives the cell's processes, so the job and its processes agree on what
@@ -93,9 +107,10 @@ def launch(prog: str, argv: list[str] | None, cell, threads: int | None, out_dir
     from torch.distributed.launcher.api import elastic_launch
 
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = torchrun_args(module_of(prog), argv, cell.processes, threads)
+    parser = torchrun.get_args_parser()
+    args = known_to(parser, torchrun_args(module_of(prog), argv, cell.processes, threads))
     print(f"data-parallel: torchrun {shlex.join(args)}", file=sys.stderr, flush=True)
-    config, entrypoint, entry_args = torchrun.config_from_args(torchrun.parse_args(args))
+    config, entrypoint, entry_args = torchrun.config_from_args(parser.parse_args(args))
     started = time.time()
     try:
         elastic_launch(config, entrypoint)(*entry_args)

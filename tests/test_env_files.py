@@ -1,0 +1,85 @@
+"""Every ``envs/*.yaml`` builds, and its rules' commands start in it: each env file's packages
+installed with pip (there is no conda here) into a fresh virtual environment (no system site
+packages, nothing of the project's venv), under the tested pins (``envs/constraints.txt``),
+then ``python -m <module> [<subcommand>] --help`` of every rule that names the env file, with
+the project's ``scripts/`` on ``PYTHONPATH`` as the rules put it. A module a command imports
+that its env file does not list fails here with its ModuleNotFoundError.
+
+Slow (the train and build envs unpack torch, about 3 GB, from the local wheel index): marked
+``envfiles`` and run by ``.ci/run``'s stage of its own (``NETTEBENCH_ENV_FILES=1``), skipped
+elsewhere saying so; docs/development.md gives its cost.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import venv
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+ENVS = ROOT / "envs"
+# conda packages that are not Python distributions pip installs (the interpreter, tools)
+NOT_PIP = {"python", "pip", "git", "cxx-compiler", "ninja"}
+COMMAND = re.compile(r"python3? -m ([\w.{}]+)(?: ([a-z][\w-]*))?")
+BUILD = os.environ.get("NETTEBENCH_ENV_FILES") == "1"
+
+
+def rule_commands() -> dict[str, set[tuple[str, ...]]]:
+    """env file name -> the ``(module, subcommand...)`` its rules' shell commands start;
+    ``{params.job}`` is each job module rules/common.smk returns for it."""
+    common = (ROOT / "rules" / "common.smk").read_text()
+    jobs = set(re.findall(r'return f"(nettebench\.[\w.]+)', common))
+    found: dict[str, set[tuple[str, ...]]] = {}
+    for path in sorted((ROOT / "rules").glob("*.smk")):
+        for block in re.split(r"^rule ", path.read_text(), flags=re.M)[1:]:
+            env = re.search(r'conda:\s*"\.\./envs/([\w.-]+\.yaml)"', block)
+            for module, sub in COMMAND.findall(block):
+                modules = jobs if module == "{params.job}" else {module}
+                for name in modules:
+                    assert env, f"{path.name}: rule {block.split(':')[0]} names no env file"
+                    found.setdefault(env.group(1), set()).add((name, sub) if sub else (name,))
+    return found
+
+
+def pip_requirements(env_file: Path) -> list[str]:
+    """The env file's packages as pip requirements (conda's ``=`` pin as ``==``)."""
+    spec = yaml.safe_load(env_file.read_text())
+    wanted: list[str] = []
+    for item in spec["dependencies"]:
+        if isinstance(item, dict):
+            wanted += item["pip"]
+            continue
+        name = re.split(r"[<>=!\s]", item, maxsplit=1)[0]
+        if name not in NOT_PIP:
+            wanted.append(re.sub(r"(?<![<>=!])=(?!=)", "==", item.split("#")[0].strip()))
+    return wanted
+
+
+@pytest.mark.envfiles
+@pytest.mark.skipif(not BUILD, reason="builds envs with pip (minutes): NETTEBENCH_ENV_FILES=1")
+@pytest.mark.parametrize("env_file", sorted(p.name for p in ENVS.glob("*.yaml")))
+def test_an_env_file_builds_and_its_rules_commands_start(env_file, tmp_path):
+    home = tmp_path / "venv"
+    venv.create(home, with_pip=True)  # fresh: no system site packages
+    python = home / "bin" / "python"
+    install = [str(python), "-m", "pip", "install", "-q", "-c", str(ENVS / "constraints.txt"),
+               *pip_requirements(ENVS / env_file)]  # fmt: skip
+    subprocess.run(install, check=True, timeout=1200)
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "scripts")}
+    env.pop("VIRTUAL_ENV", None)
+    commands = rule_commands()
+    assert ("nettebench.benchmarks.cell_job",) in commands["train.yaml"]  # the parse's premise
+    failed = []
+    for command in sorted(commands[env_file]):  # every env file is some rule's
+        done = subprocess.run(
+            [str(python), "-m", *command, "--help"], env=env, cwd=tmp_path,
+            capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        if done.returncode != 0:
+            failed.append(f"{' '.join(command)}: {done.stderr.strip().splitlines()[-1:]}")
+    assert not failed, f"{env_file} lacks what its commands import: {failed}"
