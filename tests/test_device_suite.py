@@ -54,6 +54,9 @@ def test_smoke_writes_the_table_after_every_case(tmp_path, monkeypatch):
     assert len([p for p in out.rglob("*") if p.is_file()]) <= 7
     cell = rows[2]
     assert cell["result"] == "ok" and cell["wall_s"] > 0 and cell["goal"].startswith("n/a")
+    # the goal cells' energy: measured, or "not measured: why" (no RAPL here), never 0
+    assert cell["energy_source"] and (cell["energy_j"] is None or cell["energy_j"] > 0)
+    assert (cell["j_per_img"] is None) == (cell["energy_j"] is None)
     phases = cell["startup"]["before_first_step"]  # the trainer's own phase marks
     assert {"imports", "key", "device_probe", "model", "store", "other"} <= set(phases)
     assert min(phases.values()) >= 0

@@ -54,6 +54,8 @@ from pathlib import Path
 
 import out_files  # tests/device/, beside this script
 
+from nettebench.records.energy import energy_columns
+
 REPO = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 PLAN_S = 420.0  # the planned total on one H200: 7 minutes
@@ -370,6 +372,10 @@ def cell_numbers(name: str, goal: str | None = None) -> Callable[[Suite], dict]:
             "startup": startup,
             "apex_kernels": environment.get("apex_kernels"),
         }
+        # the epochs' energy (NVML's counter on a GPU, RAPL on a CPU, or "not measured: why")
+        energy = energy_columns(record)
+        found.update({key: energy[key] for key in ("energy_j", "energy_source", "power_w")})
+        found.update({key: energy[key] for key in ("j_per_img", "img_s_per_w")})
         if found["train_img_s"] and found["ceiling_img_s"]:
             found["ceiling_share"] = found["train_img_s"] / found["ceiling_img_s"]
         if goal:
@@ -688,7 +694,8 @@ COLUMNS = (
     ("ceiling_img_s", "{:,.0f}"), ("ceiling_share", "{:.0%}"),
     ("first_epoch_overhead_s", "{:.2f}"), ("data_wait_share", "{:.0%}"),
     ("peak_mem_mb", "{:,.0f}"), ("store_mem_mb", "{:,.0f}"), ("final_top1", "{:.1f}"),
-    ("apex_kernels", "{}"), ("goal", "{}"), ("note", "{}"),
+    ("power_w", "{:.0f}"), ("j_per_img", "{:.3f}"), ("apex_kernels", "{}"), ("goal", "{}"),
+    ("note", "{}"),
 )  # fmt: skip
 
 
