@@ -399,9 +399,10 @@ def test_the_data_errors_own_sentence_ends_the_terminal_output(bad_data):
     """Not only in the log file: the run's own output names the member and the fix, after
     Snakemake's report of the failed jobs (the onerror handler, nettebench.study.failures)."""
     output = bad_data["result"].stdout + bad_data["result"].stderr
-    line = next(line for line in output.splitlines() if "does not decode" in line)
-    assert line.startswith("nettebench: dataset_extract: ") and "bad_images: skip" in line
-    assert bad_data["member"] in line and "(log: results/logs/datasets/" in line
+    member = "truncated.tgz, member " + bad_data["member"]
+    line = next(line for line in output.splitlines() if member in line and "nettebench:" in line)
+    assert line.startswith("nettebench: dataset_extract: ") and "does not decode" in line
+    assert "bad_images: skip" in line and "(log: results/logs/datasets/truncated." in line
     assert output.rindex("does not decode") > output.rindex("Error in rule")
 
 
