@@ -221,6 +221,8 @@ def test_a_folder_input_changes_its_digest_when_a_file_is_renamed(dataset, tmp_p
     (folder / "a.json").rename(folder / "b.json")  # same content, another name
     after = key(dataset, depends_on=[str(folder)])
     assert validity.first_difference(before, after) == f"inputs: {folder} changed"
+    (folder / "b.json").write_text('{"x": 2}')  # the same name, another content
+    assert key(dataset, depends_on=[str(folder)])["inputs"] != after["inputs"]
 
 
 def test_a_folder_input_tells_bytes_moved_between_its_files(dataset, tmp_path):
