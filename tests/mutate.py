@@ -490,18 +490,19 @@ class Outcome:
 
 def mutation_run(
     runner, base, module, tests, select, sample, seed, all_tests, log=print, skip_control=False,
-    kinds=None, lines=None,
+    kinds=None, only_lines=None,
 ):  # fmt: skip
     relative = module.resolve().relative_to(ROOT)
     source = (base / relative).read_text(encoding="utf-8")
     lines = source.splitlines()
     target = runner.code / relative
     found = sites(source)
+    first, last = only_lines or (0, len(lines) + 1)
     chosen = [
         i for i, site in enumerate(found)
-        if (not kinds or site.kind in kinds) and (not lines or lines[0] <= site.line <= lines[1])
+        if (not kinds or site.kind in kinds) and first <= site.line <= last
     ]  # fmt: skip
-    if sample and sample < len(found):
+    if sample and sample < len(chosen):
         chosen = sorted(random.Random(seed).sample(chosen, sample))
     outcome = Outcome(str(relative), total=len(chosen))
 
@@ -628,7 +629,7 @@ def main(argv=None) -> int:
                 args.seed, args.all_tests, log=lambda text: print(text, flush=True),
                 skip_control=args.skip_control,
                 kinds=set(args.kinds.split(",")) if args.kinds else None,
-                lines=tuple(int(n) for n in args.lines.split("-")) if args.lines else None,
+                only_lines=tuple(int(n) for n in args.lines.split("-")) if args.lines else None,
             )  # fmt: skip
             outcomes.append(outcome)
             print(f"{module}: {outcome.killed}/{outcome.total} killed ({outcome.score:.0%})")
