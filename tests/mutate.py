@@ -162,8 +162,8 @@ class Mutator(ast.NodeTransformer):
         operands = [node.left, *node.comparators]
         if any(isinstance(op, ORDERING) for op in node.ops):
             for index, operand in enumerate(operands):
-                if isinstance(operand, ast.Constant):
-                    continue
+                if isinstance(operand, ast.Constant) or _counts(operand):
+                    continue  # a count is whole: rounding it changes nothing
                 what = f"round `{_short(ast.unparse(operand), 40)}` before comparing"
                 if self._site("round", node, what):
                     operands[index] = _call("round", operand, ast.Constant(ROUND_DIGITS))
@@ -291,6 +291,11 @@ def _first(iterable: ast.expr) -> ast.expr:
     """``list(iterable)[:1]``."""
     found = ast.Subscript(_call("list", iterable), ast.Slice(None, ast.Constant(1)), ast.Load())
     return ast.fix_missing_locations(ast.copy_location(found, iterable))
+
+
+def _counts(node: ast.expr) -> bool:
+    """``len(x)``: an integer, which a rounding leaves as it is (an equivalent mutant)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len"
 
 
 def _is_text(node: ast.expr) -> bool:

@@ -132,6 +132,7 @@ def test_a_rounding_before_a_comparison():
     assert "1 <= round(high, 2)" in mutants["round `high` before comparing"]
     assert not [w for w in mutants if w.startswith("round `1`")]  # a constant is left alone
     assert not [w for w in _mutants("same = a == b\n") if w.startswith("round")]
+    assert not [w for w in _mutants("few = len(xs) < len(ys)\n") if w.startswith("round")]
 
 
 def test_an_order_swapped_arguments_and_displays():
