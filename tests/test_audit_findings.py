@@ -236,3 +236,16 @@ def test_a_folder_input_tells_bytes_moved_between_its_files(dataset, tmp_path):
     first = key(dataset, depends_on=[str(one)])["inputs"][str(one)]
     second = key(dataset, depends_on=[str(two)])["inputs"][str(two)]
     assert first != second
+
+
+def test_time_to_accuracy_of_a_cell_whose_seeds_all_failed_is_their_outcome(tmp_path):
+    """Both seeds of O1 out of memory: the cell says OOM, not "partial epochs" or "not
+    reached" (an O0 cell beside it gives the table its row)."""
+    paths = [rf.make_cell(tmp_path, seed=0)] + [
+        rf.make_cell(tmp_path, precision="O1", seed=s, status="oom") for s in (0, 1)
+    ]
+    statuses = {json.loads(p.read_text())["status"] for p in paths[1:]}
+    assert statuses == {"oom"}
+    written = agg.aggregate(paths, tmp_path / "out", target_top1=50.0)
+    table = as_dict(md_tables(written["time_to_accuracy"].read_text())[0][1])
+    assert table["resnet18"]["O1"] == T.OUTCOME_TEXT["oom"]
