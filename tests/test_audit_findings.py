@@ -249,3 +249,33 @@ def test_time_to_accuracy_of_a_cell_whose_seeds_all_failed_is_their_outcome(tmp_
     written = agg.aggregate(paths, tmp_path / "out", target_top1=50.0)
     table = as_dict(md_tables(written["time_to_accuracy"].read_text())[0][1])
     assert table["resnet18"]["O1"] == T.OUTCOME_TEXT["oom"]
+
+
+@pytest.mark.parametrize(
+    "line, version",
+    [
+        (
+            "NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue Mar  5 22:23:56 UTC "
+            "2024",
+            "550.54.15",
+        ),
+        (
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  560.35.03  Release Build  "
+            "(dvs-builder@U16-I3-B03-4-3)  Fri Aug 16 21:42:42 UTC 2024",
+            "560.35.03",
+        ),
+        (
+            "NVRM version: NVIDIA UNIX Open Kernel Module for aarch64  570.124.06  Release Build",
+            "570.124.06",
+        ),
+    ],
+    ids=["proprietary", "open-x86_64", "open-aarch64"],
+)
+def test_the_driver_version_is_read_from_each_kernel_modules_line(
+    tmp_path, monkeypatch, line, version
+):
+    """The proprietary and the open kernel module's lines (x86_64, aarch64): the version, not
+    the architecture that the open module's line names first."""
+    (tmp_path / "version").write_text(line + "\nGCC version:  gcc version 12.3.0\n")
+    monkeypatch.setattr(environment, "NVIDIA_DRIVER_FILE", tmp_path / "version", raising=False)
+    assert environment.nvidia_driver() == version
