@@ -104,6 +104,33 @@ def test_a_driver_upgrade_measures_a_finished_gpu_cell_again(
     assert finished.restore(tmp_path / "cell", old)[0]  # the same driver: restored
 
 
+@pytest.mark.parametrize(
+    "part, where, name",
+    [
+        ("cpu", "validity", "cpu_model"),
+        ("cpu_capability", "torch.backends.cpu", "get_cpu_capability"),
+        ("machine", "platform", "machine"),
+    ],
+)
+def test_each_part_of_the_hardware_alone_keeps_a_result_from_being_restored(
+    dataset, tmp_path, monkeypatch, part, where, name
+):
+    """The CPU's model, the kernels torch picks for it and the architecture: each one, changed
+    alone (the others as they are), names itself and trains the cell again."""
+    import importlib
+
+    old = key(dataset)
+    module = validity if where == "validity" else importlib.import_module(where)
+    other = f"{getattr(module, name)()} (another)"
+    monkeypatch.setattr(module, name, lambda: other)
+    new = key(dataset)
+    assert new["hardware"][part] == other != old["hardware"][part]
+    assert validity.first_difference(old, new).startswith(f"hardware: {part} ")
+    texts = {"metrics.json": json.dumps({"status": "ok"}), "epochs.csv": "epoch\n"}
+    finished.write(tmp_path, old, texts)
+    assert not finished.restore(tmp_path, new)[0]
+
+
 # ------------------------------------------------------------- (b) a scaling row's status
 
 
