@@ -71,7 +71,12 @@ def _nvidia_smi(folder, version):
     does (``--query-gpu=driver_version --format=csv,noheader``: the version, one line per GPU)."""
     folder.mkdir(exist_ok=True)
     tool = folder / "nvidia-smi"
-    tool.write_text(f"#!/bin/sh\nprintf '{version}\\n{version}\\n'\n")
+    tool.write_text(
+        "#!/bin/sh\n"
+        'if [ "$*" != "--query-gpu=driver_version --format=csv,noheader" ]; then\n'
+        "  echo 'Invalid combination of input arguments.' >&2; exit 2\nfi\n"
+        f"printf '{version}\\n{version}\\n'\n"
+    )
     tool.chmod(tool.stat().st_mode | stat.S_IXUSR)
 
 
@@ -249,7 +254,13 @@ def test_a_folder_input_changes_its_digest_when_a_file_is_renamed(dataset, tmp_p
     after = key(dataset, depends_on=[str(folder)])
     assert validity.first_difference(before, after) == f"inputs: {folder} changed"
     (folder / "b.json").write_text('{"x": 2}')  # the same name, another content
-    assert key(dataset, depends_on=[str(folder)])["inputs"] != after["inputs"]
+    changed = key(dataset, depends_on=[str(folder)])
+    assert changed["inputs"] != after["inputs"]
+    (folder / "c.json").write_text('{"x": 3}')  # a second file, after the first
+    second = key(dataset, depends_on=[str(folder)])
+    assert second["inputs"] != changed["inputs"]
+    (folder / "c.json").write_text('{"x": 4}')  # the second file's content alone
+    assert key(dataset, depends_on=[str(folder)])["inputs"] != second["inputs"]
 
 
 def test_a_folder_input_tells_bytes_moved_between_its_files(dataset, tmp_path):
