@@ -23,7 +23,7 @@ import torch
 from test_aggregate import as_dict, md_tables
 
 from nettebench.datasets.synthetic import generate
-from nettebench.records import environment
+from nettebench.records import environment, nvml
 from nettebench.report import aggregate as agg
 from nettebench.report import format as T
 from nettebench.report import stats
@@ -84,8 +84,8 @@ def _nvidia_smi(folder, version):
 def test_a_driver_upgrade_measures_a_finished_gpu_cell_again(
     dataset, tmp_path, monkeypatch, source
 ):
-    """The driver as the kernel module's /proc file says, or (no /proc/driver/nvidia, as under
-    WSL2) as nvidia-smi says: an upgrade changes the key and the restore refuses."""
+    """The driver as the kernel module's /proc file says, or (no /proc/driver/nvidia and no
+    NVML) as nvidia-smi says: an upgrade changes the key and the restore refuses."""
     _a_gpu(monkeypatch)
     tools = tmp_path / "bin"
     monkeypatch.setenv("PATH", f"{tools}{os.pathsep}{os.environ['PATH']}")
@@ -94,9 +94,11 @@ def test_a_driver_upgrade_measures_a_finished_gpu_cell_again(
     for version in ("550.54.15", "560.35.03"):
         if source == "proc":
             path = _driver_file(tmp_path, version)
-        else:
+        else:  # no /proc/driver/nvidia and no NVML in the process (as in some containers)
             path = tmp_path / "no-such-file"
             _nvidia_smi(tools, version)
+            monkeypatch.setattr(nvml, "driver_version", lambda: None)
+            monkeypatch.setattr(nvml, "load", lambda: None)
         monkeypatch.setattr(environment, "NVIDIA_DRIVER_FILE", path, raising=False)
         keys[version] = key(dataset, device=gpu)
     old, new = keys["550.54.15"], keys["560.35.03"]

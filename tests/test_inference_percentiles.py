@@ -16,9 +16,12 @@ def _with_queries(queries):
 
 
 def _stream_cell(text):
-    """The SingleStream column of the table's one row (p50 / p90 / p99)."""
-    row = next(line for line in text.splitlines() if line.startswith("| resnet18 | fp32 | 1 |"))
-    return [cell.strip() for cell in row.split("|")][8]
+    """The SingleStream column of the table's one row (p50 / p90 / p99), found by its header."""
+    lines = text.splitlines()
+    header = next(line for line in lines if line.startswith("| Model |"))
+    column = [cell.strip() for cell in header.split("|")].index("SingleStream p50 / p90 / p99 ms")
+    row = next(line for line in lines if line.startswith("| resnet18 | fp32 | 1 |"))
+    return [cell.strip() for cell in row.split("|")][column]
 
 
 @pytest.mark.parametrize(

@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from nettebench.builds.activate import active_environment, find_build
-from nettebench.records import cpu
+from nettebench.records import cpu, nvml
 from nettebench.vocabulary.build_catalog import LIBRARIES
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -135,9 +135,9 @@ def nvidia_driver() -> str | None:
     """The NVIDIA driver's version (``550.54.15``), the one definition the record's
     ``environment.driver`` and the result key's ``hardware.driver`` both use.
 
-    Read from the kernel module's ``/proc`` file (no process started), else from ``nvidia-smi``
-    (where ``/proc/driver/nvidia`` is not exposed, as under WSL2 and in some containers); None
-    when neither answers."""
+    Read from the kernel module's ``/proc`` file, else from NVML in this process (neither
+    starts a process beside the epochs), else from ``nvidia-smi`` (where neither is there, as
+    under WSL2 and in some containers); None when nothing answers."""
     try:
         text = NVIDIA_DRIVER_FILE.read_text(encoding="utf-8")
     except OSError:
@@ -145,6 +145,9 @@ def nvidia_driver() -> str | None:
     for word in text.split("Kernel Module", 1)[-1].split() if "Kernel Module" in text else ():
         if word[:1].isdigit() and "." in word:
             return word
+    found = nvml.driver_version()  # in this process: no nvidia-smi child beside the epochs
+    if found or nvml.load() is not None:
+        return found
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -284,7 +287,7 @@ def _torchvision_git_version() -> str | None:
     try:
         # Boundary (see the package docstring): imported after activate(), because it imports
         # torchvision, and a cell's torchvision build must be first on the path before that.
-        from nettebench.models.torchvision_import import torchvision
+        import torchvision
 
         version = torchvision.version
     except Exception:  # not installed, or broken: recorded as unknown
