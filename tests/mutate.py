@@ -4,12 +4,17 @@ Each mutant makes one change to a module: an operator swapped (``<`` for ``<=``,
 ``-``, ``and`` for ``or``), ``not x`` for ``x``, a numeric constant changed (``0.05`` ->
 ``0.1``, 0 <-> 1), a string constant emptied (``"x"`` -> ``""``, ``""`` -> ``"XX"``), a
 statement replaced by ``pass``, or a call to ``any``/``all`` or ``min``/``max`` swapped for the
-other. Docstrings, annotations and f-string format specs are left alone. The module's tests run
-against each mutant in a copy of ``scripts/``; a mutant that every test passes "survives".
-Prints a table per module (mutants, killed, survived, timeouts, score) and each survivor with
-its line, so a reader can tell a missing test from an equivalent mutant. Hand-rolled (``ast``,
-no dependency but pytest; coverage if installed), and slow on purpose: a benchmark, not a
-test::
+other. Beside those operator-sized slips, four kinds of intent that an audit of the report found
+surviving (issue [4/5]): a mark dropped (a keyword argument, a dict entry, or the string added
+to a text: ``f(x, driver=d)`` -> ``f(x)``, ``text + " (1/2)"`` -> ``text``), the first element
+standing for all (``for x in xs`` and ``a in xs`` over ``list(xs)[:1]``), a rounding before a
+comparison (``a < b`` -> ``round(a, 2) < b``), and an order swapped (``f(a, b)`` -> ``f(b, a)``,
+``(a, b)`` -> ``(b, a)``); ``--kinds`` and ``--lines`` run only some. Docstrings, annotations
+and f-string format specs are left alone. The module's tests run against each mutant in a copy
+of ``scripts/``; a mutant that every test passes "survives". Prints a table per module (mutants,
+killed, survived, timeouts, score) and each survivor with its line, so a reader can tell a
+missing test from an equivalent mutant. Hand-rolled (``ast``, no dependency but pytest; coverage
+if installed), and slow on purpose: a benchmark, not a test::
 
     PYTHONPATH=scripts python tests/mutate.py [--jobs 1] [--sample 200 --seed 0] \\
         [--survivors notes/mutants-stats.md] \\
@@ -53,6 +58,8 @@ SWAPS = {
     ast.And: ast.Or, ast.Or: ast.And,
 }  # fmt: skip
 CALL_SWAPS = {"any": "all", "all": "any", "min": "max", "max": "min"}
+ORDERING = (ast.Lt, ast.LtE, ast.Gt, ast.GtE)  # comparisons a rounding can turn
+ROUND_DIGITS = 2  # what a table prints: a verdict taken on the printed number
 # statements whose deletion is not worth a run: definitions and imports (a NameError at import
 # kills them all alike), and those that are already nothing
 KEPT_STATEMENTS = (
@@ -74,7 +81,7 @@ def _constant(value):
 
 @dataclass
 class Site:
-    kind: str  # op, not, const, str, stmt, call
+    kind: str  # op, not, const, str, stmt, call; drop, first, round, swap (intent)
     line: int
     what: str
     lines: tuple[int, int] = (0, 0)  # the enclosing statement's first and last line
@@ -152,11 +159,77 @@ class Mutator(ast.NodeTransformer):
 
     def visit_Compare(self, node):
         node.ops = [self._swap(node, op) for op in node.ops]
+        operands = [node.left, *node.comparators]
+        if any(isinstance(op, ORDERING) for op in node.ops):
+            for index, operand in enumerate(operands):
+                if isinstance(operand, ast.Constant) or _counts(operand):
+                    continue  # a count is whole: rounding it changes nothing
+                what = f"round `{_short(ast.unparse(operand), 40)}` before comparing"
+                if self._site("round", node, what):
+                    operands[index] = _call("round", operand, ast.Constant(ROUND_DIGITS))
+        for index, op in enumerate(node.ops):
+            container = operands[index + 1]
+            if isinstance(op, ast.In | ast.NotIn) and not isinstance(container, ast.Constant):
+                what = f"only the first of `{_short(ast.unparse(container), 40)}`"
+                if self._site("first", node, what):
+                    operands[index + 1] = _first(container)
+        node.left, node.comparators = operands[0], operands[1:]
         self.generic_visit(node)
         return node
 
     def visit_BinOp(self, node):
         node.op = self._swap(node, node.op)
+        if isinstance(node.op, ast.Add) and _is_text(node.right):
+            what = f"drop the mark `+ {_short(ast.unparse(node.right), 40)}`"
+            if self._site("drop", node, what):
+                return self.visit(node.left)
+        self.generic_visit(node)
+        return node
+
+    def visit_For(self, node):
+        self._first_of(node)
+        self.generic_visit(node)
+        return node
+
+    def visit_comprehension(self, node):
+        self._first_of(node)
+        self.generic_visit(node)
+        return node
+
+    def _first_of(self, node):
+        """``for x in xs`` over ``list(xs)[:1]``: the first element standing for all."""
+        if isinstance(node.iter, ast.Constant):
+            return
+        what = f"only the first of `{_short(ast.unparse(node.iter), 40)}`"
+        if self._site("first", node.iter, what):
+            node.iter = _first(node.iter)
+
+    def visit_Tuple(self, node):
+        return self._swap_first_two(node)
+
+    visit_List = visit_Tuple
+
+    def _swap_first_two(self, node):
+        """``(a, b, ...)`` -> ``(b, a, ...)`` where it is read: an order that matters (the order
+        files are written in, a pair's sides)."""
+        first = node.elts[:2]
+        if (
+            isinstance(node.ctx, ast.Load)
+            and len(first) == 2
+            and ast.dump(first[0]) != ast.dump(first[1])
+            and self._site("swap", node, f"swap the first two of `{_short(ast.unparse(node), 40)}`")
+        ):
+            node.elts[0], node.elts[1] = first[1], first[0]
+        self.generic_visit(node)
+        return node
+
+    def visit_Dict(self, node):
+        for index, name in enumerate(node.keys):
+            if isinstance(name, ast.Constant) and self._site(
+                "drop", node, f"drop the entry {_short(repr(name.value), 40)}"
+            ):
+                del node.keys[index], node.values[index]
+                break
         self.generic_visit(node)
         return node
 
@@ -180,6 +253,21 @@ class Mutator(ast.NodeTransformer):
         name = node.func.id if isinstance(node.func, ast.Name) else None
         if name in CALL_SWAPS and self._site("call", node, f"{name}() -> {CALL_SWAPS[name]}()"):
             node.func = ast.copy_location(ast.Name(CALL_SWAPS[name], ast.Load()), node.func)
+        called = _short(ast.unparse(node.func), 30)
+        for index, keyword in enumerate(node.keywords):
+            if keyword.arg is not None and self._site(
+                "drop", node, f"drop `{keyword.arg}=` from {called}()"
+            ):
+                del node.keywords[index]
+                break
+        positional = node.args[:2]
+        if (
+            len(positional) == 2
+            and not any(isinstance(a, ast.Starred) for a in positional)
+            and ast.dump(positional[0]) != ast.dump(positional[1])
+            and self._site("swap", node, f"swap the first two arguments of {called}()")
+        ):
+            node.args[0], node.args[1] = positional[1], positional[0]
         self.generic_visit(node)
         return node
 
@@ -191,6 +279,29 @@ class Mutator(ast.NodeTransformer):
         if self._site(kind, node, f"{_short(repr(node.value))} -> {new!r}"):
             return ast.copy_location(ast.Constant(new), node)
         return node
+
+
+def _call(name: str, *args: ast.expr) -> ast.Call:
+    """``name(*args)``, placed where its first argument is (a site needs a line)."""
+    call = ast.Call(ast.Name(name, ast.Load()), list(args), [])
+    return ast.fix_missing_locations(ast.copy_location(call, args[0]))
+
+
+def _first(iterable: ast.expr) -> ast.expr:
+    """``list(iterable)[:1]``."""
+    found = ast.Subscript(_call("list", iterable), ast.Slice(None, ast.Constant(1)), ast.Load())
+    return ast.fix_missing_locations(ast.copy_location(found, iterable))
+
+
+def _counts(node: ast.expr) -> bool:
+    """``len(x)``: an integer, which a rounding leaves as it is (an equivalent mutant)."""
+    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "len"
+
+
+def _is_text(node: ast.expr) -> bool:
+    return isinstance(node, ast.JoinedStr) or (
+        isinstance(node, ast.Constant) and isinstance(node.value, str)
+    )
 
 
 def _short(text: str, width: int = 60) -> str:
@@ -383,15 +494,20 @@ class Outcome:
 
 
 def mutation_run(
-    runner, base, module, tests, select, sample, seed, all_tests, log=print, skip_control=False
-):
+    runner, base, module, tests, select, sample, seed, all_tests, log=print, skip_control=False,
+    kinds=None, only_lines=None,
+):  # fmt: skip
     relative = module.resolve().relative_to(ROOT)
     source = (base / relative).read_text(encoding="utf-8")
     lines = source.splitlines()
     target = runner.code / relative
     found = sites(source)
-    chosen = list(range(len(found)))
-    if sample and sample < len(found):
+    first, last = only_lines or (0, len(lines) + 1)
+    chosen = [
+        i for i, site in enumerate(found)
+        if (not kinds or site.kind in kinds) and first <= site.line <= last
+    ]  # fmt: skip
+    if sample and sample < len(chosen):
         chosen = sorted(random.Random(seed).sample(chosen, sample))
     outcome = Outcome(str(relative), total=len(chosen))
 
@@ -490,6 +606,12 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--sample", type=int, help="run N mutants per module, drawn by --seed")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--kinds",
+        help="only these kinds of site, comma-separated (op,not,const,str,stmt,call,"
+        "drop,first,round,swap)",
+    )
+    parser.add_argument("--lines", help="only sites on these lines: FIRST-LAST")
     parser.add_argument("--survivors", type=Path, help="write the survivors to this Markdown")
     parser.add_argument("--all-tests", action="store_true", help="no per-line test selection")
     parser.add_argument("--no-fork", action="store_true", help="a fresh pytest per mutant")
@@ -511,6 +633,8 @@ def main(argv=None) -> int:
                 runner, base, Path(module), tests.split(","), args.select, args.sample,
                 args.seed, args.all_tests, log=lambda text: print(text, flush=True),
                 skip_control=args.skip_control,
+                kinds=set(args.kinds.split(",")) if args.kinds else None,
+                only_lines=tuple(int(n) for n in args.lines.split("-")) if args.lines else None,
             )  # fmt: skip
             outcomes.append(outcome)
             print(f"{module}: {outcome.killed}/{outcome.total} killed ({outcome.score:.0%})")

@@ -155,12 +155,17 @@ def test_cli_writes_json_from_a_cells_arguments(tmp_path):
     assert not list(out.parent.glob(".*.tmp"))  # written atomically, nothing left behind
 
 
-def test_cpu_timing_stops_at_its_time_budget(monkeypatch):
-    """A slow step (a big batch on a CPU) ends the timed loop after MIN_STEPS, not 30 steps."""
+def test_cpu_timing_stops_at_its_time_budget_but_not_before_its_floors(monkeypatch):
+    """A slow step (a big batch on a CPU) ends the timed loop early, not after 30 steps, but
+    only once 10 steps are timed after 3 warm-up steps: a ceiling is compared by its p10, which
+    3 steps after 1 warm-up made the median of steps still paying for first use. Fewer steps
+    than the floors, asked for, are what is run."""
     monkeypatch.setattr(bench, "MAX_SECONDS", 0.0)
     record = bench.measure_ceiling("resnet18", "O0", 2, **{**TINY, "warmup_steps": 5, "steps": 30})
     assert record["status"] == "ok"
-    assert record["steps"] == bench.MIN_STEPS and record["warmup_steps"] == 1
+    assert (record["steps"], record["warmup_steps"]) == (10, 3)
+    asked = bench.measure_ceiling("resnet18", "O0", 2, **{**TINY, "warmup_steps": 1, "steps": 4})
+    assert (asked["steps"], asked["warmup_steps"]) == (4, 1)
 
 
 def test_a_missing_apex_amp_is_one_line_not_a_traceback(monkeypatch, capsys):

@@ -120,21 +120,30 @@ def _cpu_seconds(pid: int) -> float:
 
 @pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs Linux /proc")
 def test_a_busy_process_beside_the_job_is_interference():
+    """Asserted against what the busy loop really got (its own /proc ticks, read inside the
+    window), not a fixed figure: on a loaded machine it may get well under a core. The window
+    stays open until the loop has used more than the verdict's limit, so the verdict is owed."""
     busy = _busy_process_outside_the_tree()
     try:
         time.sleep(0.2)  # let it start
         probe = C.Probe()
         assert busy not in C.tree_pids(os.getpid(), C.read_process_stats())
-        before = _cpu_seconds(busy)
         window = probe.start()
-        time.sleep(1.5)
+        opened, before = time.monotonic(), _cpu_seconds(busy)
+        cpus = len(os.sched_getaffinity(0))
+        while True:
+            time.sleep(0.25)
+            used, wall = _cpu_seconds(busy) - before, time.monotonic() - opened
+            owed = max(C.OTHER_CPU_MIN_S, C.OTHER_CPU_SHARE_LIMIT * (wall + 0.1) * cpus)
+            if used > owed + 0.05 or wall > 20:
+                break
         found = probe.stop(window)
-        used = _cpu_seconds(busy) - before
     finally:
         os.kill(busy, 9)
-    # Everything the busy loop used is other processes' time (more may come from elsewhere).
-    assert used > 0.5
-    assert found["other_cpu_s"] >= used - 0.1
+    assert used > owed + 0.05, f"the busy loop got only {used:.2f} CPU-s in {wall:.1f} s"
+    # Everything the busy loop used inside the window is other processes' time (more may come
+    # from elsewhere); 0.05 s: two 10 ms ticks of rounding on each of the two counters.
+    assert found["other_cpu_s"] >= used - 0.05
     assert found["interference"] is True
     assert found["own_cpu_s"] < 0.2  # the test slept
 

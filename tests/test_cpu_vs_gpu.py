@@ -182,3 +182,21 @@ def test_the_table_and_the_front_page_state_one_verdict_on_bf16_against_o0(
     assert row["precision"] == f"bf16 ({word})"
     assert front in written["headline"].read_text()
     assert "fastest" not in written["cpu_vs_gpu"].read_text()
+
+
+def test_a_cpu_only_machine_states_no_speed_up_of_the_cpu_against_itself(tmp_path):
+    """Every matrix cell on the CPU (no GPU visible): the baseline's row names no device and
+    no ratio; a GPU cell beside them is the one compared."""
+    cpu_cells = [
+        rf.make_cell(tmp_path / "m", precision=p, device_type="cpu", time_for_epochs_s=t * EPOCHS)
+        for p, t in (("O0", 150.0), ("bf16", 160.0))
+    ]
+    baseline = _baseline(tmp_path / "c", 200.0)
+    (row,) = _rows([*cpu_cells, baseline], tmp_path / "out")
+    assert row["device"] == "no GPU cell" and row["speed-up"] == row["O0 speed-up"] == ""
+    assert "x" not in "".join(row[k] for k in ("speed-up", "O0 speed-up", "s/epoch"))
+    text = agg.aggregate([*cpu_cells, baseline], tmp_path / "out2")["cpu_vs_gpu"].read_text()
+    assert "every matrix cell ran on the CPU" in text
+    gpu = _matrix(tmp_path / "g", 5.0)
+    (row,) = _rows([*cpu_cells, gpu, baseline], tmp_path / "out3")
+    assert row["device"] == rf.GPU_NAME and row["O0 speed-up"] == T.fmt_speedup(200.0 / 5.0)

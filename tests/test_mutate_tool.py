@@ -99,3 +99,48 @@ def test_the_tables_show_the_counts_and_the_survivors_source_line():
     assert "| m.py | 2:0 | Add -> Sub | survived | `b = a + 1` | |" in M.survivors_markdown(
         [outcome]
     )
+
+
+# The four kinds of intent the audit of issue [4/5] found surviving, each on the line it hit.
+
+
+def test_a_mark_dropped_keyword_dict_entry_and_added_text():
+    source = (
+        "found.update(gpu=name, driver=version)\n"
+        "row = {'status': s, 'note': n}\n"
+        "text = value + f' ({k}/{n})'\n"
+    )
+    mutants = _mutants(source)
+    assert "found.update(gpu=name)" in mutants["drop `driver=` from found.update()"]
+    assert "row = {'status': s}" in mutants["drop the entry 'note'"]
+    assert mutants["drop the mark `+ f' ({k}/{n})'`"].endswith("\ntext = value")
+
+
+def test_the_first_element_standing_for_all():
+    source = "ok = 'ok' if 'ok' in statuses else statuses[0]\ntotal = [f(x) for x in xs]\n"
+    mutants = _mutants(source)
+    assert "'ok' in list(statuses)[:1]" in mutants["only the first of `statuses`"]
+    assert "for x in list(xs)[:1]]" in mutants["only the first of `xs`"]
+    loop = _mutants("for name in names:\n    write(name)\n")
+    assert "for name in list(names)[:1]:" in loop["only the first of `names`"]
+
+
+def test_a_rounding_before_a_comparison():
+    source = "supported = not low <= 1 <= high\n"
+    mutants = _mutants(source)
+    assert "not round(low, 2) <= 1 <= high" in mutants["round `low` before comparing"]
+    assert "1 <= round(high, 2)" in mutants["round `high` before comparing"]
+    assert not [w for w in mutants if w.startswith("round `1`")]  # a constant is left alone
+    assert not [w for w in _mutants("same = a == b\n") if w.startswith("round")]
+    assert not [w for w in _mutants("few = len(xs) < len(ys)\n") if w.startswith("round")]
+
+
+def test_an_order_swapped_arguments_and_displays():
+    source = "r = ratio_interval(found, base, 0.95)\nfor n in [*extras, *RESULT]:\n    w(n)\n"
+    mutants = _mutants(source)
+    assert (
+        "ratio_interval(base, found, 0.95)"
+        in mutants["swap the first two arguments of ratio_interval()"]
+    )
+    assert "for n in [*RESULT, *extras]:" in mutants["swap the first two of `[*extras, *RESULT]`"]
+    assert not [w for w in _mutants("f(a, a)\nx, y = y, x\n") if "first two of `x, y`" in w]

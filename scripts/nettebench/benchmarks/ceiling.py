@@ -53,9 +53,17 @@ from nettebench.vocabulary.cell import CellSpec
 WARMUP_STEPS = 10
 STEPS = 30
 # On a CPU a step of a big batch can take seconds: the timed steps stop once they have taken
-# this long (at least MIN_STEPS of them), and warm-up once it has taken a third of it.
+# this long, and warm-up once it has taken a third of it, but never before MIN_STEPS timed and
+# MIN_WARMUP_STEPS warm-up steps (or all that were asked, if fewer). A ceiling is compared with
+# a cell by its fast end (batch / p10 step time, report.caveats): from 3 steps, after one
+# warm-up step, that was the median of steps still paying for first use (oneDNN primitives,
+# the allocator's pages), and a quiet cell "beat" it (resnet34 batch 64 at 206 img/s against
+# 151). Seen on the 2-core dev VM (resnet18, batch 16, 112 px, one thread, no warm-up; the
+# machine loaded, so only indicative): the first three steps 606-681 ms, steps 9-14 495-551 ms.
+# Ten timed steps give a p10 that is a step's own speed; three warm-up steps pay first use.
 MAX_SECONDS = 30.0
-MIN_STEPS = 3
+MIN_STEPS = 10
+MIN_WARMUP_STEPS = 3
 NUM_CLASSES = 10  # Imagenette's
 CEILING_DATASET = "ceiling"  # the cell's dataset when measure_ceiling is given none
 PEAK_MEM_CUDA = "cuda_allocated"  # torch.cuda.max_memory_allocated for the measured batch size
@@ -233,10 +241,10 @@ def _time_steps(
 
     ``budget`` is (warm-up steps, timed steps, ``max_seconds``). Returns the step times, the
     warm-up steps run and the timing conditions of the timed steps. On a CPU both phases stop
-    early when they exceed their share of ``max_seconds`` (keeping at least one warm-up and
-    MIN_STEPS timed steps), so a large batch costs seconds, not the better part of an hour; in
-    a data-parallel cell every process stops at the same step (``parallel.any``: each step
-    all-reduces).
+    early when they exceed their share of ``max_seconds`` (keeping at least MIN_WARMUP_STEPS
+    warm-up and MIN_STEPS timed steps, see there), so a large batch costs seconds, not the
+    better part of an hour; in a data-parallel cell every process stops at the same step
+    (``parallel.any``: each step all-reduces).
     """
     warmup, steps, max_seconds = budget
     # Boundary (see the package docstring): imported after activate(), because it imports
@@ -257,7 +265,8 @@ def _time_steps(
     while warmed < warmup:
         runner.step(images, targets)
         warmed += 1
-        if parallel.any(not on_gpu and time.perf_counter() - warm_start > max_seconds / 3):
+        late = time.perf_counter() - warm_start > max_seconds / 3
+        if parallel.any(not on_gpu and warmed >= MIN_WARMUP_STEPS and late):
             break
     synchronize(device)
     probe = conditions.Probe(gpu=conditions.gpu_target(device), pid=parallel.job_pid)

@@ -49,10 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # On a CPU the ceiling's timed steps take a tenth of the time the cell's epochs took, within
-# these bounds (warm-up at most a third of that again, and at least one step): the ceiling
+# these bounds (warm-up at most a third of that again): the ceiling
 # costs a small fraction of its cell. At a quarter it cost a quarter of every quick-start cell
 # (17 of 73 s for an O0 cell, 44 of 156 s for the emulated bf16 one, on an AVX2-only EPYC);
-# at least MIN_STEPS (3) steps are timed whatever the cap. A GPU times fixed steps.
+# at least MIN_STEPS (10) steps after MIN_WARMUP_STEPS (3) whatever the cap (ceiling.py says
+# why). A GPU times fixed steps.
 CPU_CEILING_SHARE = 0.1
 CPU_CEILING_MIN_S = 1.0
 

@@ -42,7 +42,7 @@ def collect() -> dict[str, Any]:
         **cpu.describe(),  # capability, speed flags, affinity, native bf16 (records/cpu.py)
         "gpu_name": torch.cuda.get_device_name(0) if cuda else None,
         "gpu_count": torch.cuda.device_count() if cuda else 0,
-        "driver": _nvidia_driver() if cuda else None,
+        "driver": nvidia_driver() if cuda else None,
         "cuda": torch.version.cuda,
         "cudnn": cudnn,
         "torch": torch.__version__,
@@ -126,7 +126,25 @@ def _apex_version() -> str | None:
     return _version("apex") or "unknown"
 
 
-def _nvidia_driver() -> str | None:
+# The NVIDIA kernel module's version line: the driver's version is the first word after
+# "Kernel Module" (``NVRM version: NVIDIA UNIX x86_64 Kernel Module  550.54.15  Tue ...``).
+NVIDIA_DRIVER_FILE = Path("/proc/driver/nvidia/version")
+
+
+def nvidia_driver() -> str | None:
+    """The NVIDIA driver's version (``550.54.15``), the one definition the record's
+    ``environment.driver`` and the result key's ``hardware.driver`` both use.
+
+    Read from the kernel module's ``/proc`` file, else from NVML in this process (neither
+    starts a process beside the epochs), else from ``nvidia-smi`` (where neither is there, as
+    under WSL2 and in some containers); None when nothing answers."""
+    try:
+        text = NVIDIA_DRIVER_FILE.read_text(encoding="utf-8")
+    except OSError:
+        text = ""
+    for word in text.split("Kernel Module", 1)[-1].split() if "Kernel Module" in text else ():
+        if word[:1].isdigit() and "." in word:
+            return word
     found = nvml.driver_version()  # in this process: no nvidia-smi child beside the epochs
     if found or nvml.load() is not None:
         return found
@@ -140,7 +158,7 @@ def _nvidia_driver() -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip().splitlines()[0] if out.stdout.strip() else None
+    return out.stdout.strip().splitlines()[0].strip() if out.stdout.strip() else None
 
 
 def _git(*args: str) -> str | None:

@@ -69,12 +69,13 @@ from nettebench.builds.activate import (
     read_environment_manifest,
 )
 from nettebench.datasets.info import IMAGE_EXTENSIONS, INFO_FILE
-from nettebench.records.environment import cpu_model
+from nettebench.records.environment import cpu_model, nvidia_driver
 from nettebench.study import code_groups
 from nettebench.vocabulary.cell import INSTALLED, LIBRARY_PARAMETERS, CellSpec
 from nettebench.vocabulary.record_keys import STATUS_OK, STATUS_UNSUPPORTED
 
-KEY_VERSION = 2  # bumped when the parts change: an older record or checkpoint never matches
+KEY_VERSION = 3  # bumped when the parts change: an older record or checkpoint never matches
+# (3: the driver as its version number, from records.environment; folders framed by length)
 PARTS = (
     "cell",
     "options",
@@ -212,7 +213,7 @@ def hardware(device: torch.device) -> dict[str, Any]:
             gpu_memory_mb=properties.total_memory // 2**20,
             cuda=torch.version.cuda,
             cudnn=torch.backends.cudnn.version(),
-            driver=_nvidia_driver(),
+            driver=nvidia_driver(),
         )
     return found
 
@@ -251,11 +252,15 @@ def _builds(cell: CellSpec, builds_dir) -> dict[str, str | None]:
 
 
 def _path_digest(path: Path) -> str | None:
-    """A file's content digest; a folder's, of every file's relative path and content."""
+    """A file's content digest; a folder's, of every file's relative path and content, each
+    framed by its length, so a rename, or bytes moved from one file's end to the next file,
+    changes the digest."""
     if path.is_dir():
         digest = hashlib.sha256()
         for file in sorted(p for p in path.rglob("*") if p.is_file()):
-            digest.update(str(file.relative_to(path)).encode() + b"\0" + file.read_bytes())
+            name, content = file.relative_to(path).as_posix().encode(), file.read_bytes()
+            for part in (name, content):
+                digest.update(len(part).to_bytes(8, "big") + part)
         return "dir:" + digest.hexdigest()
     return _file_digest(path)
 
@@ -281,14 +286,6 @@ def _code_digest() -> str:
         digest.update(module.encode() + b"\0")
         digest.update((code_groups.PACKAGE_DIR / module).read_bytes())
     return digest.hexdigest()
-
-
-def _nvidia_driver() -> str | None:
-    try:
-        text = Path("/proc/driver/nvidia/version").read_text(encoding="utf-8")
-    except OSError:
-        return None
-    return text.splitlines()[0].strip() if text else None
 
 
 def _name(path: str | os.PathLike[str]) -> str:

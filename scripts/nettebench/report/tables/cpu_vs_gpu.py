@@ -38,6 +38,12 @@ _VERSUS_O0 = {
     UNTESTED: " (untested against O0)",
 }
 
+NO_GPU = "no GPU cell"
+NO_GPU_NOTE = (
+    f"{NO_GPU}: every matrix cell ran on the CPU (no GPU was visible), so there is no "
+    "CPU-versus-GPU speed-up to state; the CPU baseline's seconds per epoch stand alone."
+)
+
 # What a matrix cell on the CPU baseline's own machine shares with it (a GPU cell records its
 # host's CPU too): the setup but the device, and the CPU model.
 _HOST_COLUMNS = (*(c for c in SETUP_COLUMNS if c != "device_name"), "env_cpu_model")
@@ -164,6 +170,11 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
     """Each CPU baseline next to the same model's fastest matrix cell and its O0 cell."""
     baselines = runs[runs["kind"] == "cpu_baseline"]
     matrix_ok = runs[(runs["kind"] == "matrix") & (runs["status"] == STATUS_OK)]
+    # A speed-up over the CPU needs a device that is not one: on a CPU-only machine the matrix
+    # ran on the CPU too, and its cells against the baseline would be the CPU against itself.
+    on_cpu = matrix_ok["device_type"].map(T.fmt_value) == "cpu"
+    cpu_only = bool(len(matrix_ok)) and bool(on_cpu.all())
+    matrix_ok = matrix_ok[~on_cpu]
     note = (
         "Seconds per epoch (median epoch wall time, `summary.epoch_s_median`; matrix cells: "
         f"{T.SEEDS_TEXT}) "
@@ -222,7 +233,7 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         match = _fastest_matrix(matrix_ok, cpu)
         if match is None:
             unmatched += 1
-            rows.append([*row, "no matching matrix cell"])
+            rows.append([*row, NO_GPU if cpu_only else "no matching matrix cell"])
             continue
         precision = match["precision"] + _VERSUS_O0.get(match["versus_o0"], "")
         if match["differences"]:
@@ -255,7 +266,9 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         empty = NO_CELLS_NOTE if runs.empty else "No CPU baseline cells in the study."
         return T.document("CPU versus GPU", note, [], empty=empty)
     notes = []
-    if unmatched:
+    if unmatched and cpu_only:
+        notes.append(NO_GPU_NOTE)
+    elif unmatched:
         notes.append(
             f"{unmatched} of {len(baselines)} CPU baseline cell(s) have no finished matrix cell "
             "of the same dataset and model to compare with."

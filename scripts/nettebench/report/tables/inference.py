@@ -32,6 +32,11 @@ from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_text_atomic
 
 UNSTABLE_MARK = "≈"  # the samples' std is >= 10 % of their mean
+# A latency percentile is printed only over enough queries: the q-th needs 1 / (1 - q) of them,
+# so that at least one query lies beyond it (p90: 10, p99: 100); from fewer it is the slowest
+# query or two, not a percentile. MLPerf asks for far more; this is the least that is one.
+PERCENTILE_MIN_QUERIES = {"p90": 10, "p95": 20, "p99": 100}
+TOO_FEW = "—"
 OUTPUTS = {
     "cells": "inference.csv",
     "accuracy": "inference_accuracy.csv",
@@ -52,7 +57,10 @@ NOTE = (
     f"{UNSTABLE_MARK}: the samples' standard deviation is at least 10 % of their mean "
     f"(unstable); {C.INTERFERENCE_MARK}: timed while other processes used the job's CPUs or GPU."
     " J/img on device: the Offline phase's mean power (NVML on a GPU, RAPL on a CPU) over its "
-    "img/s; *not measured* where no energy counter exists."
+    f"img/s; *not measured* where no energy counter exists. {TOO_FEW} in place of a percentile: "
+    "fewer queries than it needs ("
+    + ", ".join(f"{q} at least {n}" for q, n in PERCENTILE_MIN_QUERIES.items())
+    + "; the q-th percentile needs 1 / (1 - q) queries for one to lie beyond it)."
 )
 ACCURACY_NOTE = (
     "The final weights of each finished matrix cell (`weights.pt`), evaluated on the whole "
@@ -119,9 +127,33 @@ def cells_frame(records: Iterable[tuple[str, Mapping[str, Any]]]) -> pd.DataFram
     frame = pd.DataFrame(rows)
     if frame.empty:
         return frame
+    frame = without_thin_percentiles(frame)
     frame["_rank"] = frame["precision"].map(T.precision_rank)
     frame = frame.sort_values(["device_name", "model", "_rank", "compile", "batch_size"])
     return frame.drop(columns="_rank").reset_index(drop=True)
+
+
+def percentile_shown(quantile: str, queries: Any) -> bool:
+    """Whether percentile ``quantile`` (``p90``, ``p99``) of ``queries`` latencies is one
+    (:data:`PERCENTILE_MIN_QUERIES`); the median always is."""
+    needed = PERCENTILE_MIN_QUERIES.get(quantile)
+    if needed is None:
+        return True
+    return not T.is_missing(queries) and int(queries) >= needed
+
+
+def without_thin_percentiles(frame: pd.DataFrame) -> pd.DataFrame:
+    """The SingleStream percentiles of a cell with too few queries, blanked (with their
+    intervals) in the frame both the table and inference.csv (the figure's input) take."""
+    frame = frame.copy()
+    for quantile in PERCENTILE_MIN_QUERIES:
+        columns = [f"ss_{quantile}{end}" for end in ("", "_low", "_high")]
+        present = [c for c in columns if c in frame]
+        if not present:
+            continue
+        thin = ~frame["ss_queries"].map(lambda n, q=quantile: percentile_shown(q, n))
+        frame.loc[thin, present] = None
+    return frame
 
 
 def accuracy_frame(records: Iterable[tuple[str, Mapping[str, Any]]]) -> pd.DataFrame:
@@ -203,6 +235,8 @@ def inference_markdown(cells: pd.DataFrame) -> str:
                 continue
             stream = " / ".join(
                 _interval(row[f"ss_{q}"], row[f"ss_{q}_low"], row[f"ss_{q}_high"], _ms)
+                if percentile_shown(q, row["ss_queries"])
+                else TOO_FEW
                 for q in ("median", "p90", "p99")
             )
             queries = "" if T.is_missing(row["ss_queries"]) else f"{int(row['ss_queries']):,}"
@@ -316,6 +350,12 @@ def headline(cells: pd.DataFrame, accuracy: pd.DataFrame) -> str:
         parts.append(
             f"SingleStream p50 {_ms(fast['ss_median'])} ms, p99 {_ms(fast['ss_p99'])} ms "
             f"({fast['model']} {_variant(fast)}, {int(fast['ss_queries']):,} queries)"
+        )
+    elif "ss_median" in done and done["ss_median"].notna().any():  # too few queries for a p99
+        fast = done.loc[done["ss_median"].astype(float).idxmin()]
+        parts.append(
+            f"SingleStream p50 {_ms(fast['ss_median'])} ms ({fast['model']} {_variant(fast)}, "
+            f"{int(fast['ss_queries']):,} queries, too few for a p99)"
         )
     if not accuracy.empty and "top1_diff" in accuracy:
         diffs = accuracy[accuracy["top1_diff"].notna()]
