@@ -16,13 +16,15 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
+from nettebench.report import caveats as C
 from nettebench.report import format as T
-from nettebench.report import stats
+from nettebench.report import rerun, stats
 from nettebench.report.grids import GROUP_KEYS, Grid, device_title, groups, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, title_suffix
 from nettebench.vocabulary.record_keys import STATUS_OK
@@ -136,16 +138,133 @@ def cells_speedup(reference: pd.DataFrame, other: pd.DataFrame) -> stats.Ratio |
     return result if drift is None else stats.widen(result, drift)
 
 
-def cells_speedup_text(
-    reference: pd.DataFrame, other: pd.DataFrame, value: str = "time_for_epochs_s", **kwargs
-) -> str:
-    """:func:`speedup_text` of two groups of cells (their seeds): Welch on the seeds' ``value``
-    where both sides have several, else the within-cell ratio of steady rates and its interval."""
+@dataclass(frozen=True)
+class Speedup:
+    """One comparison as every output states it (table cell, figure bar, its mark): ``ratio``
+    (above 1: other is faster), its interval where there is one, the mark (``""`` supported,
+    ``(ns)``, ``(n=1)``, or :data:`NO_VERDICT_MARK`) and, when a side was disturbed, why."""
+
+    ratio: float
+    low: float | None
+    high: float | None
+    mark: str
+    disturbed: Disturbed | None = None
+
+    def text(self, *, approx: bool = False) -> str:
+        interval = "" if self.low is None else f" [{self.low:.2f}-{self.high:.2f}]"
+        text = f"{self.ratio:.2f}x{interval}" + (f" {self.mark}" if self.mark else "")
+        return T.APPROX_MARK + text if approx else text
+
+
+def speedup(
+    reference: pd.DataFrame,
+    other: pd.DataFrame,
+    value: str = "time_for_epochs_s",
+    *,
+    names: tuple[str, str] = ("the reference", "the other"),
+) -> Speedup | None:
+    """THE speed-up of ``other`` over ``reference`` (groups of seeds), the one definition the
+    tables, the figures and the front page use: the within-cell ratio of steady rates and its
+    interval where a side has one seed (:func:`cells_speedup`), else mean ``value`` of the
+    reference over that of other with Welch's test on the seeds. Its verdict is withheld
+    (:data:`NO_VERDICT_MARK`) where :func:`quiet_evidence` finds a side disturbed (``names``
+    name the sides in the reason). None when a side has nothing finished."""
     within = cells_speedup(reference, other)
-    if within is None:
-        return speedup_text(seconds(reference, value), seconds(other, value), **kwargs)
-    text = ratio_text(within)
-    return T.APPROX_MARK + text if kwargs.get("approx") and text else text
+    if within is not None and within.ratio is not None:
+        ratio, low, high = within.ratio, within.low, within.high
+        if low is None:
+            mark = stats.UNTESTED_MARK
+        else:
+            mark = "" if within.supported else stats.NOT_SUPPORTED_MARK
+    else:
+        base, found = seconds(reference, value), seconds(other, value)
+        if not base or not found:
+            return None
+        ratio = (sum(base) / len(base)) / (sum(found) / len(found))
+        low = high = None
+        mark = stats.comparison_mark(base, found).strip()
+    disturbed = quiet_evidence({names[0]: reference, names[1]: other})
+    if disturbed is not None:
+        mark = NO_VERDICT_MARK
+    return Speedup(ratio, low, high, mark, disturbed)
+
+
+def cells_speedup_text(
+    reference: pd.DataFrame,
+    other: pd.DataFrame,
+    value: str = "time_for_epochs_s",
+    *,
+    approx: bool = False,
+    names: tuple[str, str] = ("the reference", "the other"),
+    withheld: list[Disturbed] | None = None,
+) -> str:
+    """:func:`speedup` as a table cell's text (``~`` first when ``approx``); a withheld verdict's
+    reason is appended to ``withheld``, for the table's footnote (:func:`no_verdict_note`)."""
+    found = speedup(reference, other, value, names=names)
+    if found is None:
+        return ""
+    if found.disturbed is not None and withheld is not None:
+        withheld.append(found.disturbed)
+    return found.text(approx=approx)
+
+
+# ------------------------------------------------- the rule: a verdict needs quiet evidence
+
+NO_VERDICT_MARK = f"{C.INTERFERENCE_MARK} (no verdict)"
+
+
+@dataclass(frozen=True)
+class Disturbed:
+    """Why a comparison states no verdict: which of its sides' timings ran under interference
+    (``what``, e.g. ``pil's epochs (seed 0)``), and the cell directories to measure again."""
+
+    what: str
+    paths: tuple[str, ...]
+
+    @property
+    def rerun(self) -> str:
+        """The line that measures exactly the disturbed cells again (report.rerun)."""
+        return rerun.command(self.paths)
+
+    def text(self) -> str:
+        return f"{self.what} timed under interference; rerun: `{self.rerun}`"
+
+
+def quiet_evidence(sides: Mapping[str, pd.DataFrame]) -> Disturbed | None:
+    """THE rule for every comparison the report states (docs/honest-numbers.md, "A verdict
+    needs quiet evidence"): None when every finished seed of every side was timed quietly, its
+    epochs and its compute ceiling alike; else what was disturbed. A comparison with a disturbed
+    side is never supported, whatever its interval says: the load on one side, not the
+    difference compared, can make the ratio (a cell slowed 100x by another process), and the
+    ceiling is part of the evidence where its drift widens the interval (``ceiling_drift``).
+    A window whose conditions were never measured (older records) counts as quiet: the caveats
+    line says those records carry none. Which sides, and the rerun command, are said."""
+    parts, paths = [], []
+    for name, cells in sides.items():
+        ok = cells[cells["status"] == STATUS_OK]
+        several = len(ok) > 1
+        for _, row in ok.iterrows():
+            found = rerun.disturbed_parts(row)
+            if found:
+                seed = f" (seed {T.fmt_value(row.get('seed'))})" if several else ""
+                parts.append(f"{name}'s {' and '.join(found)}{seed}")
+                paths.append(str(row.get("path")))
+    if not parts:
+        return None
+    return Disturbed(what=", ".join(parts), paths=tuple(dict.fromkeys(paths)))
+
+
+def no_verdict_note(withheld: Sequence[Disturbed]) -> str:
+    """The footnote under a table with :data:`NO_VERDICT_MARK`: what was disturbed, and the one
+    line that measures exactly those cells again."""
+    paths = [p for found in withheld for p in found.paths]
+    whats = "; ".join(dict.fromkeys(found.what for found in withheld))
+    return (
+        f"{NO_VERDICT_MARK}: a side of the comparison, or its compute ceiling, was timed under "
+        "interference, so the ratio may be the load's rather than the difference compared, and "
+        f"no verdict is stated whatever its interval says ({whats}). Rerun exactly those cells "
+        f"for a clean table: `{rerun.command(paths)}`."
+    )
 
 
 def speedup_text(reference: Iterable[Any], other: Iterable[Any], *, approx: bool = False) -> str:
@@ -171,6 +290,7 @@ def speedup_grids(
             continue
         labels = T.row_labels(table, row_keys(runs))
         rows, counts, approx, not_ok = [], [], False, False
+        withheld: list[Disturbed] = []
         for label in labels.unique():
             base = table[(labels == label) & (table["precision"] == baseline)]
             reference = seconds(base, value)
@@ -181,7 +301,14 @@ def speedup_grids(
                 extrapolated = any(
                     map(T.as_bool, pd.concat([base, seeds])["extrapolated"])
                 ) and bool(reference and values)
-                text = cells_speedup_text(base, seeds, value, approx=extrapolated)
+                text = cells_speedup_text(
+                    base,
+                    seeds,
+                    value,
+                    approx=extrapolated,
+                    names=(f"{label} {baseline}", f"{label} {precision}"),
+                    withheld=withheld,
+                )
                 if not text:
                     text = T.outcome_cell(list(seeds["status"]), None, str)
                     not_ok |= text in T.OUTCOME_TEXT.values()
@@ -203,6 +330,7 @@ def speedup_grids(
                 approx=approx,
                 partial=False,
                 not_ok=not_ok,
+                extra_notes=[no_verdict_note(withheld)] if withheld else None,
             )
         )
     return grids
