@@ -25,7 +25,15 @@ import pandas as pd
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import rerun, stats
-from nettebench.report.grids import GROUP_KEYS, Grid, device_title, groups, row_keys
+from nettebench.report.grids import (
+    APPROX_NOTE,
+    GROUP_KEYS,
+    LEGEND,
+    Grid,
+    device_title,
+    groups,
+    row_keys,
+)
 from nettebench.report.setups import SETUP_COLUMNS, title_suffix
 from nettebench.vocabulary.record_keys import STATUS_OK
 
@@ -334,3 +342,47 @@ def speedup_grids(
             )
         )
     return grids
+
+
+@dataclass
+class Marks:
+    """The marks a side-by-side table (versions, machines) set, for its footnotes."""
+
+    approx: bool = False
+    not_ok: bool = False
+    interference: bool = False
+    unstable: list[str] | None = None
+    withheld: list[Disturbed] | None = None
+
+    def notes(self) -> list[str]:
+        notes = [APPROX_NOTE] if self.approx else []
+        notes += [LEGEND] if self.not_ok else []
+        notes += [C.interference_note("cell")] if self.interference else []
+        notes += [C.unstable_note(self.unstable)] if self.unstable else []
+        return notes + ([no_verdict_note(self.withheld)] if self.withheld else [])
+
+
+def seconds_cell(seeds: pd.DataFrame, label: str, marks: Marks) -> str:
+    """A side-by-side table's cell of seconds (mean ± CI over its finished seeds) with every
+    mark the README defines that applies to it: ``~`` extrapolated, ``†`` partial, ``‡`` timed
+    under interference, ``§`` unstable steps; OOM / n/a where nothing finished. ``marks``
+    collects what the footnotes must explain (``label`` names the cell there)."""
+    ok = seeds[seeds["status"] == STATUS_OK]
+    summary = stats.summarize(ok["time_for_epochs_s"])
+    text = T.outcome_cell(
+        list(seeds["status"]),
+        summary.mean,
+        lambda _mean, s=summary: stats.with_ci(s, T.fmt_seconds),
+        approx=any(map(T.as_bool, ok["extrapolated"])),
+    )
+    marks.approx |= text.startswith(T.APPROX_MARK)
+    marks.not_ok |= text in T.OUTCOME_TEXT.values()
+    if not len(ok) or summary.mean is None:
+        return text
+    records = ok.to_dict("records")
+    _, mark = C.cell_caveat(records, "cell")
+    marks.interference |= bool(mark)
+    why = C.unstable_reasons(records) if "unstable" in ok else []
+    if why:
+        marks.unstable = [*(marks.unstable or []), *(f"{label}: {w}" for w in why)]
+    return text + mark + (C.UNSTABLE_MARK if why else "")
