@@ -285,6 +285,12 @@ def speedup_text(reference: Iterable[Any], other: Iterable[Any], *, approx: bool
     return T.APPROX_MARK + text if approx else text
 
 
+def speedup_approx(base: pd.DataFrame, seeds: pd.DataFrame, value: str) -> bool:
+    """Whether a speed-up is marked ``~``: a side was extrapolated and both sides finished."""
+    both = bool(seconds(base, value) and seconds(seeds, value))
+    return both and any(map(T.as_bool, pd.concat([base, seeds])["extrapolated"]))
+
+
 def speedup_grids(
     runs: pd.DataFrame, value: str = "time_for_epochs_s", baseline: str = BASELINE_PRECISION
 ) -> list[Grid]:
@@ -306,9 +312,7 @@ def speedup_grids(
             for precision in precisions:
                 seeds = table[(labels == label) & (table["precision"] == precision)]
                 values = seconds(seeds, value)
-                extrapolated = any(
-                    map(T.as_bool, pd.concat([base, seeds])["extrapolated"])
-                ) and bool(reference and values)
+                extrapolated = speedup_approx(base, seeds, value)
                 text = cells_speedup_text(
                     base,
                     seeds,
