@@ -25,6 +25,7 @@ from nettebench.report.compare import (
     Disturbed,
     ceiling_drift,
     cells_speedup,
+    interval_text,
     seconds,
     speedup,
 )
@@ -75,7 +76,8 @@ def verdict(
         if within.low is None:
             how = "too few steps for an interval"
         else:
-            how = f"95 % interval {within.low:.2f}-{within.high:.2f}x over their steady steps"
+            interval = interval_text(within.low, within.high)
+            how = f"95 % interval {interval}x over their steady steps"
             drift = ceiling_drift(reference, other)
             if drift is not None:
                 how += f", widened by the {math.expm1(drift):.0%} their identical ceilings differed"

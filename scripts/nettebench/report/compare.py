@@ -79,6 +79,18 @@ def formula_note(reference: str, other: str) -> str:
     )
 
 
+def interval_text(low: float, high: float) -> str:
+    """``1.04-1.16``: an interval's ends with two decimals, or as many more (up to 6) as it
+    takes for the printed ends to sit on the side of 1 the verdict was taken on (from the exact
+    ends): an interval from 1.003 is supported, and printed ``1.00`` it would read as holding
+    1; one from 0.997 to 1.2 holds 1 and prints as such at any precision."""
+    for digits in range(2, 7):
+        ends = (round(low, digits), round(high, digits))
+        if (ends[0] <= 1 <= ends[1]) == (low <= 1 <= high):
+            break
+    return f"{low:.{digits}f}-{high:.{digits}f}"
+
+
 def ratio_text(found: stats.Ratio) -> str:
     """``1.10x [1.04-1.16]`` or ``0.98x [0.91-1.05] (ns)`` (just ``1.10x`` without an
     interval)."""
@@ -86,7 +98,7 @@ def ratio_text(found: stats.Ratio) -> str:
         return ""
     if found.low is None:
         return f"{found.ratio:.2f}x {stats.UNTESTED_MARK}"
-    text = f"{found.ratio:.2f}x [{found.low:.2f}-{found.high:.2f}]"
+    text = f"{found.ratio:.2f}x [{interval_text(found.low, found.high)}]"
     return text if found.supported else f"{text} {stats.NOT_SUPPORTED_MARK}"
 
 
@@ -159,7 +171,7 @@ class Speedup:
     disturbed: Disturbed | None = None
 
     def text(self, *, approx: bool = False) -> str:
-        interval = "" if self.low is None else f" [{self.low:.2f}-{self.high:.2f}]"
+        interval = "" if self.low is None else f" [{interval_text(self.low, self.high)}]"
         text = f"{self.ratio:.2f}x{interval}" + (f" {self.mark}" if self.mark else "")
         return T.APPROX_MARK + text if approx else text
 
