@@ -200,6 +200,8 @@ def comparisons(runs: pd.DataFrame, axes: Iterable[str] | None = None) -> list[C
     found: list[Comparison] = []
     for _, table in groups(matrix, _hardware_keys(matrix)):
         where = _where(table)
+        machine = table["machine"].iloc[0] if "machine" in table else None
+        where += "" if T.is_missing(machine) else f", machine {T.fmt_value(machine)}"
         varying = _varying(table, [*row_keys(runs), "precision"])
         software = [SOFTWARE] if _varying(table, [SOFTWARE]) else []
         keys = ["model", *varying, *software]
