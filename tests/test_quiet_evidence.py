@@ -162,3 +162,29 @@ def test_the_rerun_command_says_when_nothing_was_disturbed(tmp_path):
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0 and "nothing to rerun" in done.stdout
+
+
+def test_two_machines_one_seed_disturbed_state_no_verdict_in_the_machines_table(tmp_path):
+    """Two labelled machines, two seeds each; site-b's seed 0 ran beside another process. The
+    times differ clearly (Welch would support it), but the verdict is withheld, and its time
+    carries ‡."""
+    root = tmp_path / "runs"
+    paths = {}
+    for machine, times in (("site-a", (1440.0, 1450.0)), ("site-b", (700.0, 705.0))):
+        for seed, seconds in enumerate(times):
+            loaded = machine == "site-b" and seed == 0
+            paths[machine, seed] = F.make_cell(
+                root / machine, model="resnet50", precision="O1", seed=seed,
+                time_for_epochs_s=seconds, extra_cell={"machine": machine},
+                conditions=LOADED if loaded else QUIET,
+            )  # fmt: skip
+    out = aggregate(list(paths.values()), tmp_path / "tables")
+    text = out["time_by_machine"].read_text()
+    row = next(x for x in text.splitlines() if x.startswith("| resnet50 O1"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    expected = (1440.0 + 1450.0) / 2 / ((700.0 + 705.0) / 2)
+    assert not cells[1].endswith("‡") and cells[2].endswith("‡"), row
+    assert cells[3] == f"{expected:.2f}x ‡ (no verdict)", row
+    assert "resnet50 O1 on site-b's epochs (seed 0)" in text
+    assert shlex.quote(str(paths["site-b", 0])) in text
+    assert shlex.quote(str(paths["site-b", 1])) not in text
