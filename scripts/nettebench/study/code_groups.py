@@ -81,13 +81,20 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
         "report/aggregate.py",
         "report/answers.py",
         "report/compare.py",
+        "report/rerun.py",  # the rerun line under a withheld verdict (report/compare.py)
         "report/duplicates.py",
         "report/front_page.py",
         "report/tables/",
         "report/steps_export.py",  # steps.csv and the pyperf files, in the same job
     ),
     # The report's front page: the headline table and the throughput figure on one page.
-    "front_page": (*_REPORT, "report/front_page.py", "report/answers.py", "report/compare.py"),
+    "front_page": (
+        *_REPORT,
+        "report/front_page.py",
+        "report/answers.py",
+        "report/compare.py",
+        "report/rerun.py",
+    ),
     "figures": (
         *_REPORT,
         "report/figures.py",
@@ -95,6 +102,9 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
         "report/plotting.py",
         "report/scaling_figure.py",  # and the scaling table's rows it draws
         "report/tables/scaling.py",
+        "report/speedup_figure.py",  # and the speed-up it draws, the time table's own
+        "report/compare.py",
+        "report/rerun.py",
     ),
     "profile_aggregate": (*_REPORT, "report/tables/kernels.py", "profiling/"),
     "profile_figures": (*_REPORT, "report/kernel_figure.py", "report/plotting.py", "profiling/"),
