@@ -1,13 +1,17 @@
 """The report's answer in words: one sentence per comparison, generated from the runs frame.
 
-For every table of the study (dataset, epochs, device, setup) and every model: each loader
-against the reference loader (``pil``) at the same precision, and each precision against O0
-with the same loader. A sentence states a difference only where the data support it
-(:func:`nettebench.report.compare.cells_speedup`: the within-cell interval of two single-seed
-cells' steady rates; Welch's test on the seeds' times where both sides have several); where
-they do not, it says the two cannot be told apart, with the figure and its interval, so a
-reader never quotes noise as a result. A precision the CPU emulated says so first.
-"""
+For every piece of hardware of the study (dataset, epochs, device, machine) and every model:
+each loader against the reference loader (``pil``), each precision against O0, and each software
+stack against the one installed (a package environment or a library build, or records merged
+from two stacks: the version question), the other parameters held (:func:`comparisons`, which
+the comparisons table lists whole). A sentence states a difference only where the data support
+it (:func:`nettebench.report.compare.speedup`, the definition the tables and figures use: the
+within-cell interval of two single-seed cells' steady rates; Welch's test on the seeds' times
+where both sides have several); where they do not, it says the two cannot be told apart, with
+the figure and its interval, so a reader never quotes noise as a result; where a side or its
+ceiling was timed under interference it states no verdict, names the side and gives the rerun
+line (:func:`nettebench.report.compare.quiet_evidence`). A precision the CPU emulated says so
+first."""
 
 from __future__ import annotations
 
