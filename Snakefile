@@ -8,8 +8,8 @@ min_version("9.0")
 
 # What Snakemake imported lives as long as the run: frozen out of the garbage collector's
 # passes, which otherwise walk it again and again while the rules are read and the DAG is built
-# (a dry run of the quick start 2.0 -> 1.6 CPU-s; scripts/nettebench/vocabulary/command_start.py
-# does the same for the jobs' imports).
+# (a dry run of the quick start 2.0 -> 1.6 CPU-s, docs/measurements.md). Snakemake's own process
+# only: the jobs it starts run as Python runs them.
 gc.freeze()
 
 

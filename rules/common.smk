@@ -6,7 +6,6 @@ import shlex
 import sys
 from pathlib import Path
 
-from snakemake.utils import validate
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
 
 # The rules run the package's code from this checkout (the modules whose digests the rules'
@@ -36,8 +35,7 @@ shell.prefix(
 
 from nettebench.vocabulary import outputs
 from nettebench.study import inference_cells as inference
-from nettebench.study import code_groups, config_file, job_signals
-from nettebench.study import schema as config_schema
+from nettebench.study import code_groups, config_file, failures, job_signals
 from nettebench.study import stored as stored_study
 from nettebench.study.workflow import Study
 
@@ -50,13 +48,10 @@ with config_file.one_line_errors():
         if _stored is not None:
             config.clear()
             config.update(_stored)
-    # The schema owns each key's rules: its first error in one line (the key, what is
-    # allowed); validate() then only fills its defaults. Study.from_config applies the rules
-    # across keys (nettebench.study.grid) as it expands the cells.
-    config_schema.check_schema(
-        config, Path(workflow.basedir) / "schemas" / "config.schema.yaml"
-    )
-    validate(config, schema="../schemas/config.schema.yaml")
+    # The schema (schemas/config.schema.yaml) applied once: its first error in one line (the
+    # key, what is allowed), its defaults written into config; then the rules across keys
+    # (nettebench.study.grid) as the cells are expanded. Not snakemake.utils.validate, which
+    # would apply it a second time and takes 256.0 for an integer (a cell `batch~256.0`).
     STUDY = Study.from_config(config)
 
 TABLES = outputs.TABLE_NAMES
@@ -72,41 +67,18 @@ onstart:
         job_signals.forward_interrupts()
 
 
+# A failed job's own sentence (a JPEG that does not decode, weights that cannot be fetched) at
+# the end of the output, where Snakemake shows only its command (nettebench.study.failures).
+onerror:
+    for line in failures.summary(log):
+        print(line, file=sys.stderr)
+
+
 # A run that trained or aggregated stores the study it ran beside its results, so that
 # profiles/aggregate regenerates them with it (nettebench.study.stored).
 onsuccess:
     if not STUDY.aggregate_only:
         stored_study.save(config)
-
-
-def _report_unless_dry_run(create_report):
-    """The profiles' `report-after-run: true` makes Snakemake's CLI write the report after every
-    run, dry runs too (`-n` printed "Nothing to be done", then rewrote results/report.html).
-    Wrapped here so that after a dry run it is left as it was; an explicit `--report` (no
-    run before it: no executor, so no dry run) still writes it. Once written, the run's last
-    line names it (Snakemake's own says only "Report created.")."""
-
-    def create(report_plugin, report_settings, *args, **kwargs):
-        if workflow.dryrun:
-            print(
-                "Dry run: the report (results/report.html) is left as it is.",
-                file=sys.stderr,
-            )
-            return None
-        created = create_report(report_plugin, report_settings, *args, **kwargs)
-        path = getattr(report_settings, "path", None)
-        if path is not None:
-            print(
-                f"nettebench: report: {path} (open it in a browser; the tables are in"
-                " results/tables/, the figures in results/figures/)",
-                file=sys.stderr,
-            )
-        return created
-
-    return create
-
-
-workflow.create_report = _report_unless_dry_run(workflow.create_report)
 
 
 wildcard_constraints:

@@ -55,7 +55,7 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_collection_finish(session):
     """What collection imported (torch, pandas, matplotlib, every test module) lives as long as
-    the worker: frozen out of the garbage collector's passes, as a command freezes its imports
-    (nettebench/vocabulary/command_start.py). A worker's full passes over it took 5-7 CPU-s
-    (gen2 collections measured with gc.callbacks in a suite run, 2026-12-03)."""
+    the worker: frozen out of the garbage collector's passes (the test process's own
+    bookkeeping; the commands under test run as Python runs them). A worker's full passes over
+    it took 5-7 CPU-s (gen2 collections measured with gc.callbacks in a suite run, 2026-12-03)."""
     gc.freeze()

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nettebench.study import schema_rules
 from nettebench.study.cell_options import add_cell_options
 from nettebench.vocabulary.cell import (
     CORE_KEYS,
@@ -71,17 +72,23 @@ def test_unsafe_path_values_are_refused():
         CellSpec(dataset="d", model="res/net").path()
 
 
-def test_schema_documents_the_trainer_defaults():
-    schema = yaml.safe_load(SCHEMA.read_text())
-    properties = schema["$defs"]["cell_parameters"]["properties"]
+def test_the_trainers_defaults_are_kept_once_and_the_schema_reads_them():
+    """CellSpec owns each parameter's default: the YAML file holds none of them, the loaded
+    schema has them (what an error message and a config author's tools read)."""
+    raw = yaml.safe_load(SCHEMA.read_text())
+    properties = raw["$defs"]["cell_parameters"]["properties"]
     # a run's label is a top-level key of the config, not a cell parameter an axis may name
     cell_fields = {f.name for f in dataclasses.fields(CellSpec)} - set(RUN_PARAMETERS)
     assert set(properties) == cell_fields
-    assert set(RUN_PARAMETERS) <= set(schema["properties"])
-    schema_defaults = {k: v["x-default"] for k, v in properties.items() if "x-default" in v}
+    assert not any("x-default" in rule for rule in properties.values())
+    assert not any("default" in raw["properties"][k] for k in RUN_PARAMETERS)
+    loaded = schema_rules.load_schema()
+    properties = loaded["$defs"]["cell_parameters"]["properties"]
     defaults = field_defaults()
-    assert schema_defaults == {k: v for k, v in defaults.items() if k not in RUN_PARAMETERS}
-    assert {k: schema["properties"][k]["default"] for k in RUN_PARAMETERS} == {
+    assert {k: v["x-default"] for k, v in properties.items() if "x-default" in v} == {
+        k: v for k, v in defaults.items() if k not in RUN_PARAMETERS
+    }
+    assert {k: loaded["properties"][k]["default"] for k in RUN_PARAMETERS} == {
         k: defaults[k] for k in RUN_PARAMETERS
     }
 

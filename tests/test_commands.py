@@ -49,6 +49,14 @@ def entry_point(name: str):
     arguments it puts first), the module's own, or for a package run through its ``__main__``,
     its ``cli`` module's."""
     package, _, command = name.partition(" ")
+    if name == "nettebench":  # python -m nettebench: the groups
+
+        def top(argv):
+            from nettebench.vocabulary.commands import top_level
+
+            sys.exit(top_level(argv))
+
+        return top
     if command:
         module, first = GROUPED[package.removeprefix("nettebench.")][command]
         run = importlib.import_module(f"{package}.{module}").main
@@ -258,3 +266,37 @@ def test_a_cell_command_knows_itself_by_either_name(argv, expected, monkeypatch)
 
     monkeypatch.setattr(sys, "orig_argv", [sys.executable, *argv], raising=False)
     assert activate._cell_command() == expected
+
+
+def test_the_top_level_help_lists_every_group_and_each_runs(capsys):
+    from nettebench.vocabulary import commands
+
+    assert commands.top_level(["--help"]) == 0
+    listed = capsys.readouterr().out
+    assert set(commands.GROUPS) == set(GROUPED) | set(commands.SINGLE)
+    for group in commands.GROUPS:
+        assert f"\n  {group} " in listed, group
+    with pytest.raises(SystemExit) as done:  # a group's command, through the top level
+        commands.top_level(["study", "config", "--help"])
+    assert done.value.code == 0 and "python -m nettebench.study config" in capsys.readouterr().out
+    assert commands.top_level(["trainer"]) == 2
+    assert "unknown group 'trainer'; choose from datasets" in capsys.readouterr().err
+
+
+def test_a_command_module_run_by_its_path_names_the_command_form():
+    """``python -m nettebench.datasets.synthetic`` ran, printed nothing and exited 0."""
+    for package, commands in GROUPED.items():
+        for name, (inner, _) in commands.items():
+            module = f"nettebench.{package}.{inner}"
+            text = (ROOT / "scripts" / Path(*module.split("."))).with_suffix(".py").read_text()
+            if "moved(__spec__.name)" not in text:
+                assert '__name__ == "__main__"' in text, f"{module} runs silently by its path"
+                continue
+            done = subprocess.run(
+                [sys.executable, "-c", f"import runpy; runpy.run_module({module!r}, "
+                 "run_name='__main__', alter_sys=True)"],
+                capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "scripts")},
+            )  # fmt: skip
+            assert done.returncode == 2, (module, done.stderr)
+            (line,) = done.stderr.splitlines()
+            assert f"use python -m nettebench {package} " in line and name in line, line

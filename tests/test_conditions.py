@@ -2,8 +2,8 @@
 
 The arithmetic on synthetic /proc snapshots, then the real thing: a busy process outside the
 job's tree is seen as other processes' CPU time, the job's own busy threads and child processes
-are not. The GPU branch runs on the CPU through the same ``nvidia-smi`` output parsers and a
-Probe given recorded nvidia-smi output (no GPU is needed to test which processes count).
+are not. The GPU branch runs on the CPU through a Probe given a recorded NVML stream
+(``tests/nvml_replay.py``: no GPU is needed to test which processes count).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import sys
 import time
 
 import pytest
+from nvml_replay import Replay
 
 from nettebench.records import conditions as C
 
@@ -160,61 +161,47 @@ def test_the_jobs_own_threads_and_children_are_not_interference():
 
 # ---------------------------------------------------------------------------------- the GPU
 
-COMPUTE_APPS = """4242, GPU-aaaa, 1200
-5151, GPU-aaaa, 30000
-6161, GPU-bbbb, 900
-"""
-PMON = """# gpu         pid   type     sm    mem    enc    dec    jpg    ofa    command
-# Idx           #    C/G      %      %      %      %      %      %    name
-    0        4242     C     40     12      -      -      -      -    python
-    0        5151     C     55     20      -      -      -      -    python
-    1        6161     C     70      5      -      -      -      -    python
-    0        7171     C      -      -      -      -      -      -    idle
-"""
+
+def _apps(*rows: tuple[int, str, float]) -> list[C.GpuProcess]:
+    """A compute-process listing as NVML gives it (4242 stands for this process)."""
+    own = os.getpid()
+    return [C.GpuProcess(own if pid == 4242 else pid, uuid, mib) for pid, uuid, mib in rows]
 
 
-def test_nvidia_smi_listings_parse():
-    apps = C.parse_compute_apps(COMPUTE_APPS)
-    assert [(a.pid, a.gpu_uuid, a.used_mib) for a in apps][:2] == [
-        (4242, "GPU-aaaa", 1200.0),
-        (5151, "GPU-aaaa", 30000.0),
-    ]
-    assert C.parse_pmon(PMON) == {(0, 4242): 40.0, (0, 5151): 55.0, (1, 6161): 70.0}
+# Our own process and pid 5151 on the job's GPU, at 40 % and 55 % SM.
+APPS = _apps((4242, "GPU-aaaa", 1200.0), (5151, "GPU-aaaa", 30000.0))
+UTIL = {4242: 40.0, 5151: 55.0}
 
 
-def _fake_smi(*args):
-    if args[0].startswith("--query-compute-apps"):
-        return COMPUTE_APPS.replace("4242", str(os.getpid()))
-    if args[0] == "pmon":
-        return PMON.replace("4242", str(os.getpid()))
-    return None
+def _probe(gpu: C.GpuTarget | None, replay: Replay | None, **options) -> C.Probe:
+    """A probe reading ``replay`` at its edges only (no sampling thread between them)."""
+    return C.Probe(gpu=gpu, device=replay, sample_s=3600, **options)
 
 
 def test_another_process_on_the_jobs_gpu_is_interference_the_job_itself_is_not():
-    """The CPU twin of a GPU job: our own pid is on GPU-aaaa beside pid 5151 at 55 % SM; pid
-    6161 on another GPU does not count."""
-    probe = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0), smi=_fake_smi)
-    found = probe.stop(probe.start(gpu=True), gpu=True)
+    """The CPU twin of a GPU job: our own pid is on GPU-aaaa beside pid 5151 at 55 % SM, with
+    30000 MiB of the GPU's memory; NVML is asked for the SM samples since the window began."""
+    replay = Replay(processes=APPS, util={**UTIL, os.getpid(): 40.0})
+    probe = _probe(C.GpuTarget("GPU-aaaa", 0), replay)
+    started = probe.start(gpu=True)
+    found = probe.stop(started, gpu=True)
     assert found["gpu_other_processes"] == 1
     assert found["gpu_other_util"] == 55.0
-    assert found["gpu_visibility"] == "nvidia-smi"
+    assert found["gpu_other_memory_mib"] == 30000.0
+    assert found["gpu_visibility"] == "NVML"
+    assert replay.asked_util_since == [started.unix]
     assert found["interference"] is True
     assert "used the GPU (up to 55% SM)" in found["interference_reasons"][-1]
 
 
-def test_in_the_background_nvidia_smi_costs_the_window_nothing_and_is_filled_in():
-    """The trainer's probe: start() and stop() return at once while a slow nvidia-smi runs;
+def test_in_the_background_the_process_listing_costs_the_window_nothing_and_is_filled_in():
+    """The trainer's probe: start() and stop() return at once while a slow listing runs;
     settle() fills the same summary the synchronous probe gives."""
-    import time
-
-    def slow(*args):
-        time.sleep(0.4)
-        return _fake_smi(*args)
-
-    probe = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0), smi=slow, background=True)
+    replay = Replay(processes=APPS, util=UTIL, delay=0.4)
+    probe = _probe(C.GpuTarget("GPU-aaaa", 0), replay, background=True)
     began = time.perf_counter()
     found = probe.stop(probe.start(gpu=True), gpu=True)
-    assert time.perf_counter() - began < 0.3  # three 0.4 s queries, none waited for
+    assert time.perf_counter() - began < 0.3  # two 0.4 s listings, none waited for
     assert "wall_s" in found and found.get("gpu_other_processes") is None
     C.settle()
     assert found["gpu_other_processes"] == 1 and found["gpu_other_util"] == 55.0
@@ -222,19 +209,25 @@ def test_in_the_background_nvidia_smi_costs_the_window_nothing_and_is_filled_in(
 
 
 def test_hidden_processes_are_said_to_be_hidden():
-    """In a container nvidia-smi lists no processes at all, not even ours: not visible."""
-    probe = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0), smi=lambda *a: "")
+    """In a container NVML lists no processes at all, not even ours: not visible."""
+    probe = _probe(C.GpuTarget("GPU-aaaa", 0), Replay(processes=[]))
     found = probe.stop(probe.start(gpu=True), gpu=True)
     assert found["gpu_other_processes"] == 0
-    assert found["gpu_visibility"] == "nvidia-smi (processes hidden)"
+    assert found["gpu_visibility"] == "NVML (processes hidden)"
 
 
-def test_a_cpu_job_asks_nvidia_smi_nothing():
-    asked = []
-    probe = C.Probe(smi=lambda *a: asked.append(a))
-    found = probe.stop(probe.start(gpu=True), gpu=True)
-    assert asked == [] and found["gpu_other_processes"] is None
+def test_a_cpu_job_has_no_gpu_state_and_a_gpu_job_without_nvml_says_not_visible():
+    cpu = C.Probe()
+    found = cpu.stop(cpu.start(gpu=True), gpu=True)
+    assert found["gpu_other_processes"] is None and found["gpu_visibility"] is None
+    assert found.get("gpu_energy_j") is None
     assert C.gpu_target(type("D", (), {"type": "cpu"})()) is None
+    # pynvml is not installed in the test environment: a GPU job sees nothing, and says so
+    blind = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0))
+    assert blind.device is None
+    found = blind.stop(blind.start(gpu=True), gpu=True)
+    assert found["gpu_visibility"] == C.NO_NVML
+    assert found["gpu_other_processes"] is None and found.get("gpu_energy_j") is None
 
 
 # `nvidia-smi -L` on a MIG host (the format of NVIDIA's MIG user guide and driver 535+)
@@ -257,28 +250,26 @@ def test_a_mig_instance_is_named_as_nvidia_smi_names_it_with_its_parent_gpu():
     assert C.resolve_gpu_target("GPU-0000", None) == C.GpuTarget("GPU-0000")
 
 
-def _listing(rows: list[tuple[int, str]]):
-    text = "".join(f"{pid}, {uuid}, 1200\n" for pid, uuid in rows)
-    return lambda *args: text if args[0].startswith("--query-compute-apps") else ""
+def _listing(rows: list[tuple[int, str]]) -> Replay:
+    return Replay(processes=[C.GpuProcess(pid, uuid, 1200.0) for pid, uuid in rows])
 
 
 def test_under_mig_the_job_is_found_and_other_instances_are_not_judged():
     """A listing that names the parent GPU: the job's own process and one on another instance
     (its own SMs): no interference, said in the visibility."""
     target = C.resolve_gpu_target(MIG_OWN, SMI_LIST_MIG)
-    smi = _listing([(os.getpid(), MIG_PARENT), (777001, MIG_PARENT)])
-    probe = C.Probe(gpu=target, smi=smi)
+    probe = _probe(target, _listing([(os.getpid(), MIG_PARENT), (777001, MIG_PARENT)]))
     found = probe.stop(probe.start(gpu=True), gpu=True)
     # the GPU's verdict only: this window is real, and in the suite the other worker's CPU use
     # or a stolen tick in its few milliseconds may rightly call it disturbed (seen once)
     gpu_reasons = [reason for reason in found["interference_reasons"] if "GPU" in reason]
     assert found["gpu_other_processes"] == 0 and gpu_reasons == [], found["interference_reasons"]
-    assert found["gpu_visibility"].startswith("nvidia-smi; MIG: 1 process(es)")
+    assert found["gpu_visibility"].startswith("NVML; MIG: 1 process(es)")
 
 
 def test_under_mig_a_process_on_the_jobs_own_instance_is_interference():
-    smi = _listing([(os.getpid(), MIG_OWN), (777002, MIG_OWN)])
-    probe = C.Probe(gpu=C.resolve_gpu_target(MIG_OWN, SMI_LIST_MIG), smi=smi)
+    replay = _listing([(os.getpid(), MIG_OWN), (777002, MIG_OWN)])
+    probe = _probe(C.resolve_gpu_target(MIG_OWN, SMI_LIST_MIG), replay)
     found = probe.stop(probe.start(gpu=True), gpu=True)
     assert found["gpu_other_processes"] == 1 and found["interference"] is True
 
@@ -286,18 +277,18 @@ def test_under_mig_a_process_on_the_jobs_own_instance_is_interference():
 def test_host_pids_gvisor_the_job_alone_on_its_gpu_is_no_interference():
     """gVisor's NVML lists the job under its host PID, which is none of this namespace's: the
     old match counted the job itself as another process and flagged every GPU result."""
-    probe = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0), smi=_listing([(918273, "GPU-aaaa")]))
+    probe = _probe(C.GpuTarget("GPU-aaaa", 0), _listing([(918273, "GPU-aaaa")]))
     found = probe.stop(probe.start(gpu=True), gpu=True)
     assert found["gpu_other_processes"] == 0
     # No GPU reason. The CPU side is this machine's own /proc/stat over the window, where the
     # hypervisor's steal or another test's process can pass its bound (CI at 9ae0d5c: True).
     assert [reason for reason in found["interference_reasons"] if "GPU" in reason] == []
-    assert found["gpu_visibility"] == "nvidia-smi (host PIDs: the job counted out)"
+    assert found["gpu_visibility"] == "NVML (host PIDs: the job counted out)"
 
 
 def test_host_pids_gvisor_a_second_process_is_counted_its_utilisation_unknown():
-    smi = _listing([(918273, "GPU-aaaa"), (918300, "GPU-aaaa"), (5, "GPU-bbbb")])
-    probe = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0), smi=smi)
+    replay = _listing([(918273, "GPU-aaaa"), (918300, "GPU-aaaa"), (5, "GPU-bbbb")])
+    probe = _probe(C.GpuTarget("GPU-aaaa", 0), replay)
     found = probe.stop(probe.start(gpu=True), gpu=True)
     assert found["gpu_other_processes"] == 1 and found["gpu_other_util"] is None
     assert found["interference"] is True
@@ -307,10 +298,10 @@ def test_host_pids_gvisor_a_second_process_is_counted_its_utilisation_unknown():
 def test_a_listed_process_this_namespace_shows_is_another_process_not_the_job():
     """The job not listed yet (no CUDA context at that instant) beside a process visible here
     (pid 1): a real other process, not a listing in host PIDs."""
-    probe = C.Probe(gpu=C.GpuTarget("GPU-aaaa", 0), smi=_listing([(1, "GPU-aaaa")]))
+    probe = _probe(C.GpuTarget("GPU-aaaa", 0), _listing([(1, "GPU-aaaa")]))
     found = probe.stop(probe.start(gpu=True), gpu=True)
     assert found["gpu_other_processes"] == 1
-    assert found["gpu_visibility"] == "nvidia-smi (processes hidden)"
+    assert found["gpu_visibility"] == "NVML (processes hidden)"
 
 
 _QUIET = {"cpus": 2, "wall_s": 10.0, "other_cpu_share": 0.0, "other_cpu_s": 0.0}
@@ -376,9 +367,9 @@ def test_throttling_and_the_gpu_are_read_from_both_snapshots():
     found = C.summarize(start, end, clock_ticks=100)
     assert found["throttled_s"] == pytest.approx(1.0)  # 10 % of the window: interference
     assert (found["gpu_other_processes"], found["gpu_other_util"]) == (1, 30.0)
-    assert found["gpu_visibility"] == "nvidia-smi"
+    assert found["gpu_visibility"] == "NVML"
     assert len(found["interference_reasons"]) == 2
     end.gpu_other_util, end.gpu_own_visible = {}, False
     hidden = C.summarize(start, end, clock_ticks=100)
     assert hidden["gpu_other_util"] is None
-    assert hidden["gpu_visibility"] == "nvidia-smi (processes hidden)"
+    assert hidden["gpu_visibility"] == "NVML (processes hidden)"

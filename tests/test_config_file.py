@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
-from nettebench.study import config_file, environments, schema
+import jsonschema
+import pytest
+import yaml
+
+from nettebench.study import config_file, environments, schema, schema_rules
 from nettebench.study.crossing import ConfigError
+from nettebench.study.workflow import Study
 from nettebench.vocabulary import precision
 from nettebench.vocabulary.cell import PARAMETER_NAMES, RUN_PARAMETERS
 
+REPO = Path(__file__).resolve().parents[1]
 SCHEMA = schema.load_schema()
 BASE = {"datasets": {"tiny": {"synthetic": {"size": 16}}}, "matrix": {"epochs": 1}}
 
@@ -130,9 +136,11 @@ def test_the_readmes_merge_file_checks_over_the_workflow_config(tmp_path, capsys
     assert err == "error: the config: 'datasets' is missing (in compare.yaml)\n"
 
 
-def test_the_schema_lists_the_precision_table_names():
-    """The schema owns the enum; the precision table (the trainer's vocabulary) must match it."""
-    assert schema.enum_of("precision") == precision.PRECISION_NAMES
+def test_the_schema_reads_the_precision_names_from_the_precision_table():
+    """The precision table owns the names; the YAML file lists none, the loaded schema has them."""
+    raw = yaml.safe_load(schema_rules.SCHEMA_FILE.read_text())
+    assert "enum" not in raw["$defs"]["precision"]
+    assert schema_rules.enum_of("precision") == precision.PRECISION_NAMES
 
 
 def test_every_cell_parameter_has_its_value_rule_and_an_axis():
@@ -151,7 +159,7 @@ def test_every_cell_parameter_has_its_value_rule_and_an_axis():
     ("key", "value", "expected"),
     [
         ("epochs", 0, "options.epochs: 0 is not allowed; allowed: an integer >= 1"),
-        ("device", "tpu", "options.device: 'tpu' is not allowed; allowed: auto, cpu, cuda"),
+        ("device", "tpu", "options.device: 'tpu' is not allowed; allowed: auto, cpu, or cuda"),
         (
             "batch_size",
             64.0,
@@ -161,10 +169,55 @@ def test_every_cell_parameter_has_its_value_rule_and_an_axis():
 )
 def test_one_value_is_checked_by_its_rule(key, value, expected):
     with pytest.raises(ConfigError) as caught:
-        schema.check_value(key, value, where=f"options.{key}")
+        schema_rules.check_value(key, value, where=f"options.{key}")
     assert str(caught.value) == expected
-    schema.check_value(key, {"epochs": 3, "device": "cpu", "batch_size": "auto"}[key], where="x")
+    schema_rules.check_value(
+        key, {"epochs": 3, "device": "cpu", "batch_size": "auto"}[key], where="x"
+    )
+
+
+# Values of every shape a cell parameter's rule tells apart: types, bounds, enum members, lists.
+PROBES = (
+    None, True, False, 0, 1, -1, 2, 64, 256, 0.0, 0.5, 1.0, 64.0, 1e9, "", "auto", "none",
+    "installed", "O0", "O1", "bf16", "cpu", "cuda", "pil", "cached", "native", "apex", "step",
+    "cosine", "resnet18", "efficientnet-b3", "torch==2.12.1", "torch==", "a b", "x", [], [1],
+    ["O0"], {"a": 1},
+)  # fmt: skip
+
+
+@pytest.mark.parametrize("key", [name for name in PARAMETER_NAMES if name in SCHEMA["$defs"]])
+def test_a_cell_value_is_judged_as_jsonschema_judges_it(key):
+    """The jobs check their options without jsonschema (schema_rules.fits, so a GPU image
+    without it runs them); on every probe value they must agree with jsonschema itself, with
+    YAML's integers (``64.0`` is not an integer)."""
+    rule = {**SCHEMA["$defs"][key], "$defs": SCHEMA["$defs"]}
+    base = jsonschema.validators.validator_for(rule)
+    integers = base.TYPE_CHECKER.redefine(
+        "integer", lambda _, v: isinstance(v, int) and not isinstance(v, bool)
+    )
+    validator = jsonschema.validators.extend(base, type_checker=integers)(rule)
+    for value in PROBES + tuple(SCHEMA["$defs"][key].get("enum", ())):
+        expected = validator.is_valid(value)
+        assert schema_rules.fits(value, SCHEMA["$defs"][key], SCHEMA) == expected, (key, value)
+
+
+def test_a_rule_the_value_check_cannot_read_is_an_error_not_a_pass():
+    with pytest.raises(ValueError, match="propertyNames"):
+        schema_rules.fits("x", {"propertyNames": {"minLength": 1}}, SCHEMA)
 
 
 def test_the_schemas_pin_is_the_expression_that_parses_pins():
     assert schema.load_schema()["$defs"]["pin"]["pattern"] == environments._PIN.pattern
+
+
+def test_the_study_applies_the_schema_once_filling_its_defaults():
+    """Study.from_config is where the schema is applied (the rules no longer run Snakemake's
+    validate() after it): the defaults land in the config, and YAML's 256.0 is no integer."""
+    config = {**BASE, "profile": {"cells": None}}
+    Study.from_config(config)
+    assert config["ceiling"] is True and config["cpu_baseline"] is None
+    assert config["profile"]["warmup"] == 5 and config["profile"]["steps"] == 20
+    with pytest.raises(ConfigError, match="256.0 is not allowed"):
+        Study.from_config({**BASE, "matrix": {"epochs": 1, "batch_size": 256.0}})
+    rules = "\n".join(path.read_text() for path in (REPO / "rules").glob("*.smk"))
+    assert "validate(" not in rules and "check_schema" not in rules

@@ -268,6 +268,10 @@ def test_a_signal_stops_the_cell_in_seconds_keeping_its_checkpoint(chain, fault,
     assert "Cannot close a running event loop" not in step.output
     assert step.returncode == 1  # the run did not complete, and says so
     assert f"non-zero exit status {128 + signal.Signals[name]}" in step.output
+    # Its last lines: what the cell kept, and how to resume (nettebench.study.failures).
+    ending = step.output[step.output.rindex("Error in rule") :]
+    assert f"nettebench: cell_train: interrupted by {name}: {CHAIN} stopped" in ending, ending
+    assert "nettebench: run the same command again to resume" in ending
     # Snakemake saw the job end: nothing is left marked incomplete.
     assert step.incomplete_markers == []
 
@@ -389,6 +393,16 @@ def test_a_truncated_jpeg_in_a_valid_archive_is_rejected_naming_its_member(bad_d
     assert line.startswith("error: ") and "truncated.tgz, member " + bad_data["member"] in line
     assert "does not decode" in line and "bad_images: skip" in line
     assert not (bad_data["work"] / "results/data/truncated/dataset.json").exists()
+
+
+def test_the_data_errors_own_sentence_ends_the_terminal_output(bad_data):
+    """Not only in the log file: the run's own output names the member and the fix, after
+    Snakemake's report of the failed jobs (the onerror handler, nettebench.study.failures)."""
+    output = bad_data["result"].stdout + bad_data["result"].stderr
+    line = next(line for line in output.splitlines() if "does not decode" in line)
+    assert line.startswith("nettebench: dataset_extract: ") and "bad_images: skip" in line
+    assert bad_data["member"] in line and "(log: results/logs/datasets/" in line
+    assert output.rindex("does not decode") > output.rindex("Error in rule")
 
 
 def test_bad_images_skip_leaves_it_out_and_records_it(bad_data):

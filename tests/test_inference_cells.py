@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from nettebench.study import inference_cells as inference
+from nettebench.study import schema_rules
 from nettebench.study.crossing import ConfigError
 from nettebench.study.workflow import Study
 
@@ -24,8 +25,12 @@ def study(section, matrix=None):
     )
 
 
-def test_schema_x_defaults_are_the_specs_and_settings_defaults():
-    schema = yaml.safe_load(SCHEMA.read_text())
+def test_the_schema_reads_the_specs_and_settings_defaults_kept_once():
+    raw = yaml.safe_load(SCHEMA.read_text())
+    raw_props = raw["properties"]["inference"]["oneOf"][1]["properties"]
+    assert not any("default" in raw_props[k] for k in inference.SETTINGS)
+    assert not any("x-default" in v for v in raw["$defs"]["inference_axes"]["properties"].values())
+    schema = schema_rules.load_schema()
     props = schema["properties"]["inference"]["oneOf"][1]["properties"]
     axes = schema["$defs"]["inference_axes"]["properties"]
     x_defaults = {k: v["x-default"] for k, v in axes.items() if "x-default" in v}

@@ -1,6 +1,7 @@
-"""What the README's install lines say is what installs: the Python the dependencies need, the
-package's lower bounds around the one set of pins in ``envs/constraints.txt`` (which the Quick
-start, ``.ci/run`` and the device suite all read), the CPU-only line, and the licence."""
+"""What the README's Quick start says is what installs: its two commands (``make quickstart``,
+``make test``) and the Makefile's set-up with the one set of pins in ``envs/constraints.txt``
+(which the SLURM stage of ``.ci/run`` reads too), the Python the dependencies need, the
+package's lower bounds, the CPU-only option, and the licence."""
 
 from __future__ import annotations
 
@@ -40,14 +41,40 @@ def quick_start() -> list[str]:
     return result.stdout.splitlines()
 
 
-def test_the_quick_start_is_three_commands_and_installs_with_the_pins():
-    install, run, tests = quick_start()
-    assert install == "pip install -e '.[dev]' -c envs/constraints.txt"
-    assert run == "snakemake --workflow-profile profiles/quickstart" and tests == "pytest"
+def make_dry_run(*args: str) -> list[str]:
+    """The commands ``make`` would run (``-n``), set-up included, for a fresh ``.venv``."""
+    result = subprocess.run(
+        ["make", "-n", "--no-print-directory", "VENV=/fresh/venv", *args],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return [line.strip() for line in result.stdout.splitlines()]
+
+
+def test_the_quick_start_is_two_commands_that_set_up_with_the_pins():
+    assert quick_start() == ["make quickstart", "make test"]
+    for target, last in (("quickstart", "snakemake"), ("test", "pytest")):
+        commands = make_dry_run(target)
+        assert "python3 -m venv /fresh/venv" in commands
+        assert "/fresh/venv/bin/pip install -e '.[dev]' -c envs/constraints.txt" in commands
+        assert commands[-1].split()[0] in (f"/fresh/venv/bin/{last}", "echo"), commands
+    assert make_dry_run("test")[-1] == "/fresh/venv/bin/pytest"
+
+
+def test_the_quick_start_runs_then_writes_the_report_in_a_call_of_its_own():
+    """The run, then ``--report``: the profile itself writes no report, so its ``-n`` cannot."""
+    profile = (ROOT / "profiles" / "quickstart" / "config.yaml").read_text()
+    assert "report-after-run:" not in profile and "\nreport:" not in profile
+    runs = [c for c in make_dry_run("quickstart") if c.startswith("/fresh/venv/bin/snakemake")]
+    assert runs == [
+        "/fresh/venv/bin/snakemake --workflow-profile profiles/quickstart",
+        "/fresh/venv/bin/snakemake --workflow-profile profiles/quickstart"
+        " --report results/report.html",
+    ]
 
 
 def test_ci_and_the_device_suite_read_the_same_pins():
     assert "-c envs/constraints.txt" in (ROOT / ".ci/run").read_text().split("slurm_venv")[-1]
+    assert "-c envs/constraints.txt" in (ROOT / "Makefile").read_text()
     # The device suite installs no registry package (the GPU machine reaches none and brings
     # its own torch): it builds only the vendored apex, so it has no pin to disagree with.
     carry = (ROOT / "tests/device/prepare_carry.py").read_text()
@@ -90,18 +117,20 @@ def test_ruff_targets_the_oldest_python_claimed():
 
 
 def cpu_install_line() -> str:
-    (line,) = re.findall(r"^pip install torch.*download\.pytorch\.org/whl/cpu$", README, re.M)
-    return line
+    """The pip line ``make quickstart TORCH_INDEX=...`` (the README's CPU-only install) runs."""
+    (option,) = re.findall(r"^make quickstart (TORCH_INDEX=\S+/whl/cpu)$", README, re.M)
+    (line,) = [c for c in make_dry_run("quickstart", option) if "--index-url" in c]
+    return line.replace("/fresh/venv/bin/pip", "pip", 1)
 
 
 def test_the_cpu_only_install_asks_for_the_pins():
     argv = shlex.split(cpu_install_line())
-    asked = {Requirement(arg).name: Requirement(arg) for arg in argv if "==" in arg}
-    assert set(asked) == {"torch", "torchvision"}
-    for name, requirement in asked.items():
-        assert requirement.specifier == PINS[name].specifier
+    assert {"torch", "torchvision"} <= set(argv) and argv[argv.index("-c") + 1] == str(
+        CONSTRAINTS.relative_to(ROOT)
+    )
+    for name in ("torch", "torchvision"):
         # The CPU index's wheels carry a local label (2.14.1+cpu); the pin accepts it.
-        (exact,) = requirement.specifier
+        (exact,) = PINS[name].specifier
         assert PINS[name].specifier.contains(f"{exact.version}+cpu")
 
 
@@ -118,7 +147,8 @@ def test_pip_accepts_the_cpu_only_line():
             if installed not in pin.specifier:
                 pytest.skip(f"{name} {installed} is not the pinned version: pip would download")
     result = subprocess.run(
-        [sys.executable, "-m", *argv, "--dry-run", "-q", "-c", str(CONSTRAINTS)],
+        [sys.executable, "-m", *argv, "--dry-run", "-q"],
+        cwd=ROOT,
         capture_output=True,
         text=True,
         timeout=120,

@@ -29,6 +29,7 @@ PARSE_TIME = (
     "nettebench.study.config_file",
     "nettebench.study.schema",
     "nettebench.study.job_signals",
+    "nettebench.study.failures",
     "nettebench.study.resources",
     "nettebench.study.stored",
     "nettebench.study.inference_cells",
@@ -163,3 +164,33 @@ def test_no_module_is_far_over_400_lines():
         if (n := len(path.read_text().splitlines())) > 450
     }
     assert not long, f"split these along their seams: {long}"
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """module -> the package's modules it imports (at the top or inside a function)."""
+    modules = {_module_name(path): path for path in PACKAGE_DIR.rglob("*.py")}
+    return {
+        name: {other for other in _imports(path) if other in modules and other != name}
+        for name, path in modules.items()
+        if not path.name.startswith("__")
+    }
+
+
+def test_no_module_imports_itself_through_others():
+    """An import cycle (training: checkpoint -> startup -> outcome -> checkpoint, once) makes
+    the order of imports matter; every cycle found is listed, shortest first."""
+    graph = _module_graph()
+    cycles = []
+    for start in sorted(graph):
+        paths, seen = [[start]], {start}
+        while paths:  # breadth first: the shortest way back to start
+            path = paths.pop(0)
+            for nxt in sorted(graph.get(path[-1], ())):
+                if nxt == start:
+                    cycles.append(" -> ".join([*path, start]))
+                    paths = []
+                    break
+                if nxt not in seen:
+                    seen.add(nxt)
+                    paths.append([*path, nxt])
+    assert cycles == []

@@ -5,7 +5,8 @@ own module (``python -m nettebench.benchmarks.ceiling``), the name the rules, th
 parser's usage line use.
 """
 
-from nettebench.vocabulary import command_start
+import sys
+
 from nettebench.vocabulary.commands import main
 
-command_start.end(main("benchmarks"))
+sys.exit(main("benchmarks"))

@@ -38,6 +38,7 @@ import torch
 from nettebench.builds import activate as libraries
 from nettebench.builds.activate import LibraryError
 from nettebench.datasets.info import load_data_root
+from nettebench.models.errors import ModelLibraryMissing
 from nettebench.records import conditions, environment
 from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
@@ -45,7 +46,7 @@ from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory, synchronize
 from nettebench.training.outcome import oom_message, unsupported_reason
 from nettebench.training.parallel import DataParallel
-from nettebench.vocabulary import command_start, record_keys
+from nettebench.vocabulary import record_keys
 from nettebench.vocabulary.atomic import write_text_atomic
 from nettebench.vocabulary.cell import CellSpec
 
@@ -353,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
             threads=args.threads,
             builds_dir=args.builds_dir,
         )
-    except (LibraryError, ApexAmpUnavailable) as error:  # what the user must fix: one line
+    except (LibraryError, ApexAmpUnavailable, ModelLibraryMissing) as error:  # the user's to fix
         print(f"error: {error}", file=sys.stderr)
         return 1
     print(summary_line(record), flush=True)
@@ -364,4 +365,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    command_start.run(main)
+    sys.exit(main())

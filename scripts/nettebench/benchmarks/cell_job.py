@@ -27,7 +27,6 @@ from nettebench.datasets.info import load_data_root
 from nettebench.study.cell_options import cell_from_args, plain_text
 from nettebench.training import cli as trainer
 from nettebench.training.parallel import DataParallel
-from nettebench.vocabulary import command_start
 from nettebench.vocabulary.atomic import write_text_atomic
 
 
@@ -96,4 +95,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    command_start.run(main)
+    sys.exit(main())

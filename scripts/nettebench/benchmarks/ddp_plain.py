@@ -25,6 +25,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -36,7 +37,6 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
 from nettebench.models.build import build_model
-from nettebench.vocabulary import command_start
 
 
 def _rank(rank: int, world: int, init: str, options: dict[str, Any], out: str) -> None:
@@ -149,4 +149,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    command_start.run(main)
+    sys.exit(main())

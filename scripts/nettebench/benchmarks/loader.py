@@ -13,6 +13,7 @@ Prints one line per loader and the ratio; ``--out`` also writes them as JSON.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,6 @@ from nettebench.study.cell_options import CommandParser
 from nettebench.training.cli import resolve_device
 from nettebench.training.fit import build_loaders, seed_epoch
 from nettebench.training.loop import synchronize
-from nettebench.vocabulary import command_start
 from nettebench.vocabulary.atomic import write_json_atomic
 from nettebench.vocabulary.cell import CellSpec
 
@@ -137,4 +137,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    command_start.run(main)
+    sys.exit(main())

@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
-from nettebench.vocabulary import command_start
 from nettebench.vocabulary.atomic import write_json_atomic
 from nettebench.vocabulary.cell import CellSpec
 
@@ -156,4 +155,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    command_start.run(main)
+    sys.exit(main())

@@ -3,7 +3,8 @@
 The command names are :mod:`nettebench.vocabulary.commands`'s.
 """
 
-from nettebench.vocabulary import command_start
+import sys
+
 from nettebench.vocabulary.commands import main
 
-command_start.end(main("builds"))
+sys.exit(main("builds"))

@@ -48,6 +48,7 @@ from typing import Any
 
 from nettebench.vocabulary.atomic import write_text_atomic
 from nettebench.vocabulary.build_catalog import BUILD_MANIFEST, LIBRARIES, is_url
+from nettebench.vocabulary.commands import moved
 
 TAIL_LINES = 40  # lines of a failed command's output shown in the error
 # What git prints when it cannot reach a remote at all (as opposed to a missing ref or repo).
@@ -442,3 +443,7 @@ def _key_value(item: str) -> tuple[str, str]:
     if not sep or not key:
         raise SystemExit(f"--env takes KEY=VALUE, got {item!r}")
     return key, value
+
+
+if __name__ == "__main__":  # run as python -m nettebench builds clone
+    sys.exit(moved(__spec__.name))

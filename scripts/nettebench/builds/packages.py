@@ -36,6 +36,7 @@ from packaging.version import InvalidVersion, Version
 from nettebench.builds.build import BuildError, _fresh_tmp, _Log, _replace, tail
 from nettebench.vocabulary.atomic import write_text_atomic
 from nettebench.vocabulary.build_catalog import ENVIRONMENT_MANIFEST, canonical_name
+from nettebench.vocabulary.commands import moved
 
 _NETWORK_SIGNS = (
     "could not find a version that satisfies",
@@ -212,3 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     versions = ", ".join(f"{d} {v}" for d, v in record["installed"].items())
     print(f"environment {args.name}: {versions} in {record['install_s']} s", file=sys.stderr)
     return 0
+
+
+if __name__ == "__main__":  # run as python -m nettebench builds environment
+    sys.exit(moved(__spec__.name))

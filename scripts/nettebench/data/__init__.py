@@ -7,7 +7,7 @@ normalisation (:mod:`.augment`, boxes from :mod:`.crop_boxes`), the streaming of
 host-resident store to the GPU (:mod:`.streaming`) and the class-balanced validation sample
 both loaders read under ``max_steps`` (:mod:`.val_sample`).
 
-May import torch, torchvision (through :mod:`nettebench.models.torchvision_import`), numpy and
+May import torch, torchvision, numpy and
 Pillow, and :mod:`nettebench.study`, :mod:`nettebench.datasets` and :mod:`nettebench.records`;
 never the trainer.
 """

@@ -33,14 +33,16 @@ crop becomes ``[1/8, 3/4, 1/8]`` of its neighbours.
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Sequence
 
 import torch
+import torchvision  # noqa: F401 - registers torch.ops.torchvision
 
 from nettebench.data.crop_boxes import sample_crop_boxes
 from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD, VAL_RESIZE_RATIO
-from nettebench.models.torchvision_import import torchvision  # noqa: F401 - registers torch.ops.torchvision
+from nettebench.vocabulary import commands
 
 
 class TrainTransform:
@@ -396,3 +398,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"random_resized_crop_flip: {rate:,.0f} img/s (batch {args.batch}, "
         f"{args.resolution}->{args.out}, {args.device}, {torch.get_num_threads()} threads)"
     )
+
+
+if __name__ == "__main__":  # run as python -m nettebench data augment
+    sys.exit(commands.moved(__spec__.name))

@@ -32,13 +32,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 import torch.nn.functional as F
+import torchvision
 from torch.utils.data import DataLoader
 
 from nettebench.data import augment
 from nettebench.data.pil import IMAGENET_MEAN, IMAGENET_STD, Loaders, _seed_worker
 from nettebench.data.shards import Shard
 from nettebench.data.streaming import RING_SLOTS, stream_to_device, upload
-from nettebench.models.torchvision_import import torchvision
 from nettebench.vocabulary.cell import VAL_RESIZE_RATIO
 
 # Use at most this share of the free device memory for the store (the rest is for training).

@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+import torchvision
 from torch.utils.data import DataLoader
 
 from nettebench.datasets.walk import split_samples
-from nettebench.models.torchvision_import import torchvision
 from nettebench.vocabulary.cell import VAL_RESIZE_RATIO
 from nettebench.vocabulary.dataset_errors import DatasetError
 

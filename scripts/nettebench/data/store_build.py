@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 import time
 from collections.abc import Callable
 from functools import partial
@@ -40,6 +41,7 @@ from nettebench.data.store import (
     store_is_current,
 )
 from nettebench.datasets.info import SPLITS, load_data_root
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import make_work_dir, remove_tree, write_json_atomic
 from nettebench.vocabulary.cell import store_frame_width as frame_width
 from nettebench.vocabulary.dataset_errors import DatasetError, report
@@ -287,3 +289,7 @@ def main(argv: list[str] | None = None) -> int:
         f"({total / max(seconds, 1e-9):.0f} img/s)"
     )
     return 0
+
+
+if __name__ == "__main__":  # run as python -m nettebench data store
+    sys.exit(commands.moved(__spec__.name))

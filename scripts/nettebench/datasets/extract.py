@@ -38,6 +38,7 @@ import tarfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import install_tree, make_work_dir, remove_tree
 from nettebench.vocabulary.dataset_errors import DatasetError, report
 
@@ -282,3 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         + ")"
     )
     return 0
+
+
+if __name__ == "__main__":  # run as python -m nettebench datasets extract
+    sys.exit(commands.moved(__spec__.name))

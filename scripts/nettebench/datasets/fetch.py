@@ -33,6 +33,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_json_atomic
 from nettebench.vocabulary.dataset_errors import DatasetError, report
 
@@ -278,3 +279,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{manifest['sha256']}, verified: {', '.join(manifest['verified'])})"
     )
     return 0
+
+
+if __name__ == "__main__":  # run as python -m nettebench datasets fetch
+    sys.exit(commands.moved(__spec__.name))

@@ -32,6 +32,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.dataset_errors import DatasetError, report
 
 from . import images
@@ -105,3 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{info['train_images']} train / {info['val_images']} val images)"
     )
     return 0
+
+
+if __name__ == "__main__":  # run as python -m nettebench datasets local
+    sys.exit(commands.moved(__spec__.name))

@@ -42,6 +42,7 @@ import numpy as np
 from PIL import Image
 from tqdm import tqdm
 
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import install_tree, make_work_dir, remove_tree
 from nettebench.vocabulary.dataset_errors import DatasetError, report
 from nettebench.vocabulary.worker_pool import worker_pool
@@ -346,3 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         f"({info['num_classes']} classes, {args.size} px) in {Path(args.out_dir) / info['root']}"
     )
     return 0
+
+
+if __name__ == "__main__":  # run as python -m nettebench datasets synthetic
+    sys.exit(commands.moved(__spec__.name))

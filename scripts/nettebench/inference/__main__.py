@@ -1,6 +1,7 @@
 """``python -m nettebench.inference``: see :mod:`nettebench.inference.cli`."""
 
-from nettebench.inference.cli import main
-from nettebench.vocabulary import command_start
+import sys
 
-command_start.run(main)
+from nettebench.inference.cli import main
+
+sys.exit(main())

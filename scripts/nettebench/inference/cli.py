@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,14 +28,15 @@ import torch
 from nettebench.data.pil import build_pil_loaders
 from nettebench.datasets.info import load_data_root
 from nettebench.inference import accuracy, measure
-from nettebench.records import conditions, environment
+from nettebench.models.errors import ModelLibraryMissing
+from nettebench.records import conditions, energy, environment
 from nettebench.records import files as records
 from nettebench.study.cell_options import CommandParser, _option_type
 from nettebench.study.inference_cells import SETTINGS, InferenceSpec
 from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory
 from nettebench.training.outcome import oom_message
-from nettebench.vocabulary import command_start, precision
+from nettebench.vocabulary import precision
 from nettebench.vocabulary.record_keys import (
     SCHEMA_VERSION,
     STATUS_OK,
@@ -105,17 +107,30 @@ def measure_cell(
         )
         reset_peak_memory(device)
         window = probe.start(gpu=True)
+        phase = probe.start()  # each phase its own window: its GPU state and its energy
         record["offline"] = measure.offline(model, spec.batch_size, spec.image_size, budget)
+        _phase_end(record["offline"], probe.stop(phase), device)
+        phase = probe.start()
         record["pipeline"] = measure.pipeline(model, loaders.val, budget)
+        _phase_end(record["pipeline"], probe.stop(phase), device)
         if spec.batch_size == 1:
             val = loaders.val.dataset
             queries = [val[i][0].unsqueeze(0) for i in range(min(len(val), measure.LATENCY_IMAGES))]
+            phase = probe.start()
             record["single_stream"] = measure.single_stream(model, queries, budget)
+            _phase_end(record["single_stream"], probe.stop(phase), device)
         record["conditions"] = probe.stop(window, gpu=True)
     except (torch.OutOfMemoryError, MemoryError) as error:
         record.update(status=STATUS_OOM, message=oom_message(spec, device, error))
     record["peak_mem_mb"] = peak_memory_mb(device)
     return record
+
+
+def _phase_end(result: dict[str, Any], found: dict[str, Any], device) -> None:
+    """A timed phase's own conditions (its readings are in the whole window's, not repeated)
+    and its energy per image (records.energy.phase_energy)."""
+    result["conditions"] = {k: v for k, v in found.items() if k != "gpu_readings"}
+    result["energy"] = energy.phase_energy(found, result, device.type)
 
 
 def accuracy_record(args: argparse.Namespace) -> dict[str, Any]:
@@ -246,6 +261,16 @@ def summary_line(record: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Measure or evaluate one inference cell; a model library that is not installed is one
+    line and exit status 1."""
+    try:
+        return _main(argv)
+    except ModelLibraryMissing as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+def _main(argv: list[str] | None) -> int:
     args = build_parser().parse_args(argv)
     if args.command == "accuracy":
         record = accuracy_record(args)
@@ -268,4 +293,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    command_start.run(main)
+    sys.exit(main())

@@ -25,16 +25,30 @@ from urllib.error import URLError
 from urllib.parse import urlparse
 
 import torch
-from efficientnet_pytorch import EfficientNet
-from efficientnet_pytorch.utils import url_map
+import torchvision
 from torch import nn
 from torch.hub import HASH_REGEX
 
-from nettebench.models.errors import PretrainedWeightsUnavailable
-from nettebench.models.torchvision_import import torchvision
+from nettebench.models.errors import ModelLibraryMissing, PretrainedWeightsUnavailable
 from nettebench.vocabulary.model_names import EFFICIENTNET_PYTORCH_MODELS, check_model_name
 
 DOWNLOAD_TIMEOUT_S = 60  # per blocking socket operation, so a silent firewall fails, not hangs
+EFFICIENTNET_PACKAGE = "efficientnet-pytorch>=0.7.1"  # pyproject.toml's pin
+
+
+def efficientnet_library():
+    """lukemelas' ``efficientnet_pytorch``, imported only when a cell asks for one of its
+    models: a job training a torchvision model runs where it is not installed (the H200's image
+    has no such package), and one that needs it says so in one line."""
+    try:
+        import efficientnet_pytorch
+        import efficientnet_pytorch.utils
+    except ImportError as error:
+        raise ModelLibraryMissing(
+            f"the efficientnet-b0..b7 models need the package efficientnet-pytorch, which cannot "
+            f"be imported here ({error}): pip install '{EFFICIENTNET_PACKAGE}'"
+        ) from None
+    return efficientnet_pytorch
 
 
 @dataclass(frozen=True)
@@ -58,7 +72,7 @@ def weights_file(name: str) -> WeightsFile:
     check_model_name(name)
     if name in EFFICIENTNET_PYTORCH_MODELS:
         # efficientnet_pytorch loads through torch.utils.model_zoo.load_url: no hash check.
-        return WeightsFile(name, url_map[name], check_hash=False)
+        return WeightsFile(name, efficientnet_library().utils.url_map[name], check_hash=False)
 
     weights = torchvision.models.get_model_weights(name).DEFAULT
     return WeightsFile(name, weights.url, check_hash=True)
@@ -103,11 +117,12 @@ def build_model(name: str, num_classes: int, *, pretrained: bool = False, downlo
     if pretrained:
         fetch_weights(name, download=download)
     if name in EFFICIENTNET_PYTORCH_MODELS:
+        efficientnet = efficientnet_library().EfficientNet
         if pretrained:
             # Reads the file fetch_weights cached and, for num_classes != 1000, drops the
             # checkpoint's _fc and checks that only _fc is missing (load_fc=False).
-            return EfficientNet.from_pretrained(name, num_classes=num_classes)
-        return EfficientNet.from_name(name, num_classes=num_classes)
+            return efficientnet.from_pretrained(name, num_classes=num_classes)
+        return efficientnet.from_name(name, num_classes=num_classes)
 
     if not pretrained:
         return torchvision.models.get_model(name, weights=None, num_classes=num_classes)

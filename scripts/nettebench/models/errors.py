@@ -7,3 +7,8 @@ cell's torchvision build first on the import path, so this module imports nothin
 
 class PretrainedWeightsUnavailable(RuntimeError):
     """The pretrained weights are not in the torch hub cache and could not be downloaded."""
+
+
+class ModelLibraryMissing(RuntimeError):
+    """The model's library is not installed (efficientnet-pytorch, which only the
+    ``efficientnet-b0``..``b7`` names need); the message says what to install."""

@@ -1,7 +1,8 @@
 """``python -m nettebench.profiling``: profile one cell (options:
 :mod:`nettebench.profiling.cli`)."""
 
-from nettebench.profiling.cli import main
-from nettebench.vocabulary import command_start
+import sys
 
-command_start.run(main)
+from nettebench.profiling.cli import main
+
+sys.exit(main())

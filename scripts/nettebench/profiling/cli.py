@@ -29,7 +29,7 @@ import torch
 from nettebench.builds import activate as libraries
 from nettebench.builds.activate import LibraryError
 from nettebench.datasets.info import load_data_root
-from nettebench.models.errors import PretrainedWeightsUnavailable
+from nettebench.models.errors import ModelLibraryMissing, PretrainedWeightsUnavailable
 from nettebench.profiling import (
     BACKENDS,
     CATEGORIES_FILE,
@@ -52,7 +52,6 @@ from nettebench.study.cell_options import CommandParser, add_cell_options, cell_
 from nettebench.training.apex import ApexAmpUnavailable
 from nettebench.training.cli import resolve_device
 from nettebench.training.outcome import oom_message
-from nettebench.vocabulary import command_start
 from nettebench.vocabulary.atomic import write_bytes_atomic, write_json_atomic
 from nettebench.vocabulary.cell import CellSpec
 from nettebench.vocabulary.dataset_errors import DatasetError
@@ -104,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         ToolFailed,
         ApexAmpUnavailable,
         PretrainedWeightsUnavailable,
+        ModelLibraryMissing,
         DatasetError,
         LibraryError,
     ) as error:
@@ -314,4 +314,4 @@ def _write(
 
 
 if __name__ == "__main__":
-    command_start.run(main)
+    sys.exit(main())

@@ -7,17 +7,22 @@ A timed window (an epoch, a whole cell, a ceiling's steps) is bracketed by two s
   descendant, such as DataLoader workers; a worker that exits and is reaped moves into its
   parent's ``cutime``, so the difference stays right);
 - the load average and, under cgroup v2, the time the job's cgroup was throttled;
-- on a GPU, the other compute processes ``nvidia-smi`` lists on the job's GPU and their SM
-  utilisation where it shows it.
+- on a GPU, through NVML (:mod:`.nvml`, in this process: no ``nvidia-smi`` child in a window),
+  the GPU's own state: clocks, power, temperature and clock-event (throttle) reasons sampled
+  every :data:`GPU_SAMPLE_S` while any window is open, the energy counter at each edge, and at
+  the edges of a job's whole window the other compute processes on its GPU and their SM
+  utilisation.
 
 The difference gives the CPU time *other* processes took on the job's CPUs (busy time there
 minus the job's own), the share of those CPUs' time stolen by the hypervisor, and a verdict:
-``interference`` with its reasons, or not. Thresholds are the constants below. Reading the
-files costs well under a millisecond and happens outside the timed regions; ``nvidia-smi`` runs
+``interference`` with its reasons, or not; a window in which the GPU throttled (power, heat, a
+hardware slowdown: :data:`.nvml.THROTTLE_REASONS`) is interference too, so the report's ‡ marks
+it wherever its number is shown. Thresholds are the constants below. Reading the files costs
+well under a millisecond and happens outside the timed regions; the process listing is asked
 only at the edges of a job's whole window, never per epoch, and with ``background=True`` (the
 trainer's probe) in a thread of its own: the window's summary is returned at once and its GPU
 part filled in when the query is back; :func:`settle` waits for every such query (the trainer
-calls it before writing its record), so nvidia-smi costs the cell's wall time nothing.
+calls it before writing its record).
 
 Only the standard library: the trainer, the ceiling and the profiler use this without the
 report, and the report reads the resulting dictionaries without torch.
@@ -28,18 +33,26 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from nettebench.records import energy, gpu_processes, nvml
 from nettebench.records.gpu_processes import (  # noqa: F401 - gpu_target: this module's API
     GpuProcess,
     GpuTarget,
-    _nvidia_smi,
     gpu_target,
-    parse_compute_apps,
-    parse_pmon,
     resolve_gpu_target,
+)
+from nettebench.records.proc_reading import (  # noqa: F401 - parse_proc_stat .. : the tests'
+    CpuTimes,
+    _read,
+    cgroup_throttled_usec,
+    parse_proc_stat,
+    process_ticks,
+    read_process_stats,
+    tree_pids,
+    tree_ticks,
 )
 
 # The verdict: a window was timed under interference when, on the CPUs the job may use, other
@@ -53,132 +66,13 @@ STEAL_SHARE_LIMIT = 0.05
 THROTTLED_SHARE_LIMIT = 0.05
 # or another process used the job's GPU at more than this SM utilisation (percent).
 GPU_OTHER_UTIL_LIMIT = 5.0
+# The GPU's state (clocks, power, temperature, clock events) is read this often while a window
+# is open, and at its edges (a short window has its two edge readings).
+GPU_SAMPLE_S = 0.1
+# A GPU job's windows where NVML cannot be read: neither its state nor its neighbours are seen.
+NO_NVML = "not visible: NVML (nvidia-ml-py) not installed or the driver did not answer"
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-
-
-# ------------------------------------------------------------------------------ reading /proc
-
-
-@dataclass(frozen=True)
-class CpuTimes:
-    """One CPU's cumulative times from a /proc/stat line, in clock ticks."""
-
-    busy: int  # user + nice + system + irq + softirq (guest time is inside user)
-    steal: int
-    total: int  # busy + idle + iowait + steal
-
-
-def parse_proc_stat(text: str) -> dict[int, CpuTimes]:
-    """Per-CPU times (``cpuN`` lines) of /proc/stat text."""
-    cpus = {}
-    for line in text.splitlines():
-        if not line.startswith("cpu") or line.startswith("cpu "):
-            continue
-        name, *values = line.split()
-        try:
-            number = int(name[3:])
-            user, nice, system, idle, iowait, irq, softirq, steal = (
-                int(v) for v in (values + ["0"] * 8)[:8]
-            )
-        except ValueError:
-            continue
-        busy = user + nice + system + irq + softirq
-        cpus[number] = CpuTimes(busy=busy, steal=steal, total=busy + idle + iowait + steal)
-    return cpus
-
-
-def _stat_fields(text: str) -> list[str]:
-    """The fields of a /proc/<pid>/stat line after the command name (which may hold spaces),
-    so that index 0 is the state (field 3 in proc(5))."""
-    return text.rsplit(")", 1)[1].split()
-
-
-def process_ticks(stat_text: str) -> int:
-    """utime + stime + cutime + cstime of one /proc/<pid>/stat line."""
-    fields = _stat_fields(stat_text)
-    return sum(int(fields[index]) for index in (11, 12, 13, 14))
-
-
-def parent_pid(stat_text: str) -> int:
-    return int(_stat_fields(stat_text)[1])
-
-
-def tree_ticks(root: int, stats: Mapping[int, str]) -> int:
-    """CPU ticks of process ``root`` and all its live descendants (``stats``: pid -> stat line)."""
-    children: dict[int, list[int]] = {}
-    for pid, text in stats.items():
-        try:
-            children.setdefault(parent_pid(text), []).append(pid)
-        except (IndexError, ValueError):
-            continue
-    total, todo, seen = 0, [root], set()
-    while todo:
-        pid = todo.pop()
-        if pid in seen or pid not in stats:
-            continue
-        seen.add(pid)
-        try:
-            total += process_ticks(stats[pid])
-        except (IndexError, ValueError):
-            continue
-        todo.extend(children.get(pid, ()))
-    return total
-
-
-def tree_pids(root: int, stats: Mapping[int, str]) -> set[int]:
-    """``root`` and its live descendants."""
-    children: dict[int, list[int]] = {}
-    for pid, text in stats.items():
-        try:
-            children.setdefault(parent_pid(text), []).append(pid)
-        except (IndexError, ValueError):
-            continue
-    found, todo = set(), [root]
-    while todo:
-        pid = todo.pop()
-        if pid not in found:
-            found.add(pid)
-            todo.extend(children.get(pid, ()))
-    return found
-
-
-def _read(path: str) -> str | None:
-    try:
-        with open(path, encoding="ascii", errors="replace") as handle:
-            return handle.read()
-    except OSError:
-        return None
-
-
-def read_process_stats(proc: str = "/proc") -> dict[int, str]:
-    """Every process's /proc/<pid>/stat line (processes that vanish meanwhile are skipped)."""
-    stats = {}
-    try:
-        names = os.listdir(proc)
-    except OSError:
-        return stats
-    for name in names:
-        if name.isdigit():
-            text = _read(f"{proc}/{name}/stat")
-            if text:
-                stats[int(name)] = text
-    return stats
-
-
-def cgroup_throttled_usec(proc: str = "/proc", root: str = "/sys/fs/cgroup") -> int | None:
-    """``throttled_usec`` of this process's cgroup v2 ``cpu.stat``; None without one."""
-    text = _read(f"{proc}/self/cgroup")
-    if not text:
-        return None
-    for line in text.splitlines():
-        if line.startswith("0::"):
-            stat = _read(f"{root}{line[3:].strip()}/cpu.stat")
-            for entry in (stat or "").splitlines():
-                key, _, value = entry.partition(" ")
-                if key == "throttled_usec" and value.strip().isdigit():
-                    return int(value)
-    return None
 
 
 # ----------------------------------------------------------------------------------- snapshots
@@ -194,16 +88,19 @@ class Snapshot:
     loadavg: float | None = None  # 1-minute load average
     throttled_usec: int | None = None
     gpu_others: list[GpuProcess] | None = None  # None: not asked or not visible
-    gpu_own_visible: bool | None = None  # this job's own process is in nvidia-smi's list
+    gpu_own_visible: bool | None = None  # this job's own process is in NVML's list
     gpu_other_util: dict[int, float] | None = None  # pid -> SM % (end snapshot only)
-    # nvidia-smi listed processes on the job's GPU but not the job's own, which holds a CUDA
+    # NVML listed processes on the job's GPU but not the job's own, which holds a CUDA
     # context there: its PIDs are of another namespace (gVisor's NVML reports host PIDs), the
     # job is one of ``gpu_others`` and cannot be told apart
     gpu_foreign_pids: bool = False
     gpu_elsewhere: int | None = None  # MIG: processes listed for the parent GPU only (unjudged)
     own_pids: set[int] = field(default_factory=set)
     unix: float | None = None  # time.time(), to find windows of two jobs that overlapped
-    gpu_query: threading.Thread | None = None  # the GPU part's nvidia-smi, when asked
+    gpu_query: threading.Thread | None = None  # the GPU part's process listing, when asked
+    readings_from: int | None = None  # index of this edge's NVML reading in the probe's list
+    energy_mj: int | None = None  # NVML's energy counter at this edge
+    rapl: tuple[float, int] | None = None  # the CPU packages' energy at this edge (RaplMeter)
 
 
 def summarize(start: Snapshot, end: Snapshot, *, clock_ticks: int = _CLOCK_TICKS) -> dict[str, Any]:
@@ -232,27 +129,15 @@ def summarize(start: Snapshot, end: Snapshot, *, clock_ticks: int = _CLOCK_TICKS
         "gpu_other_processes": None,
         "gpu_other_util": None,
         "gpu_visibility": None,
+        "gpu_other_memory_mib": None,
+        **dict.fromkeys(nvml.GPU_STATE_KEYS),  # filled in by the probe where NVML reads them
+        "cpu_energy_j": None,  # filled in by the probe where RAPL is readable
+        "cpu_energy_source": None,
     }
     if start.throttled_usec is not None and end.throttled_usec is not None:
         summary["throttled_s"] = (end.throttled_usec - start.throttled_usec) / 1e6
     if start.gpu_others is not None or end.gpu_others is not None:
-        pids = sorted({p.pid for p in [*(start.gpu_others or []), *(end.gpu_others or [])]})
-        util = end.gpu_other_util or {}
-        summary["gpu_other_util"] = max((util.get(pid, 0.0) for pid in pids), default=0.0)
-        if pids and not util:
-            summary["gpu_other_util"] = None
-        own_seen = end.gpu_own_visible or start.gpu_own_visible
-        summary["gpu_visibility"] = "nvidia-smi" if own_seen else "nvidia-smi (processes hidden)"
-        if start.gpu_foreign_pids or end.gpu_foreign_pids:
-            pids = pids[1:]  # the job itself is one of them, whichever
-            summary["gpu_other_util"] = None if pids else 0.0  # pmon's PIDs say nothing either
-            summary["gpu_visibility"] = "nvidia-smi (host PIDs: the job counted out)"
-        summary["gpu_other_processes"] = len(pids)
-        elsewhere = max(start.gpu_elsewhere or 0, end.gpu_elsewhere or 0)
-        if elsewhere:
-            summary["gpu_visibility"] += (
-                f"; MIG: {elsewhere} process(es) on the GPU's other instances, not judged"
-            )
+        summary.update(gpu_processes.summarize(start, end))
     summary.update(verdict(summary))
     return summary
 
@@ -260,6 +145,12 @@ def summarize(start: Snapshot, end: Snapshot, *, clock_ticks: int = _CLOCK_TICKS
 def verdict(summary: Mapping[str, Any]) -> dict[str, Any]:
     """``interference`` (bool) and ``interference_reasons`` (list of text) of a window."""
     reasons = []
+    if summary.get("gpu_throttled"):
+        shares = summary.get("gpu_throttle_reasons") or {}
+        named = ", ".join(
+            f"{name} in {100 * part:.0f}% of readings" for name, part in shares.items()
+        )
+        reasons.append(f"the GPU throttled ({named})")
     share = summary.get("other_cpu_share")
     if (
         share is not None
@@ -301,7 +192,11 @@ CONDITION_KEYS = (
     "throttled_s",  # cgroup v2 throttling during the window, None without a cgroup limit
     "gpu_other_processes",  # other compute processes on the job's GPU (None: CPU job)
     "gpu_other_util",  # their highest SM utilisation (%) seen; None: not visible
-    "gpu_visibility",  # "nvidia-smi", "nvidia-smi (processes hidden)" or None
+    "gpu_visibility",  # "NVML", "NVML (processes hidden)", why not visible, or None (a CPU)
+    "gpu_other_memory_mib",  # the other processes' GPU memory (None: not visible)
+    *nvml.GPU_STATE_KEYS,  # the GPU's own state (None or absent: a CPU, or no NVML)
+    "cpu_energy_j",  # the CPU packages' energy (RAPL, records.energy), None: not measured
+    "cpu_energy_source",  # energy.RAPL_SOURCE or "not measured: why"
     "interference",  # bool: see verdict()
     "interference_reasons",  # list of text
 )
@@ -311,7 +206,9 @@ class Probe:
     """Snapshots of a running job; ``start()`` and ``stop()`` bracket a window.
 
     ``gpu`` (a :class:`GpuTarget`) adds the GPU's other processes at both edges and their
-    utilisation at the end (one ``nvidia-smi pmon`` sample, only when others are present).
+    utilisation at the end (NVML's samples since the window began, only when others are
+    present); with NVML (``device``, opened from ``gpu`` unless given: a recorded stream in
+    the tests) every window, whole run or epoch, gets the GPU's state (:func:`.nvml.summarize`).
     Several windows may be open at once (the whole run and the current epoch): each ``start()``
     returns its own snapshot, handed back to ``stop()``.
     """
@@ -323,8 +220,10 @@ class Probe:
         proc: str = "/proc",
         pid: int | None = None,
         cpus: Iterable[int] | None = None,
-        smi: Callable[..., str | None] = _nvidia_smi,
+        device: nvml.Device | None = None,
         background: bool = False,
+        sample_s: float = GPU_SAMPLE_S,
+        powercap: str = energy.POWERCAP,
     ) -> None:
         self.gpu = gpu
         self.background = background
@@ -336,9 +235,20 @@ class Probe:
             except (AttributeError, OSError):
                 cpus = None
         self.cpus = None if cpus is None else set(cpus)
-        self._smi = smi
+        self.device = device if device is not None else nvml.open_device(gpu)
+        self.sampler = None if self.device is None else nvml.Sampler(self.device, sample_s)
+        self.rapl = energy.RaplMeter(powercap)
 
-    def snapshot(self, *, gpu: bool = False, gpu_util: bool = False, wait: bool = True) -> Snapshot:
+    def snapshot(
+        self,
+        *,
+        gpu: bool = False,
+        gpu_util: bool = False,
+        wait: bool = True,
+        since: float | None = None,
+    ) -> Snapshot:
+        """The CPU's counters now; with ``gpu``, the GPU's processes (``gpu_util``: and their SM
+        utilisation since ``since``, the window's start)."""
         stat = parse_proc_stat(_read(f"{self.proc}/stat") or "")
         cpus = {c: t for c, t in stat.items() if self.cpus is None or c in self.cpus}
         stats = read_process_stats(self.proc)
@@ -352,11 +262,11 @@ class Probe:
             throttled_usec=cgroup_throttled_usec(self.proc),
             own_pids=tree_pids(self.pid, stats),
         )
-        if gpu and self.gpu is not None:
+        if gpu and self.gpu is not None and self.device is not None:
             query = threading.Thread(
                 target=self._gpu_snapshot, args=(snap,),
-                kwargs={"want_util": gpu_util, "visible": set(stats)},
-                name="nettebench-nvidia-smi", daemon=True,
+                kwargs={"want_util": gpu_util, "visible": set(stats), "since": since},
+                name="nettebench-gpu-processes", daemon=True,
             )  # fmt: skip
             query.start()
             snap.gpu_query = query
@@ -364,60 +274,57 @@ class Probe:
                 query.join()
         return snap
 
-    def _gpu_snapshot(self, snap: Snapshot, *, want_util: bool, visible: set[int]) -> None:
-        listing = self._smi(
-            "--query-compute-apps=pid,gpu_uuid,used_memory", "--format=csv,noheader,nounits"
+    def _gpu_snapshot(
+        self, snap: Snapshot, *, want_util: bool, visible: set[int], since: float | None
+    ) -> None:
+        seen = gpu_processes.seen(
+            self.device, self.gpu, snap.own_pids, visible, util_since=since if want_util else None
         )
-        if listing is None:
-            return
-        apps = parse_compute_apps(listing)
-        on_gpu = [p for p in apps if p.gpu_uuid == self.gpu.uuid]
-        # MIG: a listing may name the parent GPU; the job's own process is found there too,
-        # the others may be on any instance (whose SMs are not the job's): counted apart.
-        parent = [p for p in apps if self.gpu.parent_uuid and p.gpu_uuid == self.gpu.parent_uuid]
-        snap.gpu_own_visible = any(p.pid in snap.own_pids for p in on_gpu + parent)
-        snap.gpu_others = [p for p in on_gpu if p.pid not in snap.own_pids]
-        if self.gpu.parent_uuid:
-            snap.gpu_elsewhere = sum(p.pid not in snap.own_pids for p in parent)
-        # Listed, but none of them the job nor any process this namespace shows: the listing's
-        # PIDs are of another namespace, and the job (holding its CUDA context) is among them.
-        listed = on_gpu + parent
-        snap.gpu_foreign_pids = (
-            bool(listed) and not snap.gpu_own_visible and not any(p.pid in visible for p in listed)
-        )
-        if snap.gpu_foreign_pids and not snap.gpu_others:  # the job is listed for the parent
-            snap.gpu_elsewhere = max((snap.gpu_elsewhere or 0) - 1, 0)
-            snap.gpu_foreign_pids = False
-        if want_util and snap.gpu_others and not snap.gpu_foreign_pids:
-            pmon = self._smi("pmon", "-c", "1", "-s", "u")
-            samples = parse_pmon(pmon or "")
-            snap.gpu_other_util = {
-                pid: util
-                for (index, pid), util in samples.items()
-                if (self.gpu.index is None or index == self.gpu.index) and pid not in snap.own_pids
-            }
+        if seen is not None:
+            snap.gpu_own_visible, snap.gpu_others = seen.own_visible, seen.others
+            snap.gpu_elsewhere, snap.gpu_foreign_pids = seen.elsewhere, seen.foreign_pids
+            snap.gpu_other_util = seen.other_util
 
     def start(self, *, gpu: bool = False) -> Snapshot:
-        return self.snapshot(gpu=gpu, wait=not self.background)
+        snap = self.snapshot(gpu=gpu, wait=not self.background)
+        if self.sampler is not None:
+            snap.readings_from, snap.energy_mj = self.sampler.open()
+        snap.rapl = self.rapl.read()
+        return snap
 
     def stop(self, started: Snapshot, *, gpu: bool = False) -> dict[str, Any]:
         """The window's summary; in the background, GPU queries pending, filled in later
-        (:func:`settle`): the CPU part is final at once."""
-        ended = self.snapshot(gpu=gpu, gpu_util=gpu, wait=not self.background)
+        (:func:`settle`): the CPU part and the GPU's state are final at once."""
+        state = {"gpu_visibility": NO_NVML} if self.gpu is not None else {}
+        if self.sampler is not None and started.readings_from is not None:
+            state = self.sampler.close(started.readings_from, started.energy_mj)
+        state = {**state, **_cpu_energy(*self.rapl.window(started.rapl, self.rapl.read()))}
+        ended = self.snapshot(gpu=gpu, gpu_util=gpu, wait=not self.background, since=started.unix)
         pending = [s.gpu_query for s in (started, ended) if s.gpu_query is not None]
         if not any(query.is_alive() for query in pending):
-            return summarize(started, ended)
-        found = summarize(_without_gpu(started), _without_gpu(ended))
+            return _with_state(summarize(started, ended), state)
+        found = _with_state(summarize(_without_gpu(started), _without_gpu(ended)), state)
 
         def complete() -> None:
             for query in pending:
                 query.join()
-            found.update(summarize(started, ended))
+            found.update(_with_state(summarize(started, ended), state))
 
         finisher = threading.Thread(target=complete, name="nettebench-conditions", daemon=True)
         finisher.start()
         _PENDING.append(finisher)
         return found
+
+
+def _with_state(summary: dict[str, Any], state: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` with the GPU's state added and the verdict taken again with it."""
+    summary.update(state)
+    summary.update(verdict(summary))
+    return summary
+
+
+def _cpu_energy(joules: float | None, source: str) -> dict[str, Any]:
+    return {"cpu_energy_j": joules, "cpu_energy_source": source}
 
 
 _PENDING: list[threading.Thread] = []

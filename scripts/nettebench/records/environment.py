@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from nettebench.builds.activate import active_environment, find_build
-from nettebench.records import cpu
+from nettebench.records import cpu, nvml
 from nettebench.vocabulary.build_catalog import LIBRARIES
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -127,6 +127,9 @@ def _apex_version() -> str | None:
 
 
 def _nvidia_driver() -> str | None:
+    found = nvml.driver_version()  # in this process: no nvidia-smi child beside the epochs
+    if found or nvml.load() is not None:
+        return found
     try:
         out = subprocess.run(
             ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
@@ -266,7 +269,7 @@ def _torchvision_git_version() -> str | None:
     try:
         # Boundary (see the package docstring): imported after activate(), because it imports
         # torchvision, and a cell's torchvision build must be first on the path before that.
-        from nettebench.models.torchvision_import import torchvision
+        import torchvision
 
         version = torchvision.version
     except Exception:  # not installed, or broken: recorded as unknown

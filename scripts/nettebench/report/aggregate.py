@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -43,7 +44,9 @@ from nettebench.report.tables.accuracy import accuracy_markdown
 from nettebench.report.tables.comparisons import comparisons_markdown
 from nettebench.report.tables.conditions import timing_conditions_markdown
 from nettebench.report.tables.cpu_vs_gpu import cpu_vs_gpu_markdown
+from nettebench.report.tables.energy import energy_markdown
 from nettebench.report.tables.machines import machines_markdown
+from nettebench.report.tables.references import references_markdown
 from nettebench.report.tables.scaling import scaling_markdown
 from nettebench.report.tables.throughput import throughput_markdown
 from nettebench.report.tables.time import time_markdown
@@ -111,6 +114,8 @@ def aggregate(
         "time_to_accuracy": time_to_accuracy_markdown(runs),
         "scaling": scaling_markdown(runs),
         "comparisons": comparisons_markdown(runs),
+        "energy": energy_markdown(runs),
+        "published_references": references_markdown(runs),
     }
     texts["runs_html"] = T.csv_to_html(texts["runs"], "Runs", _RUNS_NOTE, empty=NO_CELLS_NOTE)
     texts.update({f"{name}_html": T.html_document(texts[name]) for name in MARKDOWN_TABLES})
@@ -167,3 +172,7 @@ def _aggregate(args: argparse.Namespace) -> list[str]:
         *(merge.line() for merge in merged),
         f"aggregated {len(args.metrics)} cell(s) into {len(written)} files in {args.out_dir}",
     ]
+
+
+if __name__ == "__main__":  # run as python -m nettebench report tables
+    sys.exit(commands.moved(__spec__.name))

@@ -23,6 +23,7 @@ import pandas as pd
 
 from nettebench.records import files as records
 from nettebench.records.cpu import CPU_KEYS
+from nettebench.records.energy import ENERGY_COLUMNS, energy_columns
 from nettebench.report import format as T
 from nettebench.report.caveats import CAVEAT_COLUMNS, caveat_columns
 from nettebench.report.setups import setup_ids, setup_labels
@@ -296,6 +297,7 @@ def runs_frame(cells: Sequence[Cell], *, target_top1: float | None = None) -> pd
         *summary_keys,
         *CEILING_COLUMNS,
         *CAVEAT_COLUMNS,
+        *ENERGY_COLUMNS,
         *COMPARISON_COLUMNS,
         "path",
         *(f"env_{k}" for k in env_keys),
@@ -311,6 +313,7 @@ def runs_frame(cells: Sequence[Cell], *, target_top1: float | None = None) -> pd
             *summary_keys,
             *CEILING_COLUMNS,
             *CAVEAT_COLUMNS,
+            *ENERGY_COLUMNS,
             *(f"env_{k}" for k in env_keys),
             "path",
         ]
@@ -334,6 +337,7 @@ def runs_frame(cells: Sequence[Cell], *, target_top1: float | None = None) -> pd
         row.update({k: _jsonable(summary.get(k)) for k in summary_keys})
         row.update(ceiling_columns(rec, cell.ceiling))
         row.update(caveat_columns(rec, cell.ceiling))
+        row.update(energy_columns(rec))
         row.update({f"env_{k}": _jsonable(env.get(k)) for k in env_keys})
         for name, values in columns.items():
             values.append(row[name])

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -51,6 +52,7 @@ from nettebench.report import caveats as C
 from nettebench.report import facets as F
 from nettebench.report import format as T
 from nettebench.report.collect import EPOCH_ID_COLUMNS
+from nettebench.report.energy_figure import plot_energy
 from nettebench.report.grids import row_keys
 from nettebench.report.plotting import (
     MARK_COLOR,
@@ -101,6 +103,9 @@ _RUN_COLUMNS = (
     "time_to_target_s",
     "train_block_img_s",  # the speed-up's block rates (report.compare.speedup)
     "path",
+    "j_per_img",  # the energy figure (report.energy_figure)
+    "j_per_img_low",
+    "j_per_img_high",
     *SETUP_COLUMNS,
 )
 
@@ -378,6 +383,7 @@ def make_figures(
             "throughput": plot_throughput(runs),
             "time_to_accuracy": plot_time_to_accuracy(runs),
             "scaling": plot_scaling(runs),
+            "energy_per_image": plot_energy(runs),
         }
         for name in FIGURE_NAMES:
             written[name] = save(drawn[name], out_dir, name)
@@ -401,3 +407,7 @@ def _figures(args: argparse.Namespace) -> list[str]:
     written = make_figures(args.runs, args.epochs, args.out_dir)
     count = sum(len(paths) for paths in written.values())
     return [f"wrote {count} figure files to {args.out_dir}"]
+
+
+if __name__ == "__main__":  # run as python -m nettebench report figures
+    sys.exit(commands.moved(__spec__.name))

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import base64
 import html
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -29,6 +30,8 @@ import pandas as pd
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.answers import answer_sentences
+from nettebench.report.tables.energy import energy_sentence
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_text_atomic
 
 
@@ -122,7 +125,7 @@ def headline_html(runs: pd.DataFrame, headline_markdown: str) -> str:
     """The answer in words, the caveats line, then the headline table's HTML (headings one
     level down)."""
     _, body = T.html_body(headline_markdown)
-    return f"{answer_html(runs)}{caveats_html(runs)}{_demote(body)}\n"
+    return f"{answer_html(runs)}{energy_sentence(runs)}{caveats_html(runs)}{_demote(body)}\n"
 
 
 # Snakemake's landing panel is `flex items-center h-screen overflow-auto`: a description taller
@@ -178,3 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     write_text_atomic(args.out, page)
     return 0
+
+
+if __name__ == "__main__":  # run as python -m nettebench report front-page
+    sys.exit(commands.moved(__spec__.name))

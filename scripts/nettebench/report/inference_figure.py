@@ -14,6 +14,7 @@ Reads only ``results/tables/inference.csv`` (nettebench.report.tables.inference)
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import matplotlib as mpl
@@ -21,6 +22,7 @@ import pandas as pd
 
 from nettebench.report import format as T
 from nettebench.report import plotting as P
+from nettebench.vocabulary import commands
 
 NAME = "inference_latency_throughput"
 
@@ -76,3 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     cells = pd.read_csv(args.cells) if text else pd.DataFrame()
     P.save(draw(cells), args.out_dir, NAME)
     return 0
+
+
+if __name__ == "__main__":  # run as python -m nettebench report inference-figure
+    sys.exit(commands.moved(__spec__.name))

@@ -18,6 +18,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -130,3 +131,7 @@ def _figure(args: argparse.Namespace) -> list[str]:
     mpl.use("Agg")
     written = make_figure(args.categories, args.out_dir)
     return [f"wrote {', '.join(str(p) for p in written)}"]
+
+
+if __name__ == "__main__":  # run as python -m nettebench report kernel-figure
+    sys.exit(commands.moved(__spec__.name))

@@ -32,7 +32,7 @@ from typing import Any
 
 from nettebench.records import files, spread
 from nettebench.study.cell_options import CommandParser
-from nettebench.vocabulary import command_start, commands
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 STEPS_COLUMNS = ("cell_id", "cell", "epoch", "step", "phase", "seconds", "images")
@@ -181,4 +181,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    command_start.run(main)
+    sys.exit(main())

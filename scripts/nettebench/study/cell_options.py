@@ -6,7 +6,7 @@ a cell's arguments to any of them unchanged. Their ``--help`` shows each option'
 allowed values of the enumerated ones; a bad value ends the command in one line
 (``python -m nettebench.training: error: argument --precision: invalid choice: 'o1' (choose
 from O0, tf32, ...); see --help``), each checked by the schema's rule for that parameter as the
-config's are (:func:`nettebench.study.schema.check_value`), never a traceback from deep inside
+config's are (:func:`nettebench.study.schema_rules.check_value`), never a traceback from deep inside
 the trainer.
 
 :class:`CommandParser` is that parser: module docstrings as descriptions without their reST
@@ -22,7 +22,7 @@ import re
 import sys
 from typing import Any, NoReturn
 
-from nettebench.study import schema
+from nettebench.study import schema_rules
 from nettebench.study.crossing import ConfigError
 from nettebench.vocabulary import model_names
 from nettebench.vocabulary.cell import INSTALLED, LIBRARY_PARAMETERS, CellSpec
@@ -30,7 +30,7 @@ from nettebench.vocabulary.cell import INSTALLED, LIBRARY_PARAMETERS, CellSpec
 # The enumerated parameters and their allowed values (argparse choices: listed by --help), as
 # the schema lists them.
 CHOICES: dict[str, tuple[str, ...]] = {
-    key: schema.enum_of(key)
+    key: schema_rules.enum_of(key)
     for key in ("precision", "device", "lr_schedule", "amp_backend", "loader", "store_placement")
 }
 
@@ -137,7 +137,7 @@ def add_cell_options(parser: argparse.ArgumentParser) -> None:
 def cell_from_args(args: argparse.Namespace, *, dataset: str | None = None) -> CellSpec:
     """The CellSpec the parsed options describe (``dataset`` fills a missing --dataset), each
     value checked by the schema's rule for it, as the config's are
-    (:func:`nettebench.study.schema.check_value`: ``--epochs 0``, ``--lr 0``); a bad one ends
+    (:func:`nettebench.study.schema_rules.check_value`: ``--epochs 0``, ``--lr 0``); a bad one ends
     the command in one line naming the option. What a device
     cannot run is no error here: the trainer records it as the cell's result."""
     values = {field.name: getattr(args, field.name) for field in dataclasses.fields(CellSpec)}
@@ -146,7 +146,7 @@ def cell_from_args(args: argparse.Namespace, *, dataset: str | None = None) -> C
         for key, value in values.items():
             # builds and environments are folders under --builds-dir, checked when activated
             if key not in (*LIBRARY_PARAMETERS, "environment", "dataset", "machine"):
-                schema.check_value(key, value, where="options." + key)
+                schema_rules.check_value(key, value, where="options." + key)
     except ConfigError as error:
         print(f"error: {_as_option(str(error))}", file=sys.stderr)
         raise SystemExit(2) from None

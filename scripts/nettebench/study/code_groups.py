@@ -72,7 +72,7 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     # and validation pipeline it reuses.
     "inference": ("inference/", *_TRAINER),
     # Their tables (and the front page's sentence) and the latency-throughput figure, apart.
-    "inference_tables": (*_REPORT, "report/tables/inference.py"),
+    "inference_tables": (*_REPORT, "report/tables/inference.py", "report/tables/energy.py"),
     "inference_figure": (*_REPORT, "report/inference_figure.py", "report/plotting.py"),
     # The tables (report/tables/) and the figures (report/figures.py, plotting.py) apart, so
     # editing plotting code reruns only the figures.
@@ -85,6 +85,7 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
         "report/duplicates.py",
         "report/front_page.py",
         "report/tables/",
+        "report/references.py",  # the published references' data (report/tables/references.py)
         "report/steps_export.py",  # steps.csv and the pyperf files, in the same job
     ),
     # The report's front page: the headline table and the throughput figure on one page.
@@ -94,6 +95,7 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
         "report/answers.py",
         "report/compare.py",
         "report/rerun.py",
+        "report/tables/energy.py",  # the energy sentence
     ),
     "figures": (
         *_REPORT,
@@ -105,6 +107,8 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
         "report/speedup_figure.py",  # and the speed-up it draws, the time table's own
         "report/compare.py",
         "report/rerun.py",
+        "report/energy_figure.py",  # and the energy table's definitions it draws by
+        "report/tables/energy.py",
     ),
     "profile_aggregate": (*_REPORT, "report/tables/kernels.py", "profiling/"),
     "profile_figures": (*_REPORT, "report/kernel_figure.py", "report/plotting.py", "profiling/"),

@@ -35,6 +35,7 @@ import yaml
 from nettebench.study.cell_options import CommandParser
 from nettebench.study.crossing import ConfigError
 from nettebench.study.workflow import Study
+from nettebench.vocabulary import commands
 
 
 def check_yaml_file(path: str | Path) -> Any:
@@ -125,3 +126,7 @@ def merge_config(into: dict[str, Any], update: Mapping[str, Any]) -> None:
             merge_config(into[key], value)
         else:
             into[key] = dict(value) if isinstance(value, Mapping) else value
+
+
+if __name__ == "__main__":  # run as python -m nettebench study config
+    sys.exit(commands.moved(__spec__.name))

@@ -95,10 +95,11 @@ class Study:
     accuracy: dict[str, inference.AccuracyJob] = field(default_factory=dict)
 
     @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> Study:
-        """The study of a config: the schema's rules first (one line for the first error), then
-        those across keys, as each section is planned and expanded."""
-        schema.check_schema(config)
+    def from_config(cls, config: dict[str, Any]) -> Study:
+        """The study of a config: the schema's rules first (one line for the first error; its
+        defaults are written into ``config``, as Snakemake's ``validate`` would), then those
+        across keys, as each section is planned and expanded."""
+        schema.apply_schema(config)
         datasets = {name: plan_dataset(name, spec) for name, spec in config["datasets"].items()}
         names = list(datasets)
         builds = build_plans.plan_builds(config.get("builds"))

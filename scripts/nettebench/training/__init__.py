@@ -2,8 +2,7 @@
 
 Owns the command (:mod:`.cli`, ``python -m nettebench.training``), the epochs and outcomes
 (:mod:`.fit`), the timed loop (:mod:`.loop`, its data wait :mod:`.data_wait`), one training step
-in a precision mode (:mod:`.step`; its optimizer meets a stand-in for ``torch._dynamo``,
-:mod:`.dynamo_stand_in`), the optional NVIDIA apex backend (:mod:`.apex`), the resume
+in a precision mode (:mod:`.step`), the optional NVIDIA apex backend (:mod:`.apex`), the resume
 checkpoint (:mod:`.checkpoint`), the restore (:mod:`.finished`) and the one key both are matched
 on (:mod:`.validity`). A run is handed its context (:mod:`.context`: options, the started run,
 what it came to); data parallelism reaches it as one object (:mod:`.parallel`), over the

@@ -1,6 +1,7 @@
 """``python -m nettebench.training``: train one cell (options: :mod:`nettebench.training.cli`)."""
 
-from nettebench.training.cli import main
-from nettebench.vocabulary import command_start
+import sys
 
-command_start.run(main)
+from nettebench.training.cli import main
+
+sys.exit(main())

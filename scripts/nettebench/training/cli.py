@@ -44,7 +44,7 @@ import torch
 from nettebench.builds import activate as libraries
 from nettebench.builds.activate import LibraryError
 from nettebench.datasets.info import load_data_root
-from nettebench.models.errors import PretrainedWeightsUnavailable
+from nettebench.models.errors import ModelLibraryMissing, PretrainedWeightsUnavailable
 from nettebench.records import conditions, environment
 from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
 from nettebench.training import checkpoint, finished, launch, outcome, startup, validity
@@ -58,7 +58,6 @@ from nettebench.training.context import (
 )
 from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_name
 from nettebench.training.parallel import DataParallel
-from nettebench.vocabulary import command_start
 from nettebench.vocabulary.cell import CellSpec
 from nettebench.vocabulary.dataset_errors import DatasetError
 from nettebench.vocabulary.record_keys import STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED
@@ -156,7 +155,7 @@ def run_cell(
     def write() -> dict[str, Any]:
         conditions.settle()  # nvidia-smi's queries at the epochs' edges, run beside them
         startup.waited("environment", collecting)
-        record["startup"] = startup.summary(trained.rows)
+        record["startup"] = startup.summary()
         return outcome.finish(
             record, run, trained, collecting, ended_at=trained_at, extra_files=extra_files
         )
@@ -305,6 +304,7 @@ def main(
         except (
             ApexAmpUnavailable,
             PretrainedWeightsUnavailable,
+            ModelLibraryMissing,
             DatasetError,
             LibraryError,
         ) as error:
@@ -418,4 +418,4 @@ def _print_slurm_job() -> None:
 
 
 if __name__ == "__main__":
-    command_start.run(main)
+    sys.exit(main())

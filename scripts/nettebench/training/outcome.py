@@ -214,44 +214,37 @@ def unstable_text(summary: dict[str, Any], found: dict[str, Any] | None) -> str 
 
 
 def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The record's summary from its epochs' rows: every key of
+    :data:`~nettebench.vocabulary.record_keys.SUMMARY_KEYS` (the one list of them), those the
+    epochs decide filled here, the rest None until the run fills them (batch size used, wall
+    time, resume, store)."""
     train_s = sum(r["train_s"] for r in rows)
     img_s = [r["train_img_s"] for r in rows if not math.isnan(r["train_img_s"])]
     last = rows[-1]
     later = [r["wall_s"] for r in rows[1:]]
-    steady = statistics.median(later) if later else None
     overhead, noise, variation = first_epoch_overhead([r["wall_s"] for r in rows])
-    found = {
-        "epochs_run": len(rows),
-        "steps_per_epoch": last["_steps_per_epoch"],
-        "steps_timed": last["_steps_run"],
-        "extrapolated": any(r["extrapolated"] for r in rows),
-        "wall_s": None,
-        "time_for_epochs_s": sum(r["wall_s"] for r in rows),
-        "epoch_s_median": statistics.median(r["wall_s"] for r in rows),
+    found = dict.fromkeys(SUMMARY_KEYS)
+    found.update(
+        epochs_run=len(rows),
+        steps_per_epoch=last["_steps_per_epoch"],
+        steps_timed=last["_steps_run"],
+        extrapolated=any(r["extrapolated"] for r in rows),
+        time_for_epochs_s=sum(r["wall_s"] for r in rows),
+        epoch_s_median=statistics.median(r["wall_s"] for r in rows),
         # records without step times: the median over epochs, as before
-        "train_img_s": statistics.median(img_s) if img_s else None,
-        "data_wait_share": sum(r["data_wait_s"] for r in rows) / train_s if train_s else None,
-        "final_top1": last["val_top1"],
-        "final_top5": last["val_top5"],
-        "best_top1": max(r["val_top1"] for r in rows),
-        "final_train_loss": last["train_loss"],
-        "batch_size_used": None,
-        "steady_epoch_s": steady,
-        "first_epoch_overhead_s": overhead,
-        "first_epoch_overhead_noise_s": noise,
-        "anomalies": [],
-        "peak_mem_mb": max(r["peak_mem_mb"] for r in rows),
-        "resumed_from_epoch": None,
-        "compile_s": None,
-        "store_mode": None,
-        "train_img_s_low": None,
-        "train_img_s_high": None,
-        "train_steps_steady": None,
-        "train_step_cv": None,
-        "train_block_img_s": None,
-        "unstable": None,
-        "epoch_variation": variation,
-    }
+        train_img_s=statistics.median(img_s) if img_s else None,
+        data_wait_share=sum(r["data_wait_s"] for r in rows) / train_s if train_s else None,
+        final_top1=last["val_top1"],
+        final_top5=last["val_top5"],
+        best_top1=max(r["val_top1"] for r in rows),
+        final_train_loss=last["train_loss"],
+        steady_epoch_s=statistics.median(later) if later else None,
+        first_epoch_overhead_s=overhead,
+        first_epoch_overhead_noise_s=noise,
+        anomalies=[],
+        peak_mem_mb=max(r["peak_mem_mb"] for r in rows),
+        epoch_variation=variation,
+    )
     found.update(step_spread(rows))
     return found
 

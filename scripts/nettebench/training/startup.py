@@ -3,10 +3,11 @@
 What a user waits for besides the epochs: from process start to the first training step
 (``imports``, ``key``: the result's validity key, ``device_probe``, ``model``, ``store``: the
 input pipeline and its decoded store, and ``other``, the remainder), inside the epochs what is
-not training (``checkpoints``, ``writing``: each epoch's row written, and the first epoch's
-``first_epoch_autotune_s``, its overhead over the later epochs), and from the last step to the
-record (``weights``, ``environment``: waiting for the thread that ran nvidia-smi and git,
-``after_epochs``: the cell job's hook after the epochs, its compute ceiling, and ``other``).
+not training (``checkpoints``, ``writing``: each epoch's row written; the first epoch's
+overhead over the later ones is the summary's ``first_epoch_overhead_s``, kept once), and from
+the last step to the record (``weights``, ``environment``: waiting for the thread that ran
+nvidia-smi and git, ``after_epochs``: the cell job's hook after the epochs, its compute ceiling,
+and ``other``).
 :func:`summary` is the record's ``startup`` mapping: every phase in seconds, and the phases
 before the first step sum to ``to_first_step_s`` (``other`` holds the rest).
 
@@ -63,7 +64,7 @@ class PhaseClock:
         self.last_step_at = self.last = now
         self.span = AFTER
 
-    def summary(self, first_epoch_overhead_s: float | None = None) -> dict[str, Any]:
+    def summary(self) -> dict[str, Any]:
         """The record's ``startup`` mapping (the wind-down up to now, ``other`` its rest)."""
         now = time.time()
         found: dict[str, Any] = {"to_first_step_s": None, "after_last_step_s": None}
@@ -72,7 +73,6 @@ class PhaseClock:
         if self.last_step_at is not None:
             self.mark("other", now)
             found["after_last_step_s"] = now - self.last_step_at
-        found["first_epoch_autotune_s"] = first_epoch_overhead_s
         for span, phases in self.spans.items():
             found[span] = {name: round(seconds, 4) for name, seconds in phases.items()}
         return found
@@ -129,11 +129,6 @@ def waited(phase: str, future) -> Any:
     return result
 
 
-def summary(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The record's ``startup`` mapping, the first epoch's overhead from the epochs' ``rows``
-    as the summary computes it; None without a clock."""
-    if CLOCK is None:
-        return None
-    from nettebench.training.outcome import first_epoch_overhead  # imports torch: not at the top
-
-    return CLOCK.summary(first_epoch_overhead([row["wall_s"] for row in rows])[0])
+def summary() -> dict[str, Any] | None:
+    """The record's ``startup`` mapping; None without a clock."""
+    return None if CLOCK is None else CLOCK.summary()

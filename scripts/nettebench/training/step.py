@@ -10,13 +10,11 @@ fp16 model. The training loop only calls :meth:`TrainingStep.step` and
 from __future__ import annotations
 
 import contextlib
-import functools
 from collections.abc import Iterator
 
 import torch
 from torch import nn
 
-from nettebench.training.dynamo_stand_in import optimizer_calls
 from nettebench.vocabulary.precision import PrecisionMode
 
 
@@ -28,8 +26,21 @@ def torch_dtype(dtype_name: str | None) -> torch.dtype | None:
 def set_tf32(device: torch.device, allow: bool) -> None:
     """Set TF32 explicitly for every run on CUDA, so no mode inherits it from a global default."""
     if device.type == "cuda":
-        torch.backends.cuda.matmul.allow_tf32 = allow
-        torch.backends.cudnn.allow_tf32 = allow
+        apply_tf32(torch.backends, allow)
+
+
+def apply_tf32(backends, allow: bool) -> None:
+    """TF32 on or off for CUDA matmuls and cuDNN convolutions, chosen by what this torch has:
+    ``fp32_precision`` (``"tf32"`` or ``"ieee"``) where it exists, the ``allow_tf32`` flags it
+    replaced (and which newer releases warn about) before it."""
+    matmul, cudnn = backends.cuda.matmul, backends.cudnn
+    if hasattr(matmul, "fp32_precision") and hasattr(cudnn, "conv"):
+        precision = "tf32" if allow else "ieee"
+        matmul.fp32_precision = precision
+        cudnn.conv.fp32_precision = precision
+    else:
+        matmul.allow_tf32 = allow
+        cudnn.allow_tf32 = allow
 
 
 def cast_model(model: nn.Module, mode: PrecisionMode) -> nn.Module:
@@ -114,13 +125,10 @@ class TrainingStep:
         else:
             self.master_params = None
             optimised = self.model_params
-        # torch.optim without torch._dynamo, unless this cell compiles (dynamo_stand_in.py)
-        self.optimizer_calls = functools.partial(optimizer_calls, enabled=not compile)
-        with self.optimizer_calls():
-            self.optimizer = torch.optim.SGD(
-                optimised, lr=lr, momentum=momentum, weight_decay=weight_decay,
-                **optimizer_options(device),
-            )  # fmt: skip
+        self.optimizer = torch.optim.SGD(
+            optimised, lr=lr, momentum=momentum, weight_decay=weight_decay,
+            **optimizer_options(device),
+        )  # fmt: skip
         # the fp32 masters back into the model: fp16 weights, fp32 batch norm (a group each)
         self.copy_back = None if self.master_params is None else dtype_groups(
             self.model_params, self.master_params
@@ -158,12 +166,11 @@ class TrainingStep:
             self.scaler.scale(loss).backward()
         if self.master_params is not None:
             self._grads_to_masters()
-        with self.optimizer_calls():
-            if self.scaler is None:
-                self.optimizer.step()
-            else:
-                self.scaler.step(self.optimizer)
-                self.scaler.update()
+        if self.scaler is None:
+            self.optimizer.step()
+        else:
+            self.scaler.step(self.optimizer)
+            self.scaler.update()
         if self.master_params is not None:
             with torch.no_grad():
                 foreach_copy(self.copy_back)
@@ -190,11 +197,9 @@ class TrainingStep:
 
     def state_dict(self) -> dict:
         """Everything a resumed run needs to continue exactly: weights, optimiser, scaler."""
-        with self.optimizer_calls():
-            optimizer = self.optimizer.state_dict()
         return {
             "model": self.model.state_dict(),
-            "optimizer": optimizer,
+            "optimizer": self.optimizer.state_dict(),
             "scaler": None if self.scaler is None else self.scaler.state_dict(),
             "master_params": None
             if self.master_params is None
@@ -207,7 +212,6 @@ class TrainingStep:
             with torch.no_grad():
                 for master, saved in zip(self.master_params, state["master_params"], strict=True):
                     master.copy_(saved)
-        with self.optimizer_calls():
-            self.optimizer.load_state_dict(state["optimizer"])
+        self.optimizer.load_state_dict(state["optimizer"])
         if self.scaler is not None:
             self.scaler.load_state_dict(state["scaler"])

@@ -14,8 +14,7 @@ was run as, either one (:mod:`nettebench.builds.activate`).
 A command's ``main(argv)`` builds its parser and hands it, with the job, to :func:`run`: the
 one parse, run, report block (an expected error is the parser's one-line error, exit status 2).
 
-Stdlib only (and :mod:`.command_start`, which the dispatcher calls once the command's module is
-imported): a command's module is imported when it runs, never to list the commands.
+Stdlib only: a command's module is imported when it runs, never to list the commands.
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ import importlib
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from typing import TextIO
-
-from nettebench.vocabulary import command_start
 
 # subpackage -> command -> (its module inside the subpackage, the arguments that come first)
 COMMANDS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
@@ -70,6 +67,66 @@ COMMANDS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
 }
 
 
+# The groups that are one command each: group -> (its module, what it does).
+SINGLE: dict[str, tuple[str, str]] = {
+    "training": ("training.cli", "train one cell (the trainer)"),
+    "profiling": ("profiling.cli", "profile one cell"),
+    "inference": ("inference.cli", "measure or evaluate one inference cell: measure, accuracy"),
+}
+GROUPS: dict[str, str] = {
+    "datasets": "download, extract, use in place or generate a dataset",
+    "data": "decode a dataset into the store; time the batched augmentation",
+    "builds": "library builds from source, package environments from the registry",
+    "study": "check a config file the whole way",
+    "report": "records -> tables, figures, the front page, steps.csv",
+    "benchmarks": "the compute ceiling, a matrix cell's job, loaders and trainers side by side",
+    **{group: text for group, (_, text) in SINGLE.items()},
+}
+
+
+def top_level(argv: Sequence[str] | None = None) -> int:
+    """``python -m nettebench <group> [<command>] [options]``: the group's command; ``--help``
+    (or nothing) lists the groups."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        listed = "".join(f"  {group:<12}{text}\n" for group, text in GROUPS.items())
+        print(
+            "usage: python -m nettebench <group> [<command>] [options]\n\ngroups (python -m "
+            f"nettebench <group> --help lists a group's commands):\n{listed}",
+            file=sys.stdout if argv else sys.stderr,
+            end="",
+        )
+        return 0 if argv else 2
+    group, rest = argv[0], argv[1:]
+    if group in COMMANDS:
+        return main(group, rest)
+    if group in SINGLE:
+        return importlib.import_module(f"nettebench.{SINGLE[group][0]}").main(rest)
+    print(
+        f"python -m nettebench: error: unknown group {group!r}; choose from "
+        f"{', '.join(GROUPS)}; see --help",
+        file=sys.stderr,
+    )
+    return 2
+
+
+def moved(module: str) -> int:
+    """A command module run by its own path (``python -m nettebench.datasets.synthetic``): one
+    line naming the command's form (each form, where the module is several commands), exit
+    status 2."""
+    for package, commands in COMMANDS.items():
+        names = [
+            name
+            for name, (inner, _) in commands.items()
+            if module == f"nettebench.{package}.{inner}"
+        ]
+        if names:
+            form = f"python -m nettebench {package} {'|'.join(names)}"
+            print(f"{module} is not run by its path: use {form} (see --help)", file=sys.stderr)
+            return 2
+    raise LookupError(f"{module} is no command of nettebench.vocabulary.commands.COMMANDS")
+
+
 def main(package: str, argv: Sequence[str] | None = None) -> int:
     """Run ``python -m nettebench.<package> <command> ...``: the command's ``main(argv)``."""
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -89,7 +146,6 @@ def main(package: str, argv: Sequence[str] | None = None) -> int:
         return 2
     module, first = commands[name]
     command = importlib.import_module(f"nettebench.{package}.{module}")
-    command_start.resume()  # its imports are done (command_start says why they paused it)
     return command.main([*first, *rest])
 
 

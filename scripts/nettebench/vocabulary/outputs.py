@@ -37,6 +37,10 @@ FIGURE_NAMES += ("scaling",)
 CODE_MANIFEST_DIR = ".snakemake/nettebench/code"
 # The front page's comparisons as a table (report.tables.comparisons): cached / pil, bf16 / O0.
 TABLE_NAMES += ("comparisons",)
+# Energy per trained image by model x precision (report.tables.energy; NVML on a GPU, RAPL on a
+# CPU), and published throughputs beside the study's own (report.tables.references).
+TABLE_NAMES += ("energy", "published_references")
+FIGURE_NAMES += ("energy_per_image",)
 # Every training step (report.steps_export): one row a step, and each trained cell as a pyperf
 # benchmark file (results/pyperf/<cell path>.json), for `python -m pyperf stats|compare_to`.
 STEPS_TABLE = "results/tables/steps.csv"

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import pandas as pd
 
 from nettebench.report import caveats as C
 from nettebench.report import format as T
+from nettebench.report.tables.energy import fmt_joules_or_not_measured
 from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_text_atomic
 
@@ -49,6 +51,8 @@ NOTE = (
     "on a CPU). Medians with their 95 % interval in brackets (order statistics); "
     f"{UNSTABLE_MARK}: the samples' standard deviation is at least 10 % of their mean "
     f"(unstable); {C.INTERFERENCE_MARK}: timed while other processes used the job's CPUs or GPU."
+    " J/img on device: the Offline phase's mean power (NVML on a GPU, RAPL on a CPU) over its "
+    "img/s; *not measured* where no energy counter exists."
 )
 ACCURACY_NOTE = (
     "The final weights of each finished matrix cell (`weights.pt`), evaluated on the whole "
@@ -92,6 +96,7 @@ def cells_frame(records: Iterable[tuple[str, Mapping[str, Any]]]) -> pd.DataFram
                 "offline_img_s_high": _get(record, "offline", "img_s_high"),
                 "batch_ms": _get(record, "offline", "batch_ms", "median"),
                 "offline_unstable": _get(record, "offline", "batch_ms", "unstable"),
+                "offline_j_per_img": _get(record, "offline", "energy", "j_per_img"),  # [3/5]
                 "offline_batches": _get(record, "offline", "batches"),
                 "compile_s": _get(record, "offline", "compile_s"),
                 "pipeline_img_s": _get(record, "pipeline", "img_s"),
@@ -181,6 +186,7 @@ def inference_markdown(cells: pd.DataFrame) -> str:
         "Precision",
         "Batch",
         "img/s on device",
+        "J/img on device",
         "img/s through pipeline",
         "data wait %",
         "batch latency ms",
@@ -214,6 +220,7 @@ def inference_markdown(cells: pd.DataFrame) -> str:
                         _rate,
                     )
                     + _marks(row, "offline_unstable"),
+                    fmt_joules_or_not_measured(row["offline_j_per_img"]),
                     _rate(row["pipeline_img_s"]) + _marks(row, "pipeline_unstable"),
                     T.fmt_percent(row["pipeline_data_wait_share"]),
                     _ms(row["batch_ms"]),
@@ -232,7 +239,7 @@ def inference_markdown(cells: pd.DataFrame) -> str:
             if row["status"] != "ok" and not T.is_missing(row["message"])
         ]
         sections.append(
-            T.section(where, T.pipe_table(header, rows, "lllrrrrrrr"), notes=notes, level=2)
+            T.section(where, T.pipe_table(header, rows, "lllrrrrrrrr"), notes=notes, level=2)
         )
     return T.document("Inference", NOTE, sections)
 
@@ -360,3 +367,7 @@ def main(argv: list[str] | None = None) -> int:
 def _write(args: argparse.Namespace) -> list[str]:
     written = write(args.records, args.accuracy, args.out_dir)
     return [f"wrote {len(written)} files in {args.out_dir}"]
+
+
+if __name__ == "__main__":  # run as python -m nettebench report inference-tables
+    sys.exit(commands.moved(__spec__.name))

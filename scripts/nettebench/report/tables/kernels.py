@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -372,3 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _aggregate(args: argparse.Namespace) -> list[str]:
     aggregate(args.profiles, args.out_dir, top=args.top)
     return [f"aggregated {len(args.profiles)} profile(s) into {args.out_dir}"]
+
+
+if __name__ == "__main__":  # run as python -m nettebench report kernel-tables
+    sys.exit(commands.moved(__spec__.name))

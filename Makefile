@@ -1,0 +1,45 @@
+# The two commands of README.md's Quick start, each setting up the project first:
+#
+#   make quickstart   the quick-start study, then its HTML report (results/report.html)
+#   make test         the test suite (what .ci/run runs)
+#
+# Set-up: a virtual environment in the checkout (.venv) with the package and the versions this
+# project tests (envs/constraints.txt); made once, again when pyproject.toml or the constraints
+# change. Options: PYTHON=python3.12 (the interpreter, 3.11.4 or newer), VENV=path,
+# TORCH_INDEX=https://download.pytorch.org/whl/cpu (torch and torchvision from PyTorch's CPU
+# index first: no CUDA libraries on a machine without a GPU).
+
+PYTHON ?= python3
+VENV ?= .venv
+TORCH_INDEX ?=
+STAMP := $(VENV)/.nettebench-installed
+BIN := $(VENV)/bin
+QUICKSTART := --workflow-profile profiles/quickstart
+STUDY := profiles/quickstart/study.yaml
+
+.PHONY: quickstart test setup
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml envs/constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11, 4))' || { \
+	  echo "nettebench needs Python 3.11.4 or newer; $(PYTHON) is $$($(PYTHON) -V 2>&1)" >&2; \
+	  exit 1; }
+	$(PYTHON) -m venv $(VENV)
+ifneq ($(TORCH_INDEX),)
+	$(BIN)/pip install torch torchvision -c envs/constraints.txt --index-url $(TORCH_INDEX)
+endif
+	$(BIN)/pip install -e '.[dev]' -c envs/constraints.txt
+	touch $@
+
+# The study checked first (Snakemake's own reader names neither file nor line of a YAML error in
+# a profile's configfile); the run; then the report, in a Snakemake call of its own, so a dry run
+# (-n) never rewrites it.
+quickstart: $(STAMP)
+	@$(BIN)/python -m nettebench study config --replace-workflow-config $(STUDY) >/dev/null
+	$(BIN)/snakemake $(QUICKSTART)
+	$(BIN)/snakemake $(QUICKSTART) --report results/report.html
+	@echo "nettebench: report: results/report.html (open it in a browser; the tables are in results/tables/, the figures in results/figures/)"
+
+test: $(STAMP)
+	$(BIN)/pytest

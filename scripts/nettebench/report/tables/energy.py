@@ -1,0 +1,129 @@
+"""Energy by model x precision: the study's question in joules per trained image.
+
+Each table cell is a cell's ``j_per_img`` (runs.csv, :func:`nettebench.records.energy.
+energy_columns`): the mean power of its epochs' window (the GPU's through NVML's energy
+counter; on a CPU the packages' through RAPL) over its steady-step img/s; then img/s per watt.
+Built by the shared grid engine (:func:`nettebench.report.grids.model_precision_grids`), so a
+window timed under interference or on a throttled GPU carries ‡ as in every other table. A cell
+that ran but whose energy no counter measured reads "not measured", never 0, and the sources
+(or why there were none) are listed under the table.
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Callable
+
+import pandas as pd
+
+from nettebench.report import format as T
+from nettebench.report.grids import (
+    GROUP_KEYS,
+    Grid,
+    grid_sections,
+    groups,
+    mark_apex_fallback,
+    model_precision_grids,
+    no_matrix,
+    row_keys,
+)
+from nettebench.vocabulary.record_keys import STATUS_OK
+
+NOT_MEASURED = "not measured"
+
+NOTE = (
+    "Energy per trained image: the mean power of a cell's epochs (training and validation; "
+    "`power_w` in runs.csv, the window's energy over its wall time) divided by its steady-step "
+    "img/s (`j_per_img`), and its inverse per watt (`img_s_per_w`). The GPU's energy is NVML's "
+    "counter (the whole GPU's under MIG), a CPU's the packages' RAPL counter (every process on "
+    "the package). A one-seed cell's interval is its img/s interval's, given only where the energy "
+    "came from a counter (mJ or µJ over seconds: under 0.1 %); none where it came from power "
+    f"readings 0.1 s apart. *{NOT_MEASURED}*: the cell ran, but no counter measured its energy."
+)
+
+
+def fmt_joules(value: object) -> str:
+    """``0.123`` J (three significant figures; small values keep their digits)."""
+    if T.is_missing(value):
+        return ""
+    return f"{float(value):.3g}"
+
+
+def fmt_joules_or_not_measured(value: object) -> str:
+    """A finished cell's J/img, or "not measured" where no counter measured it (never 0)."""
+    return NOT_MEASURED if T.is_missing(value) else fmt_joules(value)
+
+
+def _mark_not_measured(grid: Grid, table: pd.DataFrame, runs: pd.DataFrame, value: str) -> None:
+    """A blank table cell where some seed ran ok reads "not measured" (no energy counter)."""
+    labels = mark_apex_fallback(table, T.row_labels(table, row_keys(runs)))
+    precisions = T.sort_precisions(table["precision"])
+    for row in grid.rows:
+        for column, precision in enumerate(precisions, start=1):
+            seeds = table[(labels == row[0]) & (table["precision"] == precision)]
+            ran = seeds[seeds["status"] == STATUS_OK]
+            if row[column] == "" and len(ran) and ran[value].map(T.is_missing).all():
+                row[column] = NOT_MEASURED
+
+
+def energy_grids(runs: pd.DataFrame, value: str, fmt: Callable[[object], str]) -> list[Grid]:
+    """The model x precision grids of ``value`` (``j_per_img`` or ``img_s_per_w``)."""
+    grids = model_precision_grids(
+        runs, value, fmt, mark_extrapolated=True, interval=(f"{value}_low", f"{value}_high")
+    )
+    matrix = runs[runs["kind"] == "matrix"]
+    for grid, (_, table) in zip(grids, groups(matrix, GROUP_KEYS), strict=True):
+        _mark_not_measured(grid, table, runs, value)
+    return grids
+
+
+def _sources(runs: pd.DataFrame) -> str:
+    matrix = runs[runs["kind"] == "matrix"]
+    found = sorted({str(s) for s in matrix.get("energy_source", []) if not T.is_missing(s)})
+    return "Energy sources: " + "; ".join(found) + "." if found else ""
+
+
+def energy_markdown(runs: pd.DataFrame) -> str:
+    """The energy table (see the module docstring)."""
+    sections = []
+    if len(runs[runs["kind"] == "matrix"]):
+        for title, value, fmt in (
+            ("Joules per trained image", "j_per_img", fmt_joules),
+            ("Trained img/s per watt", "img_s_per_w", fmt_joules),
+        ):
+            sections.append(f"## {title}\n")
+            sections += grid_sections(energy_grids(runs, value, fmt), level=3)
+    return T.document(
+        "Energy by model and precision",
+        f"{NOTE} {_sources(runs)}".strip(),
+        sections,
+        empty=no_matrix(runs),
+    )
+
+
+def measured(runs: pd.DataFrame) -> pd.DataFrame:
+    """The matrix cells whose energy was measured (for the front page's sentence)."""
+    matrix = runs[(runs["kind"] == "matrix") & (runs["status"] == STATUS_OK)]
+    if "j_per_img" not in matrix:
+        return matrix.iloc[0:0]
+    return matrix[~matrix["j_per_img"].map(T.is_missing)]
+
+
+def energy_sentence(runs: pd.DataFrame) -> str:
+    """The front page's energy sentence (an HTML paragraph), only when energy was measured:
+    joules per image of each model and precision (mean over seeds), ‡ where disturbed."""
+    found = measured(runs)
+    if found.empty:
+        return ""
+    parts = []
+    for (device, model), cells in found.groupby(["device_name", "model"], sort=False):
+        each = []
+        for precision in T.sort_precisions(cells["precision"]):
+            seeds = cells[cells["precision"] == precision]
+            joules = seeds["j_per_img"].astype(float).mean()
+            disturbed = seeds["interference"].map(T.as_bool).any()
+            each.append(f"{precision} {fmt_joules(joules)}{'‡' if disturbed else ''}")
+        parts.append(f"{model} on {device}: {', '.join(each)} J per trained image")
+    sources = sorted({str(s).split(" (")[0] for s in found["energy_source"]})
+    text = f"Energy: {'; '.join(parts)} ({', '.join(sources)}; table Energy)."
+    return f'<p class="answer">{html.escape(text)}</p>\n'

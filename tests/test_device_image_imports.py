@@ -1,0 +1,84 @@
+"""Every job runs where the H200's image lacks what the workflow's machine has.
+
+The GPU machine has no jsonschema (nor its referencing, jsonschema-specifications, rpds-py),
+efficientnet-pytorch, snakemake or pyperf (../shared/DEVICE.md): a job that imports one of them
+fails there before it measures anything. Here every Python the test starts imports with those
+modules blocked (a ``sitecustomize`` on ``PYTHONPATH``, inherited by the processes it starts),
+and the device command's own smoke run (tests/device/run.py) drives the job entry points on tiny
+data: the dataset and store commands, a cell (trainer and ceiling in one job,
+``nettebench.benchmarks.cell_job``), a profile and an inference measurement. Each must get to
+work: its case ``ok`` with its numbers read back, not an import error.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ABSENT_ON_THE_H200 = (
+    "jsonschema",
+    "referencing",
+    "jsonschema_specifications",
+    "rpds",
+    "efficientnet_pytorch",
+    "snakemake",
+    "pyperf",
+)
+BLOCKER = f'''
+import sys
+
+BLOCKED = {ABSENT_ON_THE_H200!r}
+
+
+class AbsentOnTheH200:
+    """Refuses the modules the GPU machine's image does not have."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name.partition(".")[0] in BLOCKED:
+            raise ModuleNotFoundError(f"No module named {{name!r}} (absent on the H200)")
+        return None
+
+
+sys.meta_path.insert(0, AbsentOnTheH200)
+'''
+# One of each job entry point, in the device command's plan order (its case names).
+CASES = ("data", "store", "resnet18-O0-cached", "profile-O0", "inference-modes-largest")
+
+
+def _blocked_env(folder: Path) -> dict[str, str]:
+    folder.mkdir()
+    (folder / "sitecustomize.py").write_text(BLOCKER)
+    path = os.pathsep.join([str(folder), str(REPO / "scripts")])
+    return {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
+
+
+def test_the_blocker_blocks(tmp_path):
+    """The test's own premise: under the blocker, importing each module fails."""
+    env = _blocked_env(tmp_path / "block")
+    for name in ABSENT_ON_THE_H200:
+        done = subprocess.run(
+            [sys.executable, "-c", f"import {name}"], env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 1 and "absent on the H200" in done.stderr, name
+
+
+def test_every_job_gets_to_work_without_what_the_h200_lacks(tmp_path):
+    env = _blocked_env(tmp_path / "block")
+    out, work = tmp_path / "out", tmp_path / "work"
+    command = [sys.executable, str(REPO / "tests" / "device" / "run.py"), "--smoke"]
+    command += ["--out", str(out), "--work", str(work), "--only", *CASES]
+    done = subprocess.run(command, env=env, capture_output=True, text=True, cwd=REPO)
+    logs = "\n".join(
+        f"--- {log.name}\n{log.read_text()[-1500:]}" for log in sorted(work.glob("logs/*"))
+    )
+    assert done.returncode == 0, done.stdout + done.stderr + logs
+    rows = [json.loads(line) for line in (out / "cases.jsonl").read_text().splitlines()]
+    assert [row["case"] for row in rows] == list(CASES)
+    failed = {row["case"]: row["status"] for row in rows if not row["status"].startswith("ok")}
+    assert not failed, f"{failed}\n{logs}"
+    assert "absent on the H200" not in logs
