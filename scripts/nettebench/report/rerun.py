@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import argparse
 import shlex
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
 import pandas as pd
 
 from nettebench.report import caveats as C
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.outputs import METRICS_FILE
 from nettebench.vocabulary.record_keys import STATUS_OK
 
@@ -72,3 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# {row['path']}: {' and '.join(disturbed_parts(row))} under interference")
     print(command(found["path"]))
     return 0
+
+
+if __name__ == "__main__":  # run as python -m nettebench report rerun
+    sys.exit(commands.moved(__spec__.name))
