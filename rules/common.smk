@@ -22,11 +22,15 @@ else:
     _INTERPRETER_PATH = (
         f"export PATH={shlex.quote(os.path.dirname(sys.executable))}:$PATH; "
     )
+# OpenMP threads wait passively (sleep at a barrier instead of spinning) unless the user chose
+# a policy: beside other work a spinning thread holds the core the thread it waits for needs,
+# and a training step ran 4x slower (tests/bench_omp_wait.py, docs/honest-numbers.md).
 shell.prefix(
     "set -euo pipefail; "
     + _INTERPRETER_PATH
     + f"export PYTHONPATH={shlex.quote(str(SCRIPTS_DIR))}"
     + "${{PYTHONPATH:+:$PYTHONPATH}}; "
+    + "export OMP_WAIT_POLICY=${{OMP_WAIT_POLICY:-PASSIVE}}; "
 )
 
 from nettebench.vocabulary import outputs

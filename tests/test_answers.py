@@ -123,8 +123,9 @@ def test_several_seeds_within_the_noise(tmp_path):
 def test_verdict_is_other_against_reference_and_none_without_a_finished_side(tmp_path):
     runs = _runs([*_seeds(tmp_path, "O0", [100.0, 90.0]), *_seeds(tmp_path, "O1", [50.0, 45.0])])
     base, other = runs[runs["precision"] == "O0"], runs[runs["precision"] == "O1"]
-    ratio, how, supported = A.verdict(base, other)
+    ratio, how, supported, disturbed = A.verdict(base, other)
     assert ratio == 2.0 and supported is True and how.startswith("Welch's t-test over 2 and 2")
+    assert disturbed is None  # records without conditions count as quiet
     assert A.verdict(other, base)[0] == 0.5  # the other way round: inverted
     assert A.verdict(base, other.iloc[0:0]) is None
 

@@ -200,3 +200,28 @@ def test_a_cpu_only_machine_states_no_speed_up_of_the_cpu_against_itself(tmp_pat
     gpu = _matrix(tmp_path / "g", 5.0)
     (row,) = _rows([*cpu_cells, gpu, baseline], tmp_path / "out3")
     assert row["device"] == rf.GPU_NAME and row["O0 speed-up"] == T.fmt_speedup(200.0 / 5.0)
+
+
+def test_a_disturbed_bf16_has_no_verdict_against_o0_in_the_table_nor_the_front_page(tmp_path):
+    """The same two cells, bf16 1.5x O0's steady rate, but bf16's epochs ran while other
+    processes took 60 % of the CPUs: neither the table's precision nor the front page may
+    call it faster (docs/honest-numbers.md: a verdict needs quiet evidence)."""
+    loaded = rf.window(0.6, reasons=("other processes took 60 % of the job's CPUs",))
+
+    def cell(precision, seconds, blocks, conditions):
+        return rf.make_cell(tmp_path / "m", precision=precision, time_for_epochs_s=seconds,
+                            train_img_s=sum(blocks) / len(blocks), conditions=conditions,
+                            summary_extra={"train_block_img_s": blocks})  # fmt: skip
+
+    paths = [
+        cell("O0", 12.8 * EPOCHS, STEADY_BLOCKS, rf.window(0.01)),
+        cell("bf16", 12.7 * EPOCHS, [1.5 * r for r in STEADY_BLOCKS], loaded),
+        rf.make_cell(tmp_path / "c", kind="cpu_baseline", epochs=1, time_for_epochs_s=100.0),
+    ]
+    written = agg.aggregate(paths, tmp_path / "out")
+    ((_, rows),) = md_tables(written["cpu_vs_gpu"].read_text())
+    (row,) = [dict(zip(rows[0], r, strict=True)) for r in rows[1:]]
+    assert row["precision"] == "bf16 (no verdict against O0: timed under interference ‡)"
+    headline = written["headline"].read_text()
+    assert "no verdict: bf16&#x27;s epochs timed under interference" in headline
+    assert "faster than O0" not in headline

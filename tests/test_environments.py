@@ -139,3 +139,22 @@ def test_a_cell_command_restarts_when_torch_had_imported_a_pinned_package(enviro
     environment = json.loads(out.read_text())["environment"]
     assert environment["packages"] == {"pillow": PILLOW_NEW, "typing-extensions": "4.12.2"}
     assert environment["package_environment"] == "pillow12"
+
+
+def test_pins_are_judged_as_pip_judges_them():
+    """PEP 440 as pip applies it (packaging.specifiers): a local label such as +cpu is ignored
+    unless the pin names one; anything else must match. Checked here against pip's own
+    vendored packaging, so the judgement is pip's, not a copy of its rule."""
+    from pip._vendor.packaging.specifiers import SpecifierSet as PipSpecifierSet
+
+    installed = {"torch": "2.13.0+cpu", "torchvision": "0.28.0", "pillow": "11.3.0"}
+    pins = {"torch": "2.13.0", "torchvision": "0.28.1", "pillow": "11.3.0", "numpy": "2.0.0"}
+    assert packages.unmet_pins(pins, installed) == {
+        "torchvision": ("0.28.1", "0.28.0"),
+        "numpy": ("2.0.0", None),
+    }
+    cases = [("2.13.0", "2.13.0+cpu"), ("2.13.0+cpu", "2.13.0"), ("2.13", "2.13.0"),
+             ("2.13.0", "2.13.1"), ("2.13.0+cu130", "2.13.0+cu130")]  # fmt: skip
+    for pin, version in cases:
+        pip_says = PipSpecifierSet(f"=={pin}").contains(version, prereleases=True)
+        assert packages.pin_accepts(pin, version) is pip_says, (pin, version)

@@ -11,10 +11,12 @@ from nettebench.report.collect import read_cells, runs_frame
 
 def test_no_comparison_is_no_word():
     assert A.direction(None) is None
-    assert A.direction((1.3, "how", True)) == A.FASTER
-    assert A.direction((0.7, "how", True)) == A.SLOWER
-    assert A.direction((0.7, "how", False)) == A.ALIKE
-    assert A.direction((0.7, "how", None)) == A.UNTESTED
+    assert A.direction(A.Verdict(1.3, "how", True)) == A.FASTER
+    assert A.direction(A.Verdict(0.7, "how", True)) == A.SLOWER
+    assert A.direction(A.Verdict(0.7, "how", False)) == A.ALIKE
+    assert A.direction(A.Verdict(0.7, "how", None)) == A.UNTESTED
+    disturbed = A.Disturbed("pil's epochs", ("results/runs/x",))
+    assert A.direction(A.Verdict(1.3, "how", None, disturbed)) == A.DISTURBED
 
 
 def test_a_precision_without_a_finished_cell_is_left_out(tmp_path):

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
+import subprocess
+import sys
 import time
 
 import pandas as pd
@@ -278,6 +281,30 @@ def test_editing_profiling_code_reruns_only_the_profiles(quickstart):
         module.write_text(text)
         os.utime(module, ns=(status.st_atime_ns, status.st_mtime_ns))
     assert jobs == {"cell_profile": 2, "profiles_aggregate": 1, "profiles_plot": 1}
+
+
+def test_the_rerun_line_reruns_exactly_the_disturbed_cell(quickstart, tmp_path):
+    """`python -m nettebench.report rerun` on the run's runs.csv, with one cell's ceiling
+    marked disturbed (the quick start itself may have been quiet): its line, dry-run by the
+    real Snakemake, schedules that cell's job and the report after it, no other cell."""
+    workdir, config = quickstart
+    runs = pd.read_csv(workdir / "results" / "tables" / "runs.csv")
+    matrix = runs.index[runs["kind"] == "matrix"]
+    runs["interference"] = False
+    runs["ceiling_interference"] = False
+    runs.loc[matrix[0], "ceiling_interference"] = True
+    edited = tmp_path / "runs.csv"
+    runs.to_csv(edited, index=False)
+    done = subprocess.run(
+        [sys.executable, "-m", "nettebench.report", "rerun", "--runs", str(edited)],
+        cwd=workdir, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    line = shlex.split(done.stdout.strip().splitlines()[-1])
+    assert line[:3] == ["NETTEBENCH_RETRAIN=1", "snakemake", "--forcerun"], line
+    assert line[3:] == [f"{runs.loc[matrix[0], 'path']}/metrics.json"]
+    jobs = planned_jobs(run_study(workdir, config, "-n", *line[2:]))
+    assert jobs["cell_train"] == 1 and "cpu_baseline_train" not in jobs, jobs
+    assert jobs["tables_aggregate"] == 1 and jobs["front_page_write"] == 1, jobs
 
 
 def test_a_new_batch_size_schedules_only_new_cells_and_aggregates(quickstart):

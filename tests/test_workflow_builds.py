@@ -90,8 +90,16 @@ def test_the_tables_show_both_versions_side_by_side(built):
     assert f"{_version('torchvision')} @" in header
     row = next(line for line in text.splitlines() if line.startswith("| resnet18 O0"))
     *times, speedup = [cell.strip() for cell in row.strip("|").split("|")[1:]]
-    assert len(times) == 2 and all(float(t) > 0 for t in times), row
-    assert speedup.endswith("x (n=1)"), row  # one seed a side: no test of the difference
+    assert len(times) == 2 and all(float(t.rstrip("‡§")) > 0 for t in times), row
+    # one seed a side: no test of the difference; none at all where a side (or its ceiling)
+    # was timed under interference (docs/honest-numbers.md: a verdict needs quiet evidence)
+    flags = (
+        runs[["interference", "ceiling_interference"]]
+        .astype(str)
+        .apply(lambda c: c.str.lower().eq("true"))
+    )
+    mark = "‡ (no verdict)" if flags.to_numpy().any() else "(n=1)"
+    assert speedup.endswith(f"x {mark}"), row
 
 
 def test_a_rerun_builds_nothing(built):

@@ -30,6 +30,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion, Version
+
 from nettebench.builds.build import BuildError, _fresh_tmp, _Log, _replace, tail
 from nettebench.vocabulary.atomic import write_text_atomic
 from nettebench.vocabulary.build_catalog import ENVIRONMENT_MANIFEST, canonical_name
@@ -46,6 +49,28 @@ _NETWORK_SIGNS = (
 def python_tag() -> str:
     """``3.11``: compiled packages in a prefix work only for the Python they were installed by."""
     return f"{sys.version_info.major}.{sys.version_info.minor}"
+
+
+def pin_accepts(pinned: str, installed: str | None) -> bool:
+    """Whether ``installed`` satisfies the pin ``==pinned`` as pip judges it (PEP 440, through
+    ``packaging.specifiers``): ``==2.13.0`` accepts ``2.13.0+cpu`` (a local version label is
+    ignored unless the pin names one) and ``2.13``; ``==2.13.0+cpu`` does not accept
+    ``2.13.0``. A version PEP 440 cannot parse must equal the pin as written."""
+    if installed is None:
+        return False
+    try:
+        return SpecifierSet(f"=={pinned}").contains(Version(installed), prereleases=True)
+    except (InvalidSpecifier, InvalidVersion):
+        return installed == pinned
+
+
+def unmet_pins(pins: dict[str, str], installed: dict[str, str]) -> dict[str, tuple[str, Any]]:
+    """``{distribution: (pinned, installed or None)}`` for every pin pip did not meet."""
+    return {
+        dist: (version, installed.get(dist))
+        for dist, version in pins.items()
+        if not pin_accepts(version, installed.get(dist))
+    }
 
 
 def install(
@@ -100,11 +125,7 @@ def install(
             canonical_name(dist.metadata["Name"]): dist.version
             for dist in importlib.metadata.distributions(path=[str(tmp)])
         }
-        wrong = {
-            dist: (version, installed.get(dist))
-            for dist, version in pins.items()
-            if installed.get(dist) != version
-        }
+        wrong = unmet_pins(pins, installed)
         if wrong:
             found = ", ".join(
                 f"{d} {got or 'missing'} (pinned {want})" for d, (want, got) in wrong.items()

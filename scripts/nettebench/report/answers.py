@@ -1,25 +1,40 @@
 """The report's answer in words: one sentence per comparison, generated from the runs frame.
 
-For every table of the study (dataset, epochs, device, setup) and every model: each loader
-against the reference loader (``pil``) at the same precision, and each precision against O0
-with the same loader. A sentence states a difference only where the data support it
-(:func:`nettebench.report.compare.cells_speedup`: the within-cell interval of two single-seed
-cells' steady rates; Welch's test on the seeds' times where both sides have several); where
-they do not, it says the two cannot be told apart, with the figure and its interval, so a
-reader never quotes noise as a result. A precision the CPU emulated says so first.
-"""
+For every piece of hardware of the study (dataset, epochs, device, machine) and every model:
+each loader against the reference loader (``pil``), each precision against O0, and each software
+stack against the one installed (a package environment or a library build, or records merged
+from two stacks: the version question), the other parameters held (:func:`comparisons`, which
+the comparisons table lists whole). A sentence states a difference only where the data support
+it (:func:`nettebench.report.compare.speedup`, the definition the tables and figures use: the
+within-cell interval of two single-seed cells' steady rates; Welch's test on the seeds' times
+where both sides have several); where they do not, it says the two cannot be told apart, with
+the figure and its interval, so a reader never quotes noise as a result; where a side or its
+ceiling was timed under interference it states no verdict, names the side and gives the rerun
+line (:func:`nettebench.report.compare.quiet_evidence`). A precision the CPU emulated says so
+first."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import NamedTuple
 
 import pandas as pd
 
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.compare import BASELINE_PRECISION, ceiling_drift, cells_speedup, seconds
-from nettebench.report.grids import GROUP_KEYS, device_title, groups, row_keys
+from nettebench.report.compare import (
+    BASELINE_PRECISION,
+    Disturbed,
+    ceiling_drift,
+    cells_speedup,
+    interval_text,
+    seconds,
+    speedup,
+)
+from nettebench.report.grids import device_title, groups, row_keys
+from nettebench.report.setups import HARDWARE_COLUMNS
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 REFERENCE_LOADER = "pil"
@@ -37,50 +52,80 @@ def _where(table: pd.DataFrame) -> str:
     return f"{kind} ({'; '.join(names)})" if names and kind.startswith("a ") else kind
 
 
-def verdict(reference: pd.DataFrame, other: pd.DataFrame) -> tuple[float, str, bool | None] | None:
-    """(ratio, how it was tested, supported) of ``other`` against ``reference`` (above 1:
-    other is faster); None when either side has no finished cell."""
+class Verdict(NamedTuple):
+    """A comparison in the words' terms: ``ratio`` (above 1: other is faster), how it was
+    tested, whether the data support a difference (None: untested, or withheld), and why it is
+    withheld when a side was timed under interference (:func:`compare.quiet_evidence`)."""
+
+    ratio: float
+    how: str
+    supported: bool | None
+    disturbed: Disturbed | None = None
+
+
+def verdict(
+    reference: pd.DataFrame,
+    other: pd.DataFrame,
+    names: tuple[str, str] = ("the reference", "the other"),
+) -> Verdict | None:
+    """The :class:`Verdict` of ``other`` against ``reference`` (above 1: other is faster),
+    from :func:`nettebench.report.compare.speedup`, the definition the tables and figures use;
+    None when either side has no finished cell."""
+    found = speedup(reference, other, names=names)
+    if found is None:
+        return None
+    supported = {"": True, stats.NOT_SUPPORTED_MARK: False}.get(found.mark)
     within = cells_speedup(reference, other)
     if within is not None and within.ratio is not None:
         if within.low is None:
-            return within.ratio, "too few steps for an interval", None
-        how = f"95 % interval {within.low:.2f}-{within.high:.2f}x over their steady steps"
-        drift = ceiling_drift(reference, other)
-        if drift is not None:
-            how += f", widened by the {math.expm1(drift):.0%} their identical ceilings differed"
-        return within.ratio, how, within.supported
-    base, found = seconds(reference), seconds(other)
-    if not base or not found:
-        return None
-    ratio = (sum(base) / len(base)) / (sum(found) / len(found))
-    tested = stats.welch(base, found)
-    if tested.supported is None:
-        return ratio, "one seed each and no step times: untested", None
-    n = f"{len(base)} and {len(found)} seeds"
-    return ratio, f"Welch's t-test over {n}, p = {tested.p:.2g}", tested.supported
+            how = "too few steps for an interval"
+        else:
+            interval = interval_text(within.low, within.high)
+            how = f"95 % interval {interval}x over their steady steps"
+            drift = ceiling_drift(reference, other)
+            if drift is not None:
+                how += f", widened by the {math.expm1(drift):.0%} their identical ceilings differed"
+    else:
+        base, seeds = seconds(reference), seconds(other)
+        tested = stats.welch(base, seeds)
+        if tested.supported is None:
+            how = "one seed each and no step times: untested"
+        else:
+            how = f"Welch's t-test over {len(base)} and {len(seeds)} seeds, p = {tested.p:.2g}"
+    if found.disturbed is not None:
+        supported = None
+    return Verdict(found.ratio, how, supported, found.disturbed)
 
 
 FASTER, SLOWER, ALIKE, UNTESTED = "faster", "slower", "alike", "untested"
+DISTURBED = "disturbed"  # a side was timed under interference: no verdict
 
 
-def direction(found: tuple | None) -> str | None:
+def direction(found: Verdict | None) -> str | None:
     """The verdict of a :func:`verdict` in one word, the one every output that states it uses
     (the front page's sentence, the CPU-versus-GPU table's precision): :data:`FASTER` or
     :data:`SLOWER` only where the data support a difference, :data:`ALIKE` where they do not,
+    :data:`DISTURBED` where a side was timed under interference (never a difference then),
     :data:`UNTESTED` where nothing could be tested; None without a comparison."""
     if found is None:
         return None
-    ratio, _, supported = found
-    if supported:
-        return FASTER if ratio >= 1 else SLOWER
-    return ALIKE if supported is False else UNTESTED
+    if found.disturbed is not None:
+        return DISTURBED
+    if found.supported:
+        return FASTER if found.ratio >= 1 else SLOWER
+    return ALIKE if found.supported is False else UNTESTED
 
 
-def sentence(where: str, subject: str, other: str, reference: str, found: tuple) -> str:
+def sentence(where: str, subject: str, other: str, reference: str, found: Verdict) -> str:
     """One comparison in words (``where``: ``On a CPU (...), ``); a difference only where
-    ``found`` supports it."""
-    ratio, how, _ = found
+    ``found`` supports it, none where a side was disturbed (which side, and the rerun)."""
+    ratio, how = found.ratio, found.how
     word = direction(found)
+    if word == DISTURBED:
+        return (
+            f"{where}{other} against {reference} on {subject}: {ratio:.2f}x ({how}), no "
+            f"verdict: {found.disturbed.text()}."
+        )
     if word == FASTER:
         return f"{where}{other} trains {subject} {ratio:.2f}x faster than {reference} ({how})."
     if word == SLOWER:
@@ -106,60 +151,120 @@ def _varying(table: pd.DataFrame, keys: Iterable[str]) -> list[str]:
     return [k for k in keys if k in table and table[k].map(T.fmt_value).nunique() > 1]
 
 
-def answer_sentences(runs: pd.DataFrame) -> list[str]:
-    """The comparisons of the study's matrix, one sentence each (see the module)."""
+# What each axis is compared against; an axis not named here, against its first value.
+REFERENCES = {"loader": REFERENCE_LOADER, "precision": BASELINE_PRECISION}
+# Cell parameters that pick the software a cell runs (a package environment, a source build):
+# cells that differ in one differ in their setup too, so the setup is not held for them.
+VERSION_AXES = ("environment", "torchvision", "apex")
+SOFTWARE = "setup"  # the axis of records merged from two software stacks with no parameter
+# The axes the front page states in words (the table has every axis that varies).
+SENTENCE_AXES = ("loader", "precision", *VERSION_AXES, SOFTWARE)
+_PREFERRED_REFERENCE = "installed"  # of a version axis: the stack the study runs by default
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One comparison of the study: ``name`` against ``reference`` along ``axis``, the other
+    parameters held (``subject``), on the hardware ``where`` names."""
+
+    where: str
+    axis: str
+    name: str
+    reference: str
+    subject: str
+    found: Verdict
+    emulated: bool
+
+
+def _hardware_keys(runs: pd.DataFrame) -> list[str]:
+    """What a comparison never crosses: dataset, epochs, device type and the hardware (machine
+    label, device, CPU capability); software may differ, as an axis of its own."""
+    return ["dataset", "epochs", "device_type", *(c for c in HARDWARE_COLUMNS if c in runs)]
+
+
+def _reference(axis: str, values: list[str]) -> str:
+    preferred = REFERENCES.get(axis) or (_PREFERRED_REFERENCE if axis in VERSION_AXES else None)
+    return preferred if preferred in values else values[0]
+
+
+def _side(axis: str, value: str, cells: pd.DataFrame, versions: bool) -> str:
+    """A side's name: its value, with the torch it imported where the sides' torch differ."""
+    if not versions or "env_torch" not in cells:
+        return value
+    torch = sorted({T.fmt_value(v) for v in _finished(cells)["env_torch"] if not T.is_missing(v)})
+    return f"{value} (torch {', '.join(torch)})" if torch else value
+
+
+def comparisons(runs: pd.DataFrame, axes: Iterable[str] | None = None) -> list[Comparison]:
+    """Every comparison of the study's matrix along ``axes`` (default: every axis that varies
+    but the model), in order: per hardware, the axes of :data:`SENTENCE_AXES` first."""
     if runs.empty:
         return []
     matrix = runs[runs["kind"] == "matrix"]
-    found: list[str] = []
-    for _, table in groups(matrix, GROUP_KEYS):
-        where = f"On {_where(table)}, "
-        keys = ["model", *_varying(table, [*row_keys(runs), "precision"])]
-        if "loader" in keys:
-            found += _loader_sentences(where, table, keys)
-        if "precision" in keys:
-            found += _precision_sentences(where, table, keys)
+    found: list[Comparison] = []
+    for _, table in groups(matrix, _hardware_keys(matrix)):
+        where = _where(table)
+        machine = table["machine"].iloc[0] if "machine" in table else None
+        where += "" if T.is_missing(machine) else f", machine {T.fmt_value(machine)}"
+        varying = _varying(table, [*row_keys(runs), "precision"])
+        software = [SOFTWARE] if _varying(table, [SOFTWARE]) else []
+        keys = ["model", *varying, *software]
+        picked = any(a in varying for a in VERSION_AXES)
+        candidates = [a for a in SENTENCE_AXES if a in keys]
+        candidates += [a for a in keys if a not in candidates and a != "model"]
+        for axis in candidates:
+            if axes is not None and axis not in axes:
+                continue
+            if axis == SOFTWARE and picked:
+                continue  # the parameter that picked the software compares it already
+            versions = axis in VERSION_AXES or axis == SOFTWARE
+            held = [k for k in keys if k != axis and not (versions and k == SOFTWARE)]
+            found += _along(where, axis, table, held, versions)
     return found
 
 
-def _loader_sentences(where: str, table: pd.DataFrame, keys: list[str]) -> list[str]:
-    names = [T.fmt_value(v) for v in dict.fromkeys(table["loader"])]
-    reference = REFERENCE_LOADER if REFERENCE_LOADER in names else names[0]
-    held = [k for k in keys if k != "loader"]
+def _along(where: str, axis: str, table: pd.DataFrame, held: list[str], versions: bool):
+    values_of = table[axis].map(T.fmt_value)
+    if axis == "precision":
+        order = T.sort_precisions(table["precision"])
+    else:
+        order = list(dict.fromkeys(values_of))
+    reference = _reference(axis, order)
     found = []
     for values, part in groups(table, held):
-        loaders = part["loader"].map(T.fmt_value)
-        base = part[loaders == reference]
-        for name in dict.fromkeys(n for n in loaders if n != reference):
-            result = verdict(base, part[loaders == name])
-            if result:
-                subject = _label(dict(zip(held, values, strict=True)))
-                found.append(sentence(where, subject, f"`{name}`", f"`{reference}`", result))
-    return found
-
-
-def _precision_sentences(where: str, table: pd.DataFrame, keys: list[str]) -> list[str]:
-    held = [k for k in keys if k != "precision"]
-    found = []
-    for values, part in groups(table, held):
-        base = part[part["precision"] == BASELINE_PRECISION]
+        names = part[axis].map(T.fmt_value)
+        base = part[names == reference]
         if base.empty:
             continue
-        for precision in T.sort_precisions(part["precision"]):
-            if precision == BASELINE_PRECISION:
-                continue
-            cells = part[part["precision"] == precision]
-            result = verdict(base, cells)
+        for name in [n for n in order if n != reference and (names == n).any()]:
+            cells = part[names == name]
+            first = _side(axis, reference, base, versions)
+            second = _side(axis, name, cells, versions)
+            result = verdict(base, cells, names=(first, second))
             if not result:
                 continue
+            emulated = axis == "precision" and (
+                _finished(cells)["precision_emulated"].map(T.is_missing).eq(False).any()
+            )
             subject = _label(dict(zip(held, values, strict=True)))
-            emulated = _finished(cells)["precision_emulated"].map(T.is_missing).eq(False).any()
-            if emulated:
-                ratio, how, _ = result
-                found.append(
-                    f"{where}{precision} is emulated: {ratio:.2f}x "
-                    f"{BASELINE_PRECISION} on {subject} ({how})."
-                )
-            else:
-                found.append(sentence(where, subject, precision, BASELINE_PRECISION, result))
+            found.append(Comparison(where, axis, second, first, subject, result, bool(emulated)))
+    return found
+
+
+def answer_sentences(runs: pd.DataFrame) -> list[str]:
+    """The comparisons of the study's matrix in words, one sentence each (see the module): each
+    loader against ``pil``, each precision against O0, each software stack against the one
+    installed."""
+    found = []
+    for c in comparisons(runs, SENTENCE_AXES):
+        where = f"On {c.where}, "
+        if c.emulated:
+            found.append(
+                f"{where}{c.name} is emulated: {c.found.ratio:.2f}x {c.reference} on "
+                f"{c.subject} ({c.found.how})"
+                + (f", no verdict: {c.found.disturbed.text()}." if c.found.disturbed else ".")
+            )
+        else:
+            name, reference = (f"`{n}`" if c.axis == "loader" else n for n in (c.name, c.reference))
+            found.append(sentence(where, c.subject, name, reference, c.found))
     return found

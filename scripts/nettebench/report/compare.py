@@ -16,14 +16,24 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
 
+from nettebench.report import caveats as C
 from nettebench.report import format as T
-from nettebench.report import stats
-from nettebench.report.grids import GROUP_KEYS, Grid, device_title, groups, row_keys
+from nettebench.report import rerun, stats
+from nettebench.report.grids import (
+    APPROX_NOTE,
+    GROUP_KEYS,
+    LEGEND,
+    Grid,
+    device_title,
+    groups,
+    row_keys,
+)
 from nettebench.report.setups import SETUP_COLUMNS, title_suffix
 from nettebench.vocabulary.record_keys import STATUS_OK
 
@@ -69,6 +79,18 @@ def formula_note(reference: str, other: str) -> str:
     )
 
 
+def interval_text(low: float, high: float) -> str:
+    """``1.04-1.16``: an interval's ends with two decimals, or as many more (up to 6) as it
+    takes for the printed ends to sit on the side of 1 the verdict was taken on (from the exact
+    ends): an interval from 1.003 is supported, and printed ``1.00`` it would read as holding
+    1; one from 0.997 to 1.2 holds 1 and prints as such at any precision."""
+    for digits in range(2, 7):
+        ends = (round(low, digits), round(high, digits))
+        if (ends[0] <= 1 <= ends[1]) == (low <= 1 <= high):
+            break
+    return f"{low:.{digits}f}-{high:.{digits}f}"
+
+
 def ratio_text(found: stats.Ratio) -> str:
     """``1.10x [1.04-1.16]`` or ``0.98x [0.91-1.05] (ns)`` (just ``1.10x`` without an
     interval)."""
@@ -76,7 +98,7 @@ def ratio_text(found: stats.Ratio) -> str:
         return ""
     if found.low is None:
         return f"{found.ratio:.2f}x {stats.UNTESTED_MARK}"
-    text = f"{found.ratio:.2f}x [{found.low:.2f}-{found.high:.2f}]"
+    text = f"{found.ratio:.2f}x [{interval_text(found.low, found.high)}]"
     return text if found.supported else f"{text} {stats.NOT_SUPPORTED_MARK}"
 
 
@@ -136,16 +158,133 @@ def cells_speedup(reference: pd.DataFrame, other: pd.DataFrame) -> stats.Ratio |
     return result if drift is None else stats.widen(result, drift)
 
 
-def cells_speedup_text(
-    reference: pd.DataFrame, other: pd.DataFrame, value: str = "time_for_epochs_s", **kwargs
-) -> str:
-    """:func:`speedup_text` of two groups of cells (their seeds): Welch on the seeds' ``value``
-    where both sides have several, else the within-cell ratio of steady rates and its interval."""
+@dataclass(frozen=True)
+class Speedup:
+    """One comparison as every output states it (table cell, figure bar, its mark): ``ratio``
+    (above 1: other is faster), its interval where there is one, the mark (``""`` supported,
+    ``(ns)``, ``(n=1)``, or :data:`NO_VERDICT_MARK`) and, when a side was disturbed, why."""
+
+    ratio: float
+    low: float | None
+    high: float | None
+    mark: str
+    disturbed: Disturbed | None = None
+
+    def text(self, *, approx: bool = False) -> str:
+        interval = "" if self.low is None else f" [{interval_text(self.low, self.high)}]"
+        text = f"{self.ratio:.2f}x{interval}" + (f" {self.mark}" if self.mark else "")
+        return T.APPROX_MARK + text if approx else text
+
+
+def speedup(
+    reference: pd.DataFrame,
+    other: pd.DataFrame,
+    value: str = "time_for_epochs_s",
+    *,
+    names: tuple[str, str] = ("the reference", "the other"),
+) -> Speedup | None:
+    """THE speed-up of ``other`` over ``reference`` (groups of seeds), the one definition the
+    tables, the figures and the front page use: the within-cell ratio of steady rates and its
+    interval where a side has one seed (:func:`cells_speedup`), else mean ``value`` of the
+    reference over that of other with Welch's test on the seeds. Its verdict is withheld
+    (:data:`NO_VERDICT_MARK`) where :func:`quiet_evidence` finds a side disturbed (``names``
+    name the sides in the reason). None when a side has nothing finished."""
     within = cells_speedup(reference, other)
-    if within is None:
-        return speedup_text(seconds(reference, value), seconds(other, value), **kwargs)
-    text = ratio_text(within)
-    return T.APPROX_MARK + text if kwargs.get("approx") and text else text
+    if within is not None and within.ratio is not None:
+        ratio, low, high = within.ratio, within.low, within.high
+        if low is None:
+            mark = stats.UNTESTED_MARK
+        else:
+            mark = "" if within.supported else stats.NOT_SUPPORTED_MARK
+    else:
+        base, found = seconds(reference, value), seconds(other, value)
+        if not base or not found:
+            return None
+        ratio = (sum(base) / len(base)) / (sum(found) / len(found))
+        low = high = None
+        mark = stats.comparison_mark(base, found).strip()
+    disturbed = quiet_evidence({names[0]: reference, names[1]: other})
+    if disturbed is not None:
+        mark = NO_VERDICT_MARK
+    return Speedup(ratio, low, high, mark, disturbed)
+
+
+def cells_speedup_text(
+    reference: pd.DataFrame,
+    other: pd.DataFrame,
+    value: str = "time_for_epochs_s",
+    *,
+    approx: bool = False,
+    names: tuple[str, str] = ("the reference", "the other"),
+    withheld: list[Disturbed] | None = None,
+) -> str:
+    """:func:`speedup` as a table cell's text (``~`` first when ``approx``); a withheld verdict's
+    reason is appended to ``withheld``, for the table's footnote (:func:`no_verdict_note`)."""
+    found = speedup(reference, other, value, names=names)
+    if found is None:
+        return ""
+    if found.disturbed is not None and withheld is not None:
+        withheld.append(found.disturbed)
+    return found.text(approx=approx)
+
+
+# ------------------------------------------------- the rule: a verdict needs quiet evidence
+
+NO_VERDICT_MARK = f"{C.INTERFERENCE_MARK} (no verdict)"
+
+
+@dataclass(frozen=True)
+class Disturbed:
+    """Why a comparison states no verdict: which of its sides' timings ran under interference
+    (``what``, e.g. ``pil's epochs (seed 0)``), and the cell directories to measure again."""
+
+    what: str
+    paths: tuple[str, ...]
+
+    @property
+    def rerun(self) -> str:
+        """The line that measures exactly the disturbed cells again (report.rerun)."""
+        return rerun.command(self.paths)
+
+    def text(self) -> str:
+        return f"{self.what} timed under interference; rerun: `{self.rerun}`"
+
+
+def quiet_evidence(sides: Mapping[str, pd.DataFrame]) -> Disturbed | None:
+    """THE rule for every comparison the report states (docs/honest-numbers.md, "A verdict
+    needs quiet evidence"): None when every finished seed of every side was timed quietly, its
+    epochs and its compute ceiling alike; else what was disturbed. A comparison with a disturbed
+    side is never supported, whatever its interval says: the load on one side, not the
+    difference compared, can make the ratio (a cell slowed 100x by another process), and the
+    ceiling is part of the evidence where its drift widens the interval (``ceiling_drift``).
+    A window whose conditions were never measured (older records) counts as quiet: the caveats
+    line says those records carry none. Which sides, and the rerun command, are said."""
+    parts, paths = [], []
+    for name, cells in sides.items():
+        ok = cells[cells["status"] == STATUS_OK]
+        several = len(ok) > 1
+        for _, row in ok.iterrows():
+            found = rerun.disturbed_parts(row)
+            if found:
+                seed = f" (seed {T.fmt_value(row.get('seed'))})" if several else ""
+                parts.append(f"{name}'s {' and '.join(found)}{seed}")
+                paths.append(str(row.get("path")))
+    if not parts:
+        return None
+    return Disturbed(what=", ".join(parts), paths=tuple(dict.fromkeys(paths)))
+
+
+def no_verdict_note(withheld: Sequence[Disturbed]) -> str:
+    """The footnote under a table with :data:`NO_VERDICT_MARK`: what was disturbed, and the one
+    line that measures exactly those cells again."""
+    paths = [p for found in withheld for p in found.paths]
+    whats = "; ".join(dict.fromkeys(found.what for found in withheld))
+    return (
+        f"{NO_VERDICT_MARK}: a side of the comparison, or its compute ceiling, was timed under "
+        "interference, so the ratio may be the load's rather than the difference compared, and "
+        f"no verdict is stated whatever its interval says ({whats}). Rerun exactly those cells "
+        f"for a clean table: `{rerun.command(paths)}`."
+    )
 
 
 def speedup_text(reference: Iterable[Any], other: Iterable[Any], *, approx: bool = False) -> str:
@@ -156,6 +295,12 @@ def speedup_text(reference: Iterable[Any], other: Iterable[Any], *, approx: bool
     ratio = (sum(reference) / len(reference)) / (sum(other) / len(other))
     text = f"{ratio:.2f}x" + stats.comparison_mark(reference, other)
     return T.APPROX_MARK + text if approx else text
+
+
+def speedup_approx(base: pd.DataFrame, seeds: pd.DataFrame, value: str) -> bool:
+    """Whether a speed-up is marked ``~``: a side was extrapolated and both sides finished."""
+    both = bool(seconds(base, value) and seconds(seeds, value))
+    return both and any(map(T.as_bool, pd.concat([base, seeds])["extrapolated"]))
 
 
 def speedup_grids(
@@ -171,6 +316,7 @@ def speedup_grids(
             continue
         labels = T.row_labels(table, row_keys(runs))
         rows, counts, approx, not_ok = [], [], False, False
+        withheld: list[Disturbed] = []
         for label in labels.unique():
             base = table[(labels == label) & (table["precision"] == baseline)]
             reference = seconds(base, value)
@@ -178,10 +324,15 @@ def speedup_grids(
             for precision in precisions:
                 seeds = table[(labels == label) & (table["precision"] == precision)]
                 values = seconds(seeds, value)
-                extrapolated = any(
-                    map(T.as_bool, pd.concat([base, seeds])["extrapolated"])
-                ) and bool(reference and values)
-                text = cells_speedup_text(base, seeds, value, approx=extrapolated)
+                extrapolated = speedup_approx(base, seeds, value)
+                text = cells_speedup_text(
+                    base,
+                    seeds,
+                    value,
+                    approx=extrapolated,
+                    names=(f"{label} {baseline}", f"{label} {precision}"),
+                    withheld=withheld,
+                )
                 if not text:
                     text = T.outcome_cell(list(seeds["status"]), None, str)
                     not_ok |= text in T.OUTCOME_TEXT.values()
@@ -203,6 +354,51 @@ def speedup_grids(
                 approx=approx,
                 partial=False,
                 not_ok=not_ok,
+                extra_notes=[no_verdict_note(withheld)] if withheld else None,
             )
         )
     return grids
+
+
+@dataclass
+class Marks:
+    """The marks a side-by-side table (versions, machines) set, for its footnotes."""
+
+    approx: bool = False
+    not_ok: bool = False
+    interference: bool = False
+    unstable: list[str] | None = None
+    withheld: list[Disturbed] | None = None
+
+    def notes(self) -> list[str]:
+        notes = [APPROX_NOTE] if self.approx else []
+        notes += [LEGEND] if self.not_ok else []
+        notes += [C.interference_note("cell")] if self.interference else []
+        notes += [C.unstable_note(self.unstable)] if self.unstable else []
+        return notes + ([no_verdict_note(self.withheld)] if self.withheld else [])
+
+
+def seconds_cell(seeds: pd.DataFrame, label: str, marks: Marks) -> str:
+    """A side-by-side table's cell of seconds (mean ± CI over its finished seeds) with every
+    mark the README defines that applies to it: ``~`` extrapolated, ``†`` partial, ``‡`` timed
+    under interference, ``§`` unstable steps; OOM / n/a where nothing finished. ``marks``
+    collects what the footnotes must explain (``label`` names the cell there)."""
+    ok = seeds[seeds["status"] == STATUS_OK]
+    summary = stats.summarize(ok["time_for_epochs_s"])
+    text = T.outcome_cell(
+        list(seeds["status"]),
+        summary.mean,
+        lambda _mean, s=summary: stats.with_ci(s, T.fmt_seconds),
+        approx=any(map(T.as_bool, ok["extrapolated"])),
+    )
+    marks.approx |= text.startswith(T.APPROX_MARK)
+    marks.not_ok |= text in T.OUTCOME_TEXT.values()
+    if not len(ok) or summary.mean is None:
+        return text
+    records = ok.to_dict("records")
+    _, mark = C.cell_caveat(records, "cell")
+    marks.interference |= bool(mark)
+    why = C.unstable_reasons(records) if "unstable" in ok else []
+    if why:
+        marks.unstable = [*(marks.unstable or []), *(f"{label}: {w}" for w in why)]
+    return text + mark + (C.UNSTABLE_MARK if why else "")

@@ -67,12 +67,10 @@ from nettebench.report.plotting import (
 )
 from nettebench.report.scaling_figure import plot_scaling
 from nettebench.report.setups import SETUP_COLUMNS
+from nettebench.report.speedup_figure import plot_speedup
 from nettebench.vocabulary import commands, outputs
 
 FIGURE_NAMES = outputs.FIGURE_NAMES
-
-
-BASELINE_PRECISION = "O0"  # what the speed-up figure divides by: the study's pure-fp32 level
 
 
 # Keys the bar figures put on the x axis, the hue or the facet title rather than in row labels
@@ -103,6 +101,8 @@ _RUN_COLUMNS = (
     "setup",
     "target_top1",
     "time_to_target_s",
+    "train_block_img_s",  # the speed-up's block rates (report.compare.speedup)
+    "path",
     "j_per_img",  # the energy figure (report.energy_figure)
     "j_per_img_low",
     "j_per_img_high",
@@ -137,44 +137,23 @@ def plot_time(runs: pd.DataFrame) -> Figure:
     return fig
 
 
-def plot_speedup(runs: pd.DataFrame) -> Figure:
-    """O0 time / time, per seed, by model and precision; 1.0 = as fast as O0."""
-    title = f"Speed-up over {BASELINE_PRECISION} (time for all epochs)"
-    matrix_facets = F.matrix_facets(runs)
-    if not matrix_facets:
-        return empty_figure(title, "no data: no matrix cells in runs.csv")
-    facets = []
-    for facet_title, frame in matrix_facets:
-        base = frame[(frame["precision"] == BASELINE_PRECISION) & (frame["status"] == "ok")]
-        base_time = base.groupby("label")["time_for_epochs_s"].mean().dropna()
-        others = frame[
-            (frame["precision"] != BASELINE_PRECISION) & frame["label"].isin(base_time.index)
-        ]
-        if base_time.empty or others.empty:
-            continue
-        others = others.assign(speedup=others["label"].map(base_time) / others["time_for_epochs_s"])
-        facets.append((facet_title, others))
-    if not facets:
-        return empty_figure(title, f"no {BASELINE_PRECISION} cells to compare against")
-    fig, panels = F.precision_bar_panels(runs, facets, "speedup")
-    for ax, _frame in panels:
-        ax.axhline(1.0, color="0.15", linewidth=1.0, linestyle="--", zorder=3)
-        ax.annotate(
-            f"{BASELINE_PRECISION} = 1",
-            (1.0, 1.0),
-            xycoords=("axes fraction", "data"),
-            xytext=(-2, 2),
-            textcoords="offset points",
-            ha="right",
-            fontsize=7,
-        )
-        ax.set_ylabel(f"{BASELINE_PRECISION} seconds / seconds")
-    fig.suptitle(title)
-    return fig
+def _cell_labels(runs: pd.DataFrame | None) -> tuple[dict, set]:
+    """Per cell directory (``path``): its row label as the tables write it (every parameter
+    that varies: loader, environment, batch, ...), and the directories of extrapolated cells
+    (``~``: partial epochs, their accuracy from ``max_steps`` steps an epoch)."""
+    if runs is None or runs.empty or "path" not in runs:
+        return {}, set()
+    matrix = runs[runs["kind"] == "matrix"]
+    labels = T.row_labels(matrix, row_keys(runs)) if len(matrix) else pd.Series(dtype=object)
+    partial = set(matrix.loc[matrix["extrapolated"].map(T.as_bool), "path"].map(str))
+    return dict(zip(matrix["path"].map(str), labels, strict=True)), partial
 
 
-def plot_accuracy(epochs: pd.DataFrame) -> Figure:
-    """Validation top-1 (solid) and top-5 (dashed) against epoch, one panel per model."""
+def plot_accuracy(epochs: pd.DataFrame, runs: pd.DataFrame | None = None) -> Figure:
+    """Validation top-1 (solid) and top-5 (dashed) against epoch, one panel per row of the
+    accuracy table: cells that differ in any parameter (``runs``: the loader, the environment,
+    ...) are never averaged, only their seeds; a precision whose cells ran partial epochs is
+    marked ``~`` in the legend, as the tables mark it."""
     title = "Validation accuracy by epoch"
     matrix = epochs[(epochs["kind"] == "matrix") & epochs["epoch"].notna()]
     if matrix.empty:
@@ -184,7 +163,12 @@ def plot_accuracy(epochs: pd.DataFrame) -> Figure:
     key = "path" if matrix["path"].notna().any() else "cell_id"
     cells = matrix.drop_duplicates(key)
     labels = T.row_labels(cells, ["batch_size", "epochs"])
-    matrix = matrix.assign(label=matrix[key].map(dict(zip(cells[key], labels, strict=True))))
+    by_path, partial = _cell_labels(runs) if key == "path" else ({}, set())
+    labels = [by_path.get(str(p), label) for p, label in zip(cells[key], labels, strict=True)]
+    matrix = matrix.assign(
+        label=matrix[key].map(dict(zip(cells[key], labels, strict=True))),
+        partial=matrix[key].map(str).isin(partial),
+    )
     several_datasets = matrix["dataset"].nunique() > 1
     several_setups = matrix["setup"].nunique() > 1
     panels = list(matrix.groupby(["dataset", "setup", "label"], sort=False, dropna=False))
@@ -222,7 +206,9 @@ def plot_accuracy(epochs: pd.DataFrame) -> Figure:
         ax.set_xlabel("epoch")
         ax.set_ylabel("validation accuracy (%)")
         ax.xaxis.get_major_locator().set_params(integer=True)
-        handles = [Line2D([], [], color=colors[p], label=p) for p in precisions]
+        handles = [
+            Line2D([], [], color=colors[p], label=_partial_label(p, frame)) for p in precisions
+        ]
         handles += [
             Line2D([], [], color="0.3", linestyle="-", label="top-1"),
             Line2D([], [], color="0.3", linestyle="--", label="top-5"),
@@ -230,6 +216,12 @@ def plot_accuracy(epochs: pd.DataFrame) -> Figure:
         ax.legend(handles=handles, fontsize=7, loc="lower right")
     fig.suptitle(f"{title}\n(mean over seeds, band = min-max)")
     return fig
+
+
+def _partial_label(precision: str, frame: pd.DataFrame) -> str:
+    """``bf16 ~ partial epochs`` where that precision's cells in the panel were extrapolated."""
+    partial = frame.loc[frame["precision"] == precision, "partial"].any()
+    return f"{precision} {T.APPROX_MARK} partial epochs" if partial else precision
 
 
 def plot_throughput(runs: pd.DataFrame) -> Figure:
@@ -387,7 +379,7 @@ def make_figures(
         drawn = {
             "time_by_model_precision": plot_time(runs),
             "speedup_over_O0": plot_speedup(runs),
-            "accuracy_curves": plot_accuracy(epochs),
+            "accuracy_curves": plot_accuracy(epochs, runs),
             "throughput": plot_throughput(runs),
             "time_to_accuracy": plot_time_to_accuracy(runs),
             "scaling": plot_scaling(runs),

@@ -50,11 +50,13 @@ def caveat_parts(runs: pd.DataFrame) -> list[tuple[str, bool]]:
     if runs.empty:
         return []
     parts = []
-    measured = runs[~runs["interference"].map(T.is_missing)]
+    # A cell counts as measured when either of its windows was (its epochs' or its ceiling's):
+    # a record without its own conditions beside a ceiling that has them is still a cell
+    # whose ceiling may have been disturbed.
+    columns = ["interference", "ceiling_interference"]
+    measured = runs[~runs[columns].apply(lambda c: c.map(T.is_missing)).all(axis=1)]
     if len(measured):
-        disturbed = measured["interference"].map(C._flag) | measured["ceiling_interference"].map(
-            C._flag
-        )
+        disturbed = measured[columns].apply(lambda c: c.map(C._flag)).any(axis=1)
         count = int(disturbed.sum())
         parts.append(
             (

@@ -118,6 +118,8 @@ class Grid:
     emulated: str | None = None  # the note naming the CPU, when a column is emulated
     unstable: list[str] | None = None  # "<row> <precision>: why", for each cell marked unstable
     within_noise: bool = False  # a share above 100 % within both spreads is marked
+    # footnotes of the table's own (report.compare.no_verdict_note: comparisons withheld)
+    extra_notes: list[str] | None = None
 
     def notes(self) -> list[str]:
         notes = []
@@ -128,7 +130,7 @@ class Grid:
         if self.not_ok:
             notes.append(LEGEND)
         notes += self.caveat_notes()
-        return notes
+        return notes + list(self.extra_notes or [])
 
     def caveat_notes(self) -> list[str]:
         notes = [C.interference_note(self.interference)] if self.interference else []

@@ -81,6 +81,7 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
         "report/aggregate.py",
         "report/answers.py",
         "report/compare.py",
+        "report/rerun.py",  # the rerun line under a withheld verdict (report/compare.py)
         "report/duplicates.py",
         "report/front_page.py",
         "report/tables/",
@@ -93,6 +94,7 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
         "report/front_page.py",
         "report/answers.py",
         "report/compare.py",
+        "report/rerun.py",
         "report/tables/energy.py",  # the energy sentence
     ),
     "figures": (
@@ -102,6 +104,9 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
         "report/plotting.py",
         "report/scaling_figure.py",  # and the scaling table's rows it draws
         "report/tables/scaling.py",
+        "report/speedup_figure.py",  # and the speed-up it draws, the time table's own
+        "report/compare.py",
+        "report/rerun.py",
         "report/energy_figure.py",  # and the energy table's definitions it draws by
         "report/tables/energy.py",
     ),

@@ -1,8 +1,13 @@
-"""The report's comparisons as a table: each loader against ``pil`` and each precision against
-O0, with the ratio, how it was tested and whether the data support it.
+"""The report's comparisons as a table: along every axis that varies in the study (loader,
+precision, package environment, library build, records from two software stacks, batch size,
+...), each value against its reference, with the ratio, how it was tested and whether the data
+support it.
 
-The same verdicts as the front page's sentences (:mod:`nettebench.report.answers`), one row each,
-so a ratio such as cached / pil can be read (and diffed) in a Markdown file.
+The same verdicts as the front page's sentences (:func:`nettebench.report.answers.comparisons`),
+one row each, so a ratio such as cached / pil can be read (and diffed) in a Markdown file. A
+comparison with a side timed under interference states no verdict
+(:func:`nettebench.report.compare.quiet_evidence`): it says which side, and the footnote gives
+the one command that measures exactly those cells again.
 """
 
 from __future__ import annotations
@@ -11,54 +16,56 @@ import pandas as pd
 
 from nettebench.report import answers
 from nettebench.report import format as T
-from nettebench.report.compare import BASELINE_PRECISION
-from nettebench.report.grids import GROUP_KEYS, groups, no_matrix, row_keys
+from nettebench.report.compare import no_verdict_note
+from nettebench.report.grids import no_matrix
 
 NOTE = (
-    "Each loader against `pil` and each precision against O0, the other parameters held: "
-    "the ratio of steady img/s (above 1: faster), how it was tested, and whether the data "
-    "support a difference (`no`: the interval holds 1)."
+    "Along every axis that varies, each value against its reference (loader `pil`, precision "
+    "O0, package environment or build `installed`, else the first), the other parameters and "
+    "the hardware held: the ratio of steady img/s (above 1: faster), how it was tested, and "
+    "whether the data support a difference (`no`: the interval holds 1; `no verdict`: a side "
+    "or its ceiling was timed under interference)."
 )
 _SUPPORTED = {True: "yes", False: "no", None: "untested"}
+NOTHING_VARIES = (
+    "No comparison: every matrix cell on the same hardware has the same parameters and "
+    "software (add a second value to an axis, e.g. `loader: [pil, cached]`)."
+)
 
 
-def comparison_sections(runs: pd.DataFrame) -> dict[str, list[list[str]]]:
-    """Per device (and setup), ``[compared, ratio, test, supported]`` for every comparison."""
+def comparison_sections(runs: pd.DataFrame) -> tuple[dict[str, list[list[str]]], list]:
+    """Per hardware, ``[compared, ratio, test, supported]`` for every comparison, and the
+    reasons of those whose verdict is withheld."""
     sections: dict[str, list[list[str]]] = {}
-    if runs.empty:
-        return sections
-    for _, table in groups(runs[runs["kind"] == "matrix"], GROUP_KEYS):
-        rows = sections.setdefault(answers._where(table), [])
-        keys = ["model", *answers._varying(table, [*row_keys(runs), "precision"])]
-        for axis, reference in (
-            ("loader", answers.REFERENCE_LOADER),
-            ("precision", BASELINE_PRECISION),
-        ):
-            if axis not in keys:
-                continue
-            held = [k for k in keys if k != axis]
-            for values, part in groups(table, held):
-                names = part[axis].map(T.fmt_value)
-                base = part[names == reference]
-                if base.empty:
-                    continue
-                for name in dict.fromkeys(n for n in names if n != reference):
-                    found = answers.verdict(base, part[names == name])
-                    if found:
-                        ratio, how, supported = found
-                        label = answers._label(dict(zip(held, values, strict=True)))
-                        compared = f"{name} / {reference}, {label}"
-                        rows.append([compared, f"{ratio:.2f}x", how, _SUPPORTED[supported]])
-    return {where: rows for where, rows in sections.items() if rows}
+    withheld = []
+    for c in answers.comparisons(runs):
+        supported = _SUPPORTED[c.found.supported]
+        if c.found.disturbed is not None:
+            supported = f"no verdict: {c.found.disturbed.what} ‡"
+            withheld.append(c.found.disturbed)
+        rows = sections.setdefault(c.where, [])
+        rows.append(
+            [
+                f"{c.name} / {c.reference}, {c.subject}",
+                f"{c.found.ratio:.2f}x",
+                c.found.how,
+                supported,
+            ]
+        )
+    return sections, withheld
 
 
 def comparisons_markdown(runs: pd.DataFrame) -> str:
-    found = comparison_sections(runs)
+    found, withheld = comparison_sections(runs)
     if not found:
-        return T.document("Comparisons", NOTE, [], empty=no_matrix(runs))
+        has_matrix = not runs.empty and (runs["kind"] == "matrix").any()
+        empty = NOTHING_VARIES if has_matrix else no_matrix(runs)
+        return T.document("Comparisons", NOTE, [], empty=empty)
     header = ["compared", "ratio", "test", "supported"]
     sections = [
         T.section(where[0].upper() + where[1:], T.pipe_table(header, rows, "lrll"), level=2)
         for where, rows in found.items()
     ]
+    if withheld:
+        sections.append(no_verdict_note(withheld) + "\n")
     return T.document("Comparisons", NOTE, sections)

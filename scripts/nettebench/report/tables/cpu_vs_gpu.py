@@ -15,7 +15,15 @@ import pandas as pd
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.answers import ALIKE, FASTER, SLOWER, UNTESTED, direction, verdict
+from nettebench.report.answers import (
+    ALIKE,
+    DISTURBED,
+    FASTER,
+    SLOWER,
+    UNTESTED,
+    direction,
+    verdict,
+)
 from nettebench.report.collect import cell_keys
 from nettebench.report.duplicates import identity_columns
 from nettebench.report.grids import APPROX_NOTE, LEGEND, NO_CELLS_NOTE, row_keys
@@ -36,6 +44,7 @@ _VERSUS_O0 = {
     SLOWER: " (slower than O0 by its steady steps)",
     ALIKE: " (O0 and it cannot be told apart)",
     UNTESTED: " (untested against O0)",
+    DISTURBED: " (no verdict against O0: timed under interference ‡)",
 }
 
 NO_GPU = "no GPU cell"

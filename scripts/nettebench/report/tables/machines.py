@@ -12,8 +12,8 @@ import pandas as pd
 
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.compare import cells_speedup_text, formula_note
-from nettebench.report.grids import APPROX_NOTE, LEGEND, groups, no_matrix, row_keys
+from nettebench.report.compare import Marks, cells_speedup_text, formula_note, seconds_cell
+from nettebench.report.grids import groups, no_matrix, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, varying
 from nettebench.vocabulary.record_keys import STATUS_OK
 
@@ -77,7 +77,7 @@ def machines_markdown(runs: pd.DataFrame) -> str:
         reference = setups[0]
         labels = T.row_labels(table, row_keys(runs))
         header = ["cell", *setups, *(f"{s}: speed-up over {reference}" for s in setups[1:])]
-        rows, approx, not_ok = [], False, False
+        rows, marks = [], Marks(withheld=[])
         for precision in T.sort_precisions(table["precision"]):
             for label in labels[table["precision"] == precision].unique():
                 cell = table[(labels == label) & (table["precision"] == precision)]
@@ -86,28 +86,22 @@ def machines_markdown(runs: pd.DataFrame) -> str:
                 for setup in setups:
                     seeds = by_setup[setup]
                     ok = seeds[seeds["status"] == STATUS_OK]
-                    summary = stats.summarize(ok["time_for_epochs_s"])
-                    extrapolated = any(map(T.as_bool, ok["extrapolated"]))
-                    text = T.outcome_cell(
-                        list(seeds["status"]),
-                        summary.mean,
-                        lambda _mean, s=summary: stats.with_ci(s, T.fmt_seconds),
-                        approx=extrapolated,
-                    )
-                    counts += [summary.n] if summary.n else []
-                    approx |= text.startswith(T.APPROX_MARK)
-                    not_ok |= text in T.OUTCOME_TEXT.values()
-                    row.append(text)
+                    counts += [len(stats.finite(ok["time_for_epochs_s"]))] if len(ok) else []
+                    row.append(seconds_cell(seeds, f"{row[0]} on {setup}", marks))
                 for setup in setups[1:]:
                     pair = pd.concat([by_setup[reference], by_setup[setup]])
                     extrapolated = any(map(T.as_bool, pair["extrapolated"]))
                     row.append(
                         cells_speedup_text(
-                            by_setup[reference], by_setup[setup], approx=extrapolated
+                            by_setup[reference],
+                            by_setup[setup],
+                            approx=extrapolated,
+                            names=(f"{row[0]} on {reference}", f"{row[0]} on {setup}"),
+                            withheld=marks.withheld,
                         )
                     )
                 rows.append(row)
-        notes = ([APPROX_NOTE] if approx else []) + ([LEGEND] if not_ok else [])
+        notes = marks.notes()
         body = T.pipe_table(header, rows, "l" + "r" * (len(header) - 1))
         title = f"{dataset}, {T.fmt_value(epochs)} epochs"
         sections.append(T.section(title, body, notes=notes, level=2))

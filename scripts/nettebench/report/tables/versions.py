@@ -17,8 +17,8 @@ import pandas as pd
 
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.compare import cells_speedup_text, formula_note
-from nettebench.report.grids import APPROX_NOTE, LEGEND, device_title, groups, no_matrix, row_keys
+from nettebench.report.compare import Marks, cells_speedup_text, formula_note, seconds_cell
+from nettebench.report.grids import device_title, groups, no_matrix, row_keys
 from nettebench.report.setups import HARDWARE_COLUMNS, SETUP_COLUMNS, describe, varying
 from nettebench.vocabulary.record_keys import STATUS_OK
 
@@ -115,7 +115,7 @@ def library_versions_markdown(runs: pd.DataFrame) -> str:
             versions = sorted(dict.fromkeys(columns_of), key=list(columns_of).index)
             first = versions[0]
             rows_of = T.row_labels(table, keys)
-            rows, approx, not_ok = [], False, False
+            rows, marks = [], Marks(withheld=[])
             for precision in T.sort_precisions(table["precision"]):
                 for row_label in rows_of[table["precision"] == precision].unique():
                     cell = table[(rows_of == row_label) & (table["precision"] == precision)]
@@ -123,19 +123,10 @@ def library_versions_markdown(runs: pd.DataFrame) -> str:
                     row = [f"{row_label} {precision}"]
                     for version in versions:
                         seeds = by_version[version]
+                        text = seconds_cell(seeds, f"{row[0]} at {version}", marks)
                         ok = seeds[seeds["status"] == STATUS_OK]
-                        summary = stats.summarize(ok["time_for_epochs_s"])
-                        row.append(
-                            T.outcome_cell(
-                                list(seeds["status"]),
-                                summary.mean,
-                                lambda _mean, s=summary: stats.with_ci(s, T.fmt_seconds),
-                                approx=any(map(T.as_bool, ok["extrapolated"])),
-                            )
-                        )
-                        counts += [summary.n] if summary.n else []
-                        approx |= row[-1].startswith(T.APPROX_MARK)
-                        not_ok |= row[-1] in T.OUTCOME_TEXT.values()
+                        counts += [len(stats.finite(ok["time_for_epochs_s"]))] if len(ok) else []
+                        row.append(text)
                     for version in versions[1:]:
                         pair = pd.concat([by_version[first], by_version[version]])
                         row.append(
@@ -143,10 +134,12 @@ def library_versions_markdown(runs: pd.DataFrame) -> str:
                                 by_version[first],
                                 by_version[version],
                                 approx=any(map(T.as_bool, pair["extrapolated"])),
+                                names=(f"{row[0]} at {first}", f"{row[0]} at {version}"),
+                                withheld=marks.withheld,
                             )
                         )
                     rows.append(row)
-            notes = ([APPROX_NOTE] if approx else []) + ([LEGEND] if not_ok else [])
+            notes = marks.notes()
             params = dict(zip(group_keys, key, strict=True))
             machine = params.get("machine")
             where = "" if T.is_missing(machine) else f", machine {machine}"

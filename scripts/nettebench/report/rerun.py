@@ -1,0 +1,80 @@
+"""Re-measure what was disturbed, in one command: the cells (and ceilings) timed under
+interference, and the Snakemake line that measures exactly them again.
+
+A cell's ceiling is measured in the cell's own job right after its epochs (rule ``cell_train``,
+``benchmarks/cell_job.py``), so rerunning a cell's job measures both again; a cell whose
+ceiling alone was disturbed is rerun the same way. Snakemake's ``--forcerun`` takes output
+files, so the line names each disturbed cell's ``metrics.json`` and Snakemake reruns those
+jobs and the report jobs after them, nothing else. ``NETTEBENCH_RETRAIN=1`` tells the trainer
+not to restore the finished record it kept (``training/finished.py``): a restore would copy the
+disturbed numbers back instead of measuring them.
+
+``python -m nettebench.report rerun [--runs results/tables/runs.csv]`` prints the line (or says
+nothing was disturbed); the tables and the front page print it under every comparison they
+withhold a verdict from (:func:`nettebench.report.compare.quiet_evidence`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+from collections.abc import Iterable
+from pathlib import Path
+
+import pandas as pd
+
+from nettebench.report import caveats as C
+from nettebench.vocabulary import commands
+from nettebench.vocabulary.outputs import METRICS_FILE
+from nettebench.vocabulary.record_keys import STATUS_OK
+
+RETRAIN = "NETTEBENCH_RETRAIN=1"  # training/finished.py's RETRAIN_ENV: measure, never restore
+# What made a timing disturbed: the cell's epochs, its ceiling's timed steps (runs.csv columns).
+DISTURBED_COLUMNS = {"interference": "epochs", "ceiling_interference": "ceiling"}
+
+
+def disturbed_parts(row: pd.Series) -> list[str]:
+    """``["epochs", "ceiling"]``: which of a cell's timings ran under interference."""
+    return [part for column, part in DISTURBED_COLUMNS.items() if C._flag(row.get(column))]
+
+
+def disturbed(runs: pd.DataFrame) -> pd.DataFrame:
+    """The finished cells of ``runs`` whose epochs or ceiling were timed under interference."""
+    if runs.empty:
+        return runs
+    ok = runs[runs["status"] == STATUS_OK]
+    return ok[ok.apply(lambda row: bool(disturbed_parts(row)), axis=1)]
+
+
+def command(paths: Iterable[str]) -> str:
+    """The line that measures exactly the cells at ``paths`` (their directories) again."""
+    targets = [str(Path(p) / METRICS_FILE) for p in dict.fromkeys(map(str, paths))]
+    if not targets:
+        return ""
+    return f"{RETRAIN} snakemake --forcerun {shlex.join(targets)}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m nettebench.report rerun")
+    parser.add_argument(
+        "--runs",
+        type=Path,
+        default=Path("results/tables/runs.csv"),
+        help="the aggregated runs (default: results/tables/runs.csv)",
+    )
+    args = parser.parse_args(argv)
+    if not args.runs.is_file():
+        parser.error(f"{args.runs}: no such file (run the tables job first)")
+    found = disturbed(pd.read_csv(args.runs))
+    if found.empty:
+        print("No cell or ceiling was timed under interference: nothing to rerun.")
+        return 0
+    for _, row in found.iterrows():
+        print(f"# {row['path']}: {' and '.join(disturbed_parts(row))} under interference")
+    print(command(found["path"]))
+    return 0
+
+
+if __name__ == "__main__":  # run as python -m nettebench report rerun
+    sys.exit(commands.moved(__spec__.name))

@@ -1,0 +1,104 @@
+"""The speed-up figure: each precision's speed-up over O0, as the time table's "Speed-up over O0"
+states it.
+
+One definition (:func:`nettebench.report.compare.speedup`): with one seed a side the ratio of the
+two cells' steady block rates with its interval (the whisker), with several seeds the ratio of
+mean seconds; over each bar the table's own mark (``~``, ``(ns)``, ``(n=1)``, ``‡ (no
+verdict)``). It never divides seconds where the table divides rates (the figure once drew bf16 at
+0.78, a ratio of seconds, where the table said ``~1.01x [0.41-2.49] (ns)``).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from matplotlib.figure import Figure
+
+from nettebench.report import caveats as C
+from nettebench.report import compare
+from nettebench.report import facets as F
+from nettebench.report import format as T
+from nettebench.report.plotting import (
+    bar_width,
+    empty_figure,
+    grouped_bars,
+    new_figure,
+    precision_colors,
+)
+
+BASELINE_PRECISION = compare.BASELINE_PRECISION  # the study's pure-fp32 level
+
+
+def speedup_frame(frame: pd.DataFrame) -> pd.DataFrame:
+    """One bar per (row label, precision) of a facet: the speed-up over O0 as the time table's
+    speed-up grid states it (:func:`nettebench.report.compare.speedup`, the one definition:
+    steady block rates for one seed a side, mean seconds for several), its interval as the
+    whisker, and the table's mark over it (``~``, ``(ns)``, ``(n=1)``, ``‡ (no verdict)``)."""
+    rows = []
+    for label in frame["label"].unique():
+        base = frame[(frame["label"] == label) & (frame["precision"] == BASELINE_PRECISION)]
+        if not compare.seconds(base):
+            continue
+        for precision in T.sort_precisions(frame["precision"]):
+            if precision == BASELINE_PRECISION:
+                continue
+            seeds = frame[(frame["label"] == label) & (frame["precision"] == precision)]
+            if seeds.empty:
+                continue
+            names = (f"{label} {BASELINE_PRECISION}", f"{label} {precision}")
+            found = compare.speedup(base, seeds, names=names)
+            approx = (
+                T.APPROX_MARK if compare.speedup_approx(base, seeds, "time_for_epochs_s") else ""
+            )
+            statuses = ["ok"] if found else list(seeds["status"])
+            for status in statuses:
+                rows.append(
+                    {
+                        "label": label,
+                        "hue": str(precision),
+                        "status": status,
+                        "value": found.ratio if found else np.nan,
+                        "low": found.low if found and found.low is not None else np.nan,
+                        "high": found.high if found and found.high is not None else np.nan,
+                        "mark": (approx + (found.mark if found else "")) or np.nan,
+                    }
+                )
+    columns = ["label", "hue", "status", "value", "low", "high", "mark"]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def plot_speedup(runs: pd.DataFrame) -> Figure:
+    """Each precision's speed-up over O0 by model: the time table's speed-up grid drawn."""
+    title = f"Speed-up over {BASELINE_PRECISION}"
+    matrix_facets = F.matrix_facets(runs)
+    if not matrix_facets:
+        return empty_figure(title, "no data: no matrix cells in runs.csv")
+    facets = [(t, speedup_frame(frame), frame) for t, frame in matrix_facets]
+    facets = [facet for facet in facets if not facet[1].empty]
+    if not facets:
+        return empty_figure(title, f"no {BASELINE_PRECISION} cells to compare against")
+    colors = precision_colors(runs["precision"].dropna().astype(str))
+    widest = max(bar_width(f["label"].nunique(), f["hue"].nunique()) for _, f, _ in facets)
+    fig, axes = new_figure(len(facets), panel_width=widest)
+    for ax, (facet_title, bars, frame) in zip(axes, facets, strict=True):
+        grouped_bars(
+            ax,
+            bars,
+            categories=list(bars["label"].unique()),
+            hues=[p for p in T.sort_precisions(frame["precision"]) if p in set(bars["hue"])],
+            colors=colors,
+        )
+        ax.set_title(facet_title, fontsize=9)
+        ax.axhline(1.0, color="0.15", linewidth=1.0, linestyle="--", zorder=3)
+        ax.annotate(
+            f"{BASELINE_PRECISION} = 1",
+            (1.0, 1.0),
+            xycoords=("axes fraction", "data"),
+            xytext=(-2, 2),
+            textcoords="offset points",
+            ha="right",
+            fontsize=7,
+        )
+        ax.set_ylabel("times as fast as O0 (table: Speed-up over O0)")
+    fig.suptitle(f"{title}\n(whisker: its interval; {C.INTERFERENCE_MARK}: no verdict)")
+    return fig

@@ -1,0 +1,76 @@
+"""Figures say what the tables say ([4/5] item 3): the speed-up figure draws the time table's
+speed-up (steady block rates for one seed a side, never a ratio of seconds) with its mark, and
+the accuracy curves never average cells the tables keep apart (two loaders), marking partial
+epochs as the tables do. Expected values are computed here from the raw records."""
+
+from __future__ import annotations
+
+import math
+
+import record_factory as F
+
+from nettebench.report import figures, plotting
+from nettebench.report.aggregate import aggregate
+
+STEADY = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8, 100.1, 99.9]
+LOADED = F.window(0.6, reasons=("other processes took 60 % of the job's CPUs",))
+
+
+def _geomean(xs):
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def _cell(root, precision, blocks, **kwargs):
+    return F.make_cell(
+        root,
+        precision=precision,
+        device_type="cpu",
+        train_img_s=sum(blocks) / len(blocks),
+        summary_extra={"train_block_img_s": blocks},
+        **kwargs,
+    )
+
+
+def _marks(fig):
+    return [t.get_text() for ax in fig.axes for t in ax.texts]
+
+
+def test_the_speedup_bar_is_the_tables_block_rate_ratio_with_its_mark(tmp_path):
+    """bf16's seconds say 0.5x (twice the seconds: validation, start-up) while its steady
+    steps ran at 1.01x: the table states the steps' ratio, and so must the bar."""
+    bf16 = [1.01 * r for r in STEADY]
+    o0 = _cell(tmp_path / "runs", "O0", STEADY, time_for_epochs_s=100.0)
+    other = _cell(tmp_path / "runs", "bf16", bf16, time_for_epochs_s=200.0, conditions=LOADED)
+    out = aggregate([o0, other], tmp_path / "tables")
+    runs = plotting.read_table(out["runs"], figures._RUN_COLUMNS)
+    fig = figures.plot_speedup(runs)
+    (bar,) = [p for p in fig.axes[0].patches if p.get_height() > 0]
+    expected = _geomean(bf16) / _geomean(STEADY)
+    assert math.isclose(bar.get_height(), expected, rel_tol=1e-9), bar.get_height()
+    table = out["time_by_model_precision"].read_text().split("## Speed-up over O0")[1]
+    row = next(x for x in table.splitlines() if x.startswith("| resnet18"))
+    mark = row.split("|")[2].strip().split("] ", 1)[1]  # what follows the interval
+    assert mark == "‡ (no verdict)" and mark in _marks(fig)
+
+
+def test_accuracy_curves_keep_loaders_apart_and_mark_partial_epochs(tmp_path):
+    root = tmp_path / "runs"
+    paths = [
+        F.make_cell(root, precision="O0", extra_cell={"loader": "pil"}),
+        F.make_cell(root, precision="O0", extra_cell={"loader": "cached"}, seed=1),
+        F.make_cell(root, precision="bf16", extra_cell={"loader": "pil"}, max_steps=4),
+    ]
+    out = aggregate(paths, tmp_path / "tables")
+    runs = plotting.read_table(out["runs"], figures._RUN_COLUMNS)
+    epochs = plotting.read_table(out["epochs"], figures._EPOCH_COLUMNS)
+    fig = figures.plot_accuracy(epochs, runs)
+    titles = [ax.get_title() for ax in fig.axes]
+    assert len(fig.axes) == 2 and any("cached" in t for t in titles), titles
+    for ax in fig.axes:
+        line = next(ln for ln in ax.get_lines() if ln.get_linestyle() == "-")  # O0 top-1
+        cached = "cached" in ax.get_title()
+        seed = 1 if cached else 0  # each panel one cell: its own curve, never a mean of two
+        expected = [F.top1_for("resnet18", "O0", seed, e) for e in range(1, F.STUDY_EPOCHS + 1)]
+        assert list(line.get_ydata()) == expected, (ax.get_title(), list(line.get_ydata()))
+    legend = [t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()]
+    assert "bf16 ~ partial epochs" in legend and "O0 ~ partial epochs" not in legend
