@@ -302,6 +302,21 @@ def test_beyond_both_spreads_timed_quietly_is_impossible():
     assert "above its own compute ceiling (2,000 img/s, 2,100 at the fast end" in row["implausible"]
 
 
+def test_a_cpu_ceiling_is_an_estimate_that_withholds_no_cell():
+    """The same quiet numbers on a CPU (a resnet34 O0 pil cell at 206 img/s against a ceiling
+    of 151 was withheld as ✗): said in words, kept, not impossible."""
+    record = {
+        "status": "ok", "cell": {"precision": "O0"}, "device": {"type": "cpu"},
+        "conditions": {"interference": False},
+        "summary": {"train_img_s": 206.0, "train_img_s_low": 171.0},
+    }  # fmt: skip
+    ceiling = {"status": "ok", "img_s": 151.0, "batch_size": 64, "step_ms_p10": 1000 * 64 / 160}
+    row = C.caveat_columns(record, ceiling)
+    assert row["above_ceiling"] is False and row["implausible"] is None
+    assert "on a CPU the ceiling is an estimate" in row["ceiling_exceeded"]
+    assert row["ceiling_fast_img_s"] == pytest.approx(160.0)
+
+
 def test_a_multi_seed_cell_with_one_impossible_seed_is_withheld():
     fine = {"above_ceiling": False, "interference": False, "ceiling_interference": False}
     bad = {**fine, "above_ceiling": True}
