@@ -26,6 +26,8 @@ def _run(answers, rate="127", marks=None):
     }  # fmt: skip
     return {
         "wall_s": 100.0,
+        "run_s": 96.0,
+        "report_s": 4.0,
         "loadavg_before": "0.50 0.40 0.30",
         "other_cpu_share_during_run": 0.004,
         "steal_share_during_run": 0.18,
@@ -48,8 +50,8 @@ def test_the_side_by_side_table_names_flips_and_impossible_cells():
         in (table)
     )
     assert (
-        "| wall (load before; others' share, stolen share of the CPUs) "
-        "| 100 s (0.50 0.40 0.30; 0.4 %, 18.0 %) |"
+        "| wall: run + report (load before; others' share, stolen share of the CPUs) "
+        "| 100 s: 96 + 4 (0.50 0.40 0.30; 0.4 %, 18.0 %) |"
     ) in table
     assert "directions that flip between runs: 1" in table and "cells with ✗: 1" in table
     steady = B.side_by_side([_run([PIL_FASTER]), _run([PIL_FASTER, NOISE])])

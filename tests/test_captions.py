@@ -1,7 +1,8 @@
 """Every table's caption states the formula of the number it shows: one cell of each table is
 computed here from the records (record_factory's deterministic values) by that formula, by hand
 (mean, Student's t half-width with t(0.975, 1) = 12.706, ratios, geometric means), and found in
-the table; the speed-up's caption names both of its forms and no example reads like a result."""
+the table; the speed-up's caption names both of its forms (their formulas are in
+docs/honest-numbers.md) and no example reads like a result; no caption runs past 90 words."""
 
 from __future__ import annotations
 
@@ -62,9 +63,9 @@ def test_time_is_the_mean_of_the_seeds_summed_epoch_seconds(study):
 
 def test_a_speedup_of_several_seeds_is_mean_seconds_of_o0_over_mean_seconds(study):
     text = study["time_by_model_precision"]
-    assert "mean seconds of O0 / mean seconds of the precision" in text
-    assert "the steady training rate of the precision / that of O0" in text
-    assert "1.10x [1.04-1.16]" not in text and "`Rx [L-H]`" in text  # symbolic, not a result
+    assert "`Rx`: the ratio of mean seconds" in text
+    assert "`Rx [L-H]`: the ratio of the two cells' steady training rates" in text
+    assert "1.10x [1.04-1.16]" not in text and "docs/honest-numbers.md" in text
     speedups = text.split("## Speed-up over O0")[1]
     ratio = statistics.fmean(_seconds("O0")) / statistics.fmean(_seconds("O1"))
     assert _table(speedups, H200)[LABEL]["O1"] == f"{ratio:.2f}x"
@@ -143,7 +144,7 @@ def test_time_to_accuracy_is_the_seconds_until_top1_first_reached_the_target(stu
 def test_timing_conditions_give_others_share_of_the_jobs_cpus(tmp_path):
     path = F.make_cell(tmp_path, conditions=F.window(0.37))
     text = aggregate([path], tmp_path / "t")["timing_conditions"].read_text()
-    assert "*Others' CPU* is the time other processes took on the CPUs" in text
+    assert "*Others' CPU*: other processes' share of the job's CPUs" in text
     ((_, rows),) = md_tables(text)
     row = dict(zip(rows[0], rows[1], strict=True))
     assert row["others' CPU %"] == "37.0"
@@ -160,6 +161,32 @@ def test_machines_and_versions_speedups_are_mean_seconds_of_the_first_over_this(
     ratio = statistics.fmean(times["2.14.1"]) / statistics.fmean(times["2.15.0"])
     for name in ("time_by_machine", "time_by_library_version"):
         text = written[name].read_text()
-        assert "mean seconds of the first" in text, name
+        assert "faster this version is than the first version" in text or (
+            "faster this setup is than the first setup" in text
+        ), name
         cells = [c for _, rows in md_tables(text) for row in rows[1:] for c in row]
         assert f"{ratio:.2f}x" in cells, name
+
+
+CAPTION_WORDS = 90  # what a reader takes in beside a table; formulas live in the docs
+
+
+def captions(text: str) -> list[str]:
+    """Every paragraph that opens a table's section: the first block after a heading that is
+    not itself a table (the marks' footnotes below a table name cells, so they are not)."""
+    found = []
+    for section in text.split("\n#")[1:]:
+        blocks = [b.strip() for b in section.split("\n\n")[1:] if b.strip()]
+        if blocks and not blocks[0].startswith(("|", "#")):
+            found.append(blocks[0])
+    return found
+
+
+def test_no_caption_runs_past_ninety_words(study):
+    long = {
+        name: len(caption.split())
+        for name, text in study.items()
+        for caption in captions(text)
+        if len(caption.split()) > CAPTION_WORDS
+    }
+    assert long == {}

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -34,11 +35,14 @@ def test_only_the_loader_differing_is_drift():
     assert ceiling_drift(_side(200.0), _side(400.0, loader="cached")) == math.log(2)
 
 
-def test_the_formula_note_names_both_formulas_in_their_order():
+def test_the_formula_note_names_both_forms_and_the_docs_hold_their_formulas():
     note = formula_note("O0", "O2")
     assert "how many times faster O2 is than O0" in note
-    assert "the steady training rate of O2 / that of O0" in note
-    assert "mean seconds of O0 / mean seconds of O2" in note
+    assert "`Rx [L-H]`: the ratio of the two cells' steady training rates" in note
+    assert "`Rx`: the ratio of mean seconds" in note
+    docs = (Path(__file__).resolve().parents[1] / "docs" / "honest-numbers.md").read_text()
+    assert "the steady training rate of one cell / that of the other" in docs
+    assert "mean seconds of the reference / mean seconds of the other" in docs
 
 
 def test_one_extrapolated_side_is_enough_for_the_approx_mark(tmp_path):

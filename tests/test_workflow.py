@@ -388,3 +388,18 @@ def _edit(path):
     """Change a module the way a developer would (Snakemake compares content, not just mtime)."""
     with open(path, "a", encoding="utf-8") as handle:
         handle.write("\n# edited by a test\n")
+
+
+def test_no_caption_of_the_quick_starts_tables_runs_past_ninety_words(quickstart):
+    """What a table shows and how to read its marks, in at most 90 words; the formulas are in
+    docs/honest-numbers.md (tests/test_captions.py:captions says what a caption is)."""
+    from test_captions import CAPTION_WORDS, captions
+
+    workdir, _ = quickstart
+    long = {
+        path.name: len(caption.split())
+        for path in sorted((workdir / "results" / "tables").glob("*.md"))
+        for caption in captions(path.read_text())
+        if len(caption.split()) > CAPTION_WORDS
+    }
+    assert long == {}

@@ -70,7 +70,8 @@ def build_store(data: str, store_dir: Path, trainer_args: list[str]) -> float:
         [
             sys.executable,
             "-m",
-            "nettebench.data.store_build",
+            "nettebench.data",
+            "store",
             "--data",
             data,
             "--out-dir",

@@ -64,18 +64,18 @@ def single_blocks(cells: pd.DataFrame) -> list[float] | None:
     return block_rates(ok["train_block_img_s"].iloc[0]) or None
 
 
+# Where every formula behind a table's numbers is written out once; captions point to it.
+FORMULAS = "docs/honest-numbers.md (Statistics)"
+
+
 def formula_note(reference: str, other: str) -> str:
-    """What a speed-up cell shows, as its caption states it: the formula each of its two forms
-    is computed by (:func:`cells_speedup_text`), so a reader can recompute it from runs.csv."""
+    """What a speed-up cell shows and how to read its marks, in a caption's few words: its two
+    forms (:func:`cells_speedup_text`) named, their formulas in ``docs/honest-numbers.md``."""
     return (
-        f"A speed-up is how many times faster {other} is than {reference} (above 1: faster), "
-        "by one of two formulas, told apart by its form. `Rx [L-H]` (one seed a side with step "
-        f"times): the steady training rate of {other} / that of {reference}, each the geometric "
-        "mean of the cell's block rates (`train_block_img_s`: images / seconds of 10 "
-        "consecutive runs of steady steps); it leaves out validation, warm-up and each epoch's "
-        "loader start-up, so it can differ from the ratio of the seconds above. `Rx` (several "
-        f"seeds a side, or no step times): mean seconds of {reference} / mean seconds of "
-        f"{other} (`summary.time_for_epochs_s`)."
+        f"Speed-up: how many times faster {other} is than {reference} (above 1: faster); "
+        "`Rx [L-H]`: the ratio of the two cells' steady training rates with its 95 % Welch "
+        "interval (one seed a side); `Rx`: the ratio of mean seconds (several seeds). "
+        f"{stats.COMPARISON_NOTE}"
     )
 
 

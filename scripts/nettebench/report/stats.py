@@ -40,18 +40,8 @@ CI_NOTE = (
     "(Student's t, n - 1 degrees of freedom); a cell with one seed shows its value alone."
 )
 COMPARISON_NOTE = (
-    f"{NOT_SUPPORTED_MARK}: the data do not support a difference. With several seeds a side: "
-    "Welch's t-test on the per-seed values, two-sided, p >= 0.05 (Welch because the two sides "
-    "need not vary alike, and a t-test because no rank test can reach p < 0.05 with 2-3 seeds "
-    "a side). With one seed a side the speed-up is that of the two cells' steady training "
-    "rates, written `Rx [L-H]` (R the ratio, L-H its interval): the ratio of the geometric "
-    "means of their block rates (img/s "
-    "of 10 consecutive runs of steady steps each) with Welch's 95 % interval on their "
-    "logarithms, widened on both sides by how far the two cells' compute ceilings differed where "
-    "they measured the same thing (drift of the machine between the two jobs), and "
-    f"{NOT_SUPPORTED_MARK} when it holds 1; it says what the noise within and between the two "
-    "jobs allows, not how a rerun would vary (more seeds, `seed: [0, 1, 2]`, say that). "
-    f"{UNTESTED_MARK}: records without step times and one seed a side: nothing to test."
+    f"{NOT_SUPPORTED_MARK}: the data do not support a difference; {UNTESTED_MARK}: nothing to "
+    "test. Formulas: docs/honest-numbers.md (Statistics)."
 )
 
 

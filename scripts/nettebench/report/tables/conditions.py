@@ -20,14 +20,12 @@ from nettebench.report import format as T
 from nettebench.report.grids import NO_CELLS_NOTE, row_keys, tell_apart
 
 _NOTE = (
-    "Every timed window: the epochs of each cell (`conditions` in its metrics.json) and, beside "
-    "a matrix cell, its compute ceiling's timed steps (`conditions` in ceiling.json, measured in "
-    "the cell's own job right after its epochs). *Others' CPU* is the time other processes took "
-    "on the CPUs the job was allowed, as a share of them (`/proc/stat` minus the job's own "
-    "process tree); *steal* is the hypervisor's share. A window is marked "
-    f"{C.INTERFERENCE_MARK} when others took more than a tenth of the CPUs, steal exceeded 5 %, "
-    "the job's cgroup was throttled, or another process used its GPU. *Overlapped* names any "
-    "other timed window on the same host that ran at the same time."
+    "Every timed window: each cell's epochs and, beside a matrix cell, its compute ceiling's "
+    "timed steps. *Others' CPU*: other processes' share of the job's CPUs; *steal*: the "
+    f"hypervisor's. {C.INTERFERENCE_MARK}: others took over a tenth of the CPUs, steal passed "
+    "5 %, the cgroup was throttled, another process used the GPU or the GPU throttled. "
+    "*Overlapped*: another timed window on this host at the same time. Details: "
+    "docs/honest-numbers.md (Timing conditions)."
 )
 _NOT_MEASURED = "not measured (a record from before timing conditions were recorded)"
 

@@ -32,13 +32,11 @@ from nettebench.vocabulary.record_keys import STATUS_OK
 NOT_MEASURED = "not measured"
 
 NOTE = (
-    "Energy per trained image: the mean power of a cell's epochs (training and validation; "
-    "`power_w` in runs.csv, the window's energy over its wall time) divided by its steady-step "
-    "img/s (`j_per_img`), and its inverse per watt (`img_s_per_w`). The GPU's energy is NVML's "
-    "counter (the whole GPU's under MIG), a CPU's the packages' RAPL counter (every process on "
-    "the package). A one-seed cell's interval is its img/s interval's, given only where the energy "
-    "came from a counter (mJ or µJ over seconds: under 0.1 %); none where it came from power "
-    f"readings 0.1 s apart. *{NOT_MEASURED}*: the cell ran, but no counter measured its energy."
+    "Energy per trained image (`j_per_img` in runs.csv): the mean power of a cell's epochs over "
+    "its steady img/s, and its inverse per watt (`img_s_per_w`); the GPU's NVML counter, or on a "
+    "CPU the packages' RAPL counter (every process on them). Intervals only where a counter "
+    f"measured the energy. *{NOT_MEASURED}*: the cell ran, but no counter measured its energy. "
+    "Formulas: docs/energy.md."
 )
 
 

@@ -47,20 +47,14 @@ OUTPUTS = {
     "headline": "inference_headline.html",
 }
 NOTE = (
-    "Inference cells (`results/inference/`): **Offline** images per second at the cell's batch "
-    "on a batch already on the device, and through the validation pipeline (PIL decode, resize, "
-    "centre crop, normalise, copy to the device), with the share of that time spent waiting for "
-    "data; the median time of one device batch (its latency); **SingleStream** latency "
-    "percentiles at batch 1 (a preprocessed image to the device, classified, the result back), "
-    "over the number of queries shown; peak memory (CUDA allocator, or the process's peak RSS "
-    "on a CPU). Medians with their 95 % interval in brackets (order statistics); "
-    f"{UNSTABLE_MARK}: the samples' standard deviation is at least 10 % of their mean "
-    f"(unstable); {C.INTERFERENCE_MARK}: timed while other processes used the job's CPUs or GPU."
-    " J/img on device: the Offline phase's mean power (NVML on a GPU, RAPL on a CPU) over its "
-    f"img/s; *not measured* where no energy counter exists. {TOO_FEW} in place of a percentile: "
-    "fewer queries than it needs ("
-    + ", ".join(f"{q} at least {n}" for q, n in PERCENTILE_MIN_QUERIES.items())
-    + "; the q-th percentile needs 1 / (1 - q) queries for one to lie beyond it)."
+    "Inference cells: **Offline** img/s at the cell's batch on the device and through the "
+    "validation pipeline, its data wait, one device batch's latency; **SingleStream** latency "
+    "percentiles at batch 1 over the queries shown; peak memory. Medians [95 % interval]; "
+    f"{UNSTABLE_MARK}: unstable (sd >= 10 % of the mean); {C.INTERFERENCE_MARK}: timed under "
+    "interference; J/img: the Offline phase's energy (*not measured* without a counter); "
+    f"{TOO_FEW}: too few queries for that percentile ("
+    + ", ".join(f"{q} needs {n}" for q, n in PERCENTILE_MIN_QUERIES.items())
+    + "). Details: docs/inference.md."
 )
 ACCURACY_NOTE = (
     "The final weights of each finished matrix cell (`weights.pt`), evaluated on the whole "

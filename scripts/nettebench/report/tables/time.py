@@ -6,7 +6,6 @@ from __future__ import annotations
 import pandas as pd
 
 from nettebench.report import format as T
-from nettebench.report import stats
 from nettebench.report.compare import BASELINE_PRECISION, formula_note, speedup_grids
 from nettebench.report.grids import grid_sections, model_precision_grids, no_matrix
 
@@ -34,6 +33,6 @@ def speedup_sections(runs: pd.DataFrame) -> list[str]:
         return []
     intro = (
         f"Each precision against {BASELINE_PRECISION} for the same model, parameters and setup. "
-        f"{formula_note(BASELINE_PRECISION, 'the precision')} {stats.COMPARISON_NOTE}\n"
+        f"{formula_note(BASELINE_PRECISION, 'the precision')}\n"
     )
     return [f"## Speed-up over {BASELINE_PRECISION}\n", intro, *grid_sections(grids, level=3)]

@@ -153,13 +153,11 @@ def library_versions_markdown(runs: pd.DataFrame) -> str:
         for version in dict.fromkeys(labels):
             recorded.append([library, version, str(int((labels == version).sum()))])
     note = (
-        "Seconds to train and validate all epochs of a cell (`summary.time_for_epochs_s`) by the "
-        "version of a library it ran against, as recorded in its metrics.json "
-        "(`environment.<library>`, `@commit` it was built from, `build` for a source build "
-        "from the config's `builds:`, `env` for a package environment from `environments:`), "
-        f"{T.seeds_note(counts)}; a table for each library whose version differs between cells "
-        f"on the same hardware; then each version's speed-up over the first. "
-        f"{formula_note('the first version', 'this version')} {stats.COMPARISON_NOTE}"
+        "Seconds for all epochs of a cell (`summary.time_for_epochs_s`) by the library version "
+        "it imported (`@commit`: built from; `build`, `env`: the config's builds and "
+        f"environments), {T.seeds_note(counts)}, on one hardware; then speed-ups over the "
+        "first version. "
+        f"{formula_note('the first version', 'this version')}"
     )
     if recorded:
         table = T.pipe_table(["library", "version", "matrix cells"], recorded, "llr")
