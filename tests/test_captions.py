@@ -174,11 +174,11 @@ CAPTION_WORDS = 90  # what a reader takes in beside a table; formulas live in th
 def captions(text: str) -> list[str]:
     """Every paragraph that opens a table's section: the first block after a heading that is
     not itself a table (the marks' footnotes below a table name cells, so they are not)."""
+    blocks = [block.strip() for block in text.split("\n\n") if block.strip()]
     found = []
-    for section in text.split("\n#")[1:]:
-        blocks = [b.strip() for b in section.split("\n\n")[1:] if b.strip()]
-        if blocks and not blocks[0].startswith(("|", "#")):
-            found.append(blocks[0])
+    for before, block in zip(blocks, blocks[1:], strict=False):
+        if before.splitlines()[-1].startswith("#") and not block.startswith(("|", "#")):
+            found.append(block)
     return found
 
 

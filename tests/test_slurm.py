@@ -47,7 +47,7 @@ SLURM_ARGS = (
     "5",
 )
 REMOTE_RULES = {
-    "dataset_synthesize", "store_build", "cell_train", "cpu_baseline_train", "cell_profile",
+    "dataset_synthesize", "store_build", "cell_train", "cell_profile",
     "inference_measure", "inference_accuracy",  # the quick start's inference cells ([6/7])
 }  # fmt: skip
 LOCAL_RULES = {

@@ -72,9 +72,9 @@ def formula_note(reference: str, other: str) -> str:
     """What a speed-up cell shows and how to read its marks, in a caption's few words: its two
     forms (:func:`cells_speedup_text`) named, their formulas in ``docs/honest-numbers.md``."""
     return (
-        f"Speed-up: how many times faster {other} is than {reference} (above 1: faster); "
-        "`Rx [L-H]`: the ratio of the two cells' steady training rates with its 95 % Welch "
-        "interval (one seed a side); `Rx`: the ratio of mean seconds (several seeds). "
+        f"Speed-up: how many times faster {other} is than {reference}; `Rx [L-H]`: the ratio of "
+        "the two cells' steady training rates with its 95 % Welch interval (one seed a side); "
+        "`Rx`: the ratio of mean seconds (several seeds). "
         f"{stats.COMPARISON_NOTE}"
     )
 

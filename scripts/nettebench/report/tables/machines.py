@@ -50,9 +50,9 @@ def machines_markdown(runs: pd.DataFrame) -> str:
     first (mean over seeds, with whether the seeds support it)."""
     matrix = runs[runs["kind"] == "matrix"] if len(runs) else runs
     note = (
-        "Seconds for all epochs of a cell (`summary.time_for_epochs_s`), one column per setup "
-        f"(here differing in {', '.join(_FIELD_HEADERS[c] for c in varying(matrix)) or 'nothing'}"
-        f"), {T.SEEDS_TEXT}; then speed-ups over the first column. "
+        "Seconds for all epochs of a cell, one column per setup (here differing in "
+        f"{', '.join(_FIELD_HEADERS[c] for c in varying(matrix)) or 'nothing'}), "
+        f"{T.SEEDS_TEXT}; then speed-ups over the first column. "
         f"{formula_note('the first setup', 'this setup')}"
         if len(matrix)
         else "Seconds per cell, one column per machine and environment."
