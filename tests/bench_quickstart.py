@@ -19,7 +19,8 @@ each run's comparisons and whether all runs agree on the direction of every supp
 ``--avx2`` makes an AVX-512/AMX machine behave like an AVX2-only CPU (no native bf16), the case
 the quick start is sized for: ``ATEN_CPU_CAPABILITY=avx2`` (torch's own kernels) and
 ``ONEDNN_MAX_CPU_ISA=AVX2`` (oneDNN's convolutions and matmuls). ``--interfere N`` runs N busy
-loops beside the quick start, to see what the records and tables say under deliberate load.
+loops beside the quick start, to see what the records and tables say under deliberate load;
+``--interfere-after S`` starts them S seconds into the run instead (a load that arrives halfway).
 Asserts nothing (performance goals live in benchmarks, not in timed tests)::
 
     python tests/bench_quickstart.py --avx2 [--runs 3] [--interfere 1] [--keep DIR] [--json OUT]
@@ -131,8 +132,10 @@ def run_once(args) -> dict:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(AVX2_ONLY if args.avx2 else {})}
     tmp = None if args.keep else tempfile.mkdtemp(prefix="quickstart-")
     workdir = copy_workflow(args.keep or Path(tmp))
+    # the busy loops, started now or, with --interfere-after, that many seconds into the run
+    delay = f"import time; time.sleep({args.interfere_after}); " if args.interfere_after else ""
     busy = [
-        subprocess.Popen([sys.executable, "-c", BUSY_LOOP], start_new_session=True)
+        subprocess.Popen([sys.executable, "-c", delay + BUSY_LOOP], start_new_session=True)
         for _ in range(args.interfere)
     ]
     load_before = _uptime()
@@ -179,6 +182,7 @@ def run_once(args) -> dict:
         "report_s": round(report_s, 1),
         "avx2_caps": args.avx2,
         "busy_loops": args.interfere,
+        "busy_loops_after_s": args.interfere_after,
         "loadavg_before": load_before,
         "loadavg_after": load_after,
         "own_cpu_s": found["own_cpu_s"],
@@ -309,6 +313,9 @@ def main() -> int:
     )
     parser.add_argument("--avx2", action="store_true", help="cap torch and oneDNN at AVX2")
     parser.add_argument("--interfere", type=int, default=0, help="busy loops run beside it")
+    parser.add_argument(
+        "--interfere-after", type=float, default=0.0, help="start them this many seconds in"
+    )
     parser.add_argument("--keep", type=Path, help="run in this folder and keep it")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     parser.add_argument("--runs", type=int, default=1, help="quick starts in a row (fresh copies)")
