@@ -70,9 +70,13 @@ def test_every_column_of_a_cell_timed_under_interference():
     assert "without native bf16" in row["precision_emulated"]
 
 
+GPU = {"type": "cuda"}  # a CPU ceiling is an estimate and withholds nothing (test_caveats.py)
+
+
 def test_a_quiet_cell_beyond_its_ceiling_is_impossible_with_its_reason():
     row = C.caveat_columns(
-        record(conditions=quiet(), anomalies=["loss is nan"]), ceiling(conditions=quiet())
+        record(conditions=quiet(), anomalies=["loss is nan"], device=GPU),
+        ceiling(conditions=quiet()),
     )
     assert row["interference"] is False and row["ceiling_interference"] is False
     assert row["above_ceiling"] is True and row["ceiling_exceeded"] is None
@@ -130,7 +134,8 @@ def test_the_slow_end_is_the_lower_of_the_median_and_its_interval():
     found = C.ceiling_verdict(record(), summary, ceiling(img_s=1000.0, batch=135))
     assert found["above_ceiling"] is False
     # without an interval the median itself is the slow end
-    found = C.ceiling_verdict(record(), {"train_img_s": 1400.0}, ceiling(img_s=1000.0, batch=135))
+    gpu_cell = record(device=GPU)
+    found = C.ceiling_verdict(gpu_cell, {"train_img_s": 1400.0}, ceiling(img_s=1000.0, batch=135))
     assert found["above_ceiling"] is True and "interval" not in found["_reason"]
     assert found["_reason"].startswith("trained at 1,400 img/s, above its own")
 

@@ -153,9 +153,8 @@ def library_versions_markdown(runs: pd.DataFrame) -> str:
         for version in dict.fromkeys(labels):
             recorded.append([library, version, str(int((labels == version).sum()))])
     note = (
-        "Seconds for all epochs of a cell by the library version it imported (`@commit`: built "
-        f"from; `build`, `env`: the config's builds, environments), {T.seeds_note(counts)}; "
-        "then speed-ups over the first version. "
+        "Seconds for all epochs of a cell by the library version it imported (`@commit`: the "
+        f"build's commit), {T.seeds_note(counts)}; then speed-ups over the first version. "
         f"{formula_note('the first version', 'this version')}"
     )
     if recorded:
