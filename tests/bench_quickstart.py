@@ -133,7 +133,7 @@ def run_once(args) -> dict:
     tmp = None if args.keep else tempfile.mkdtemp(prefix="quickstart-")
     workdir = copy_workflow(args.keep or Path(tmp))
     # the busy loops, started now or, with --interfere-after, that many seconds into the run
-    delay = f"import time; time.sleep({args.interfere_after}); " if args.interfere_after else ""
+    delay = f"import time\ntime.sleep({args.interfere_after})\n" if args.interfere_after else ""
     busy = [
         subprocess.Popen([sys.executable, "-c", delay + BUSY_LOOP], start_new_session=True)
         for _ in range(args.interfere)

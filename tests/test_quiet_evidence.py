@@ -68,7 +68,10 @@ def test_two_torch_releases_one_disturbed_state_no_verdict_anywhere(tmp_path):
     flagged = runs.set_index("path")["interference"].astype(str).str.lower()
     assert flagged[str(other.parent)] == "true" and flagged[str(installed.parent)] == "false"
     ratio = _geomean_ratio(fast, STEADY)
-    rerun = f"NETTEBENCH_RETRAIN=1 snakemake --forcerun {shlex.quote(str(other))}"
+    rerun = (
+        "NETTEBENCH_RETRAIN=1 snakemake --configfile results/study.yaml "
+        f"--replace-workflow-config --forcerun {shlex.quote(str(other))}"
+    )
 
     versions = out["time_by_library_version"].read_text()
     torch_table = versions.split("## torch:")[1].split("\n## ")[0]
@@ -130,7 +133,10 @@ def test_a_ceiling_disturbed_alone_withholds_the_loader_verdict_and_is_rerun(tmp
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     command = done.stdout.strip().splitlines()[-1]
-    assert command == f"NETTEBENCH_RETRAIN=1 snakemake --forcerun {shlex.quote(str(cached))}"
+    assert command == (
+        "NETTEBENCH_RETRAIN=1 snakemake --configfile results/study.yaml "
+        f"--replace-workflow-config --forcerun {shlex.quote(str(cached))}"
+    )
     assert f"# {cached.parent}: ceiling under interference" in done.stdout
 
 

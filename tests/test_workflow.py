@@ -295,9 +295,16 @@ def test_the_rerun_line_reruns_exactly_the_disturbed_cell(quickstart, tmp_path):
         cwd=workdir, capture_output=True, text=True, check=True,
     )  # fmt: skip
     line = shlex.split(done.stdout.strip().splitlines()[-1])
-    assert line[:3] == ["NETTEBENCH_RETRAIN=1", "snakemake", "--forcerun"], line
-    assert line[3:] == [f"{runs.loc[matrix[0], 'path']}/metrics.json"]
-    jobs = planned_jobs(run_study(workdir, config, "-n", *line[2:]))
+    assert line[:2] == ["NETTEBENCH_RETRAIN=1", "snakemake"], line
+    assert line[2:6] == [
+        "--configfile",
+        "results/study.yaml",
+        "--replace-workflow-config",
+        "--forcerun",
+    ]
+    assert line[6:] == [f"{runs.loc[matrix[0], 'path']}/metrics.json"]
+    # as printed (the study the run stored, the workflow's default profile), dry run
+    jobs = planned_jobs(snakemake(workdir, *line[2:], "-n"))
     assert jobs["cell_train"] == 1 and "cpu_baseline_train" not in jobs, jobs
     assert jobs["tables_aggregate"] == 1 and jobs["front_page_write"] == 1, jobs
 

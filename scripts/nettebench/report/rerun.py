@@ -5,9 +5,12 @@ A cell's ceiling is measured in the cell's own job right after its epochs (rule 
 ``benchmarks/cell_job.py``), so rerunning a cell's job measures both again; a cell whose
 ceiling alone was disturbed is rerun the same way. Snakemake's ``--forcerun`` takes output
 files, so the line names each disturbed cell's ``metrics.json`` and Snakemake reruns those
-jobs and the report jobs after them, nothing else. ``NETTEBENCH_RETRAIN=1`` tells the trainer
-not to restore the finished record it kept (``training/finished.py``): a restore would copy the
-disturbed numbers back instead of measuring them.
+jobs and the report jobs after them, nothing else. It reads the study the run stored beside its
+results (``results/study.yaml``, :mod:`nettebench.study.stored`), so the same line serves the
+quick start and ``config.yaml`` alike, with the workflow's default profile.
+``NETTEBENCH_RETRAIN=1`` tells the trainer not to restore the finished record it kept
+(``training/finished.py``): a restore would copy the disturbed numbers back instead of measuring
+them.
 
 ``python -m nettebench.report rerun [--runs results/tables/runs.csv]`` prints the line (or says
 nothing was disturbed); the tables and the front page print it under every comparison they
@@ -25,6 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 from nettebench.report import caveats as C
+from nettebench.study.stored import STUDY_FILE
 from nettebench.vocabulary import commands
 from nettebench.vocabulary.outputs import METRICS_FILE
 from nettebench.vocabulary.record_keys import STATUS_OK
@@ -52,7 +56,8 @@ def command(paths: Iterable[str]) -> str:
     targets = [str(Path(p) / METRICS_FILE) for p in dict.fromkeys(map(str, paths))]
     if not targets:
         return ""
-    return f"{RETRAIN} snakemake --forcerun {shlex.join(targets)}"
+    study = f"--configfile {STUDY_FILE} --replace-workflow-config"
+    return f"{RETRAIN} snakemake {study} --forcerun {shlex.join(targets)}"
 
 
 def main(argv: list[str] | None = None) -> int:
