@@ -17,7 +17,10 @@ registry is reachable:
     NETTEBENCH_TORCH_RELEASE=1 pytest -n 0 -m torch_release tests/test_torch_release.py
 
 (``.ci/run`` can add that line; ``NETTEBENCH_TORCH_RELEASE_INDEX`` names another index, e.g. a
-mirror.) Without the variable the test is skipped and says why.
+mirror, or ``pypi`` for the package registry's own CUDA builds, several GB each unless pip's
+cache holds them; ``NETTEBENCH_TORCH_RELEASE_PINS`` other pins, e.g. ``torch==2.11.0
+torchvision==0.26.0``, the H200 twin's, which ``tests/device/twin.sh`` leaves in pip's cache.)
+Without the variable the test is skipped and says why.
 """
 
 from __future__ import annotations
@@ -42,7 +45,8 @@ pytestmark = [
 ]
 
 INDEX = os.environ.get("NETTEBENCH_TORCH_RELEASE_INDEX", "https://download.pytorch.org/whl/cpu")
-PINS = ["torch==2.12.1", "torchvision==0.27.1"]
+PINS = os.environ.get("NETTEBENCH_TORCH_RELEASE_PINS", "torch==2.12.1 torchvision==0.27.1").split()
+RELEASE = PINS[0].split("==")[1]  # the torch release the environment pins
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +57,8 @@ def release_study(tmp_path_factory):
     study["matrix"].pop("include", None)
     for section in ("profile", "inference", "cpu_baseline"):
         study.pop(section, None)
-    study["environments"] = {"torch212": {"packages": PINS, "pip_args": ["--index-url", INDEX]}}
+    index = [] if INDEX == "pypi" else ["--index-url", INDEX]
+    study["environments"] = {"torch212": {"packages": PINS, "pip_args": index}}
     config = write_config(workdir, study)
     started = time.perf_counter()
     run_study(workdir, config)
@@ -70,8 +75,8 @@ def test_two_releases_say_the_same_thing_everywhere(release_study):
     tables = release_study / "results" / "tables"
     runs = pd.read_csv(tables / "runs.csv")
     runs = runs[runs["kind"] == "matrix"].set_index("environment")
-    assert str(runs.loc["torch212", "env_torch"]).startswith("2.12.1")
-    assert not str(runs.loc["installed", "env_torch"]).startswith("2.12.1")
+    assert str(runs.loc["torch212", "env_torch"]).startswith(RELEASE)
+    assert not str(runs.loc["installed", "env_torch"]).startswith(RELEASE)
     disturbed = {
         env: bool(runs.loc[env, "interference"]) or bool(runs.loc[env, "ceiling_interference"])
         for env in runs.index
