@@ -28,9 +28,8 @@ from pathlib import Path
 import pandas as pd
 
 from nettebench.report import caveats as C
-from nettebench.study.stored import STUDY_FILE
 from nettebench.vocabulary import commands
-from nettebench.vocabulary.outputs import METRICS_FILE
+from nettebench.vocabulary.outputs import METRICS_FILE, STUDY_FILE
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 RETRAIN = "NETTEBENCH_RETRAIN=1"  # training/finished.py's RETRAIN_ENV: measure, never restore

@@ -23,8 +23,8 @@ from typing import Any
 import yaml
 
 from nettebench.study.config_file import merge_config
+from nettebench.vocabulary.outputs import STUDY_FILE
 
-STUDY_FILE = "results/study.yaml"
 # Keys of a run, not of its study: never stored, never taken from the stored file.
 _RUN_ONLY = ("aggregate_only",)
 

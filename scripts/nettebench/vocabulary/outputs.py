@@ -8,6 +8,9 @@ the code that writes and reads these files (``records``, ``report``) share one s
 from __future__ import annotations
 
 METRICS_FILE = "metrics.json"
+# The study a run stored beside its results (study/stored.py): what profiles/aggregate and the
+# rerun line (report/rerun.py) read it from.
+STUDY_FILE = "results/study.yaml"
 EPOCHS_FILE = "epochs.csv"
 CEILING_FILE = (
     "ceiling.json"  # the compute ceiling (nettebench.benchmarks.ceiling) beside a matrix cell
