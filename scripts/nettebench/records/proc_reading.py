@@ -57,24 +57,16 @@ def parent_pid(stat_text: str) -> int:
 
 
 def tree_ticks(root: int, stats: Mapping[int, str]) -> int:
-    """CPU ticks of process ``root`` and all its live descendants (``stats``: pid -> stat line)."""
-    children: dict[int, list[int]] = {}
-    for pid, text in stats.items():
-        try:
-            children.setdefault(parent_pid(text), []).append(pid)
-        except (IndexError, ValueError):
-            continue
-    total, todo, seen = 0, [root], set()
-    while todo:
-        pid = todo.pop()
-        if pid in seen or pid not in stats:
-            continue
-        seen.add(pid)
+    """CPU ticks of process ``root`` and all its live descendants (``stats``: pid -> stat line);
+    0 once ``root`` itself is gone."""
+    if root not in stats:
+        return 0
+    total = 0
+    for pid in tree_pids(root, stats):
         try:
             total += process_ticks(stats[pid])
         except (IndexError, ValueError):
             continue
-        todo.extend(children.get(pid, ()))
     return total
 
 
