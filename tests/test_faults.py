@@ -22,7 +22,10 @@ from pathlib import Path
 import pytest
 
 from nettebench.datasets.testing import make_image_tree, make_tgz
+from nettebench.profiling.plan import ProfilePlan
+from nettebench.study.crossing import ConfigError
 from nettebench.study.job_signals import descendants
+from nettebench.study.workflow import Study
 from nettebench.vocabulary.cell import CellSpec
 from tests.workflow_helpers import (
     copy_workflow,
@@ -475,6 +478,10 @@ def error_first_line(text: str) -> str:
     raise AssertionError(f"no 'Config error:' line in:\n{text[-2000:]}")
 
 
+# Every bad config names its key and what is allowed. Snakemake runs the workflow's parse-time
+# checks (rules/common.smk: the study, then the profile plan) and ends with their message, so
+# each case is checked against those two calls in-process; two of them also through a real
+# Snakemake run, for what the terminal shows (the one line, no traceback, no job run).
 BAD_CONFIGS = [
     ({"profile": {"backend": "nvprof2"}}, ["profile.backend", "'nvprof2'", "torch, nsys, nvprof"]),
     (
@@ -487,7 +494,37 @@ BAD_CONFIGS = [
     ({"matrix": {"torchvision": "mine"}}, ["matrix.torchvision", "'mine'", "installed"]),
     ({"matrix": {"modle": "resnet18"}}, ["unknown key(s) modle", "allowed: dataset, model"]),
     ({"datasets": {"tiny": {"bad_images": "keep"}}}, ["bad_images", "reject, skip"]),
+    ({"matrix": {"model": "resnet51"}}, ["matrix.model", "resnet51", "did you mean resnet50"]),
+    ({"matrix": {"precision": "O5"}}, ["matrix.precision", "'O5'", "O0, tf32, O1, O2, O3"]),
+    ({"matrix": {"dataset": "imagewoof"}}, ["matrix.dataset", "configured datasets: tiny"]),
+    ({"matrix": {"epochs": 0}}, ["matrix.epochs", "integer >= 1"]),
+    ({"matrx": {}}, ["unknown config key(s) matrx", "allowed: datasets, matrix"]),
+    ({"datasets": {"imagenet": None}}, ["datasets.imagenet", "imagenette2-320", "synthetic"]),
 ]
+THROUGH_SNAKEMAKE = [BAD_CONFIGS[0], BAD_CONFIGS[8]]  # a profile error and a study error
+
+
+def bad_config(change: dict) -> dict:
+    """A small valid study with ``change`` merged in (a section's keys over the study's)."""
+    config = {"datasets": {"tiny": {"synthetic": {"size": 16}}}, "matrix": {"epochs": 1}}
+    for section, value in change.items():
+        if isinstance(value, dict) and isinstance(config.get(section), dict):
+            config[section] = {**config[section], **value}
+        else:
+            config[section] = value
+    return config
+
+
+@pytest.mark.parametrize(("change", "expected"), BAD_CONFIGS, ids=lambda v: str(v)[:32])
+def test_a_bad_config_names_key_and_allowed_values(change, expected):
+    config = bad_config(change)
+    with pytest.raises(ConfigError) as raised:  # rules/common.smk's two parse-time checks
+        study = Study.from_config(config)
+        ProfilePlan.from_config(config.get("profile"), study.cells["matrix"])
+    message = str(raised.value)
+    assert "\n" not in message, message
+    for fragment in expected:
+        assert fragment in message, (fragment, message)
 
 
 @pytest.fixture(scope="module")
@@ -495,18 +532,20 @@ def config_workdir(tmp_path_factory):
     return copy_workflow(tmp_path_factory.mktemp("bad-config") / "wf")
 
 
-@pytest.mark.parametrize(("change", "expected"), BAD_CONFIGS, ids=lambda v: str(v)[:32])
-def test_a_bad_config_names_key_and_allowed_values_in_its_first_line(
+@pytest.mark.parametrize(("change", "expected"), THROUGH_SNAKEMAKE, ids=lambda v: str(v)[:32])
+def test_a_bad_config_ends_snakemake_in_its_first_line_before_any_job(
     config_workdir, change, expected
 ):
-    config = {"datasets": {"tiny": {"synthetic": {"size": 16}}}, "matrix": {"epochs": 1}}
-    for section, value in change.items():
-        config[section] = {**config.get(section, {}), **value}
-    result = run_study(config_workdir, write_config(config_workdir, config), "-n", check=False)
+    path = write_config(config_workdir, bad_config(change))
+    result = run_study(config_workdir, path, check=False)
+    text = result.stdout + result.stderr
     assert result.returncode != 0
-    line = error_first_line(result.stdout + result.stderr)
+    line = error_first_line(text)
     for fragment in expected:
         assert fragment in line, (fragment, line)
+    # the answer first and alone: no "ConfigError in file .../common.smk" and no traceback
+    assert "common.smk" not in text and "Traceback" not in text and 'File "' not in text, text
+    assert not (config_workdir / "results").exists(), "no job may run on a bad config"
 
 
 def test_a_tab_in_config_yaml_names_the_file_and_line(config_workdir):
