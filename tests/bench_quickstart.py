@@ -20,10 +20,13 @@ each run's comparisons and whether all runs agree on the direction of every supp
 the quick start is sized for: ``ATEN_CPU_CAPABILITY=avx2`` (torch's own kernels) and
 ``ONEDNN_MAX_CPU_ISA=AVX2`` (oneDNN's convolutions and matmuls). ``--interfere N`` runs N busy
 loops beside the quick start, to see what the records and tables say under deliberate load;
-``--interfere-after S`` starts them S seconds into the run instead (a load that arrives halfway).
+``--interfere-after S`` starts them S seconds into the run instead (a load that arrives halfway);
+``--interfere-in 2`` gives them to the second run only, so one set of runs holds quiet runs and a
+disturbed one side by side.
 Asserts nothing (performance goals live in benchmarks, not in timed tests)::
 
-    python tests/bench_quickstart.py --avx2 [--runs 3] [--interfere 1] [--keep DIR] [--json OUT]
+    python tests/bench_quickstart.py --avx2 [--runs 3] [--interfere 1] [--interfere-after 20]
+        [--interfere-in 2] [--keep DIR] [--json OUT]
 """
 
 from __future__ import annotations
@@ -128,7 +131,7 @@ def directions(sentences: list[str]) -> dict[str, str]:
     return found
 
 
-def run_once(args) -> dict:
+def run_once(args, busy_loops: int) -> dict:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **(AVX2_ONLY if args.avx2 else {})}
     tmp = None if args.keep else tempfile.mkdtemp(prefix="quickstart-")
     workdir = copy_workflow(args.keep or Path(tmp))
@@ -136,7 +139,7 @@ def run_once(args) -> dict:
     delay = f"import time\ntime.sleep({args.interfere_after})\n" if args.interfere_after else ""
     busy = [
         subprocess.Popen([sys.executable, "-c", delay + BUSY_LOOP], start_new_session=True)
-        for _ in range(args.interfere)
+        for _ in range(busy_loops)
     ]
     load_before = _uptime()
     started = time.perf_counter()
@@ -181,7 +184,7 @@ def run_once(args) -> dict:
         "run_s": round(wall, 1),
         "report_s": round(report_s, 1),
         "avx2_caps": args.avx2,
-        "busy_loops": args.interfere,
+        "busy_loops": busy_loops,
         "busy_loops_after_s": args.interfere_after,
         "loadavg_before": load_before,
         "loadavg_after": load_after,
@@ -278,6 +281,11 @@ def side_by_side(summaries: list[dict]) -> str:
             f"{s['wall_s']:.0f} s: {s['run_s']:.0f} + {s['report_s']:.0f} ({s['loadavg_before']}; "
             f"{_percent(s['other_cpu_share_during_run'])}, "
             f"{_percent(s.get('steal_share_during_run'))})"
+            + (
+                f"; {s['busy_loops']} busy loop(s) from {s['busy_loops_after_s']:.0f} s"
+                if s.get("busy_loops")
+                else ""
+            )
             for s in summaries
         )
         + " |"
@@ -316,15 +324,22 @@ def main() -> int:
     parser.add_argument(
         "--interfere-after", type=float, default=0.0, help="start them this many seconds in"
     )
+    parser.add_argument(
+        "--interfere-in",
+        default="",
+        help="only these runs (1-based, comma-separated) get the busy loops; default: every run",
+    )
     parser.add_argument("--keep", type=Path, help="run in this folder and keep it")
     parser.add_argument("--json", type=Path, help="also write the numbers here")
     parser.add_argument("--runs", type=int, default=1, help="quick starts in a row (fresh copies)")
     args = parser.parse_args()
     if args.keep and args.runs > 1:
         parser.error("--keep keeps one run's folder: use it with --runs 1")
+    disturbed = {int(n) for n in args.interfere_in.split(",") if n.strip()}
     summaries = []
-    for _ in range(args.runs):
-        summaries.append(run_once(args))
+    for number in range(1, args.runs + 1):
+        loops = args.interfere if not disturbed or number in disturbed else 0
+        summaries.append(run_once(args, loops))
         print(json.dumps(summaries[-1], indent=2), flush=True)
     if args.json:
         args.json.write_text(json.dumps(summaries, indent=2) + "\n")
