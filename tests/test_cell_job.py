@@ -46,7 +46,9 @@ def _run_job(tiny_tree, out, steps=3, **cell):
         [
             sys.executable,
             "-m",
-            "nettebench.benchmarks.cell_job",
+            "nettebench",
+            "benchmarks",
+            "cell-job",
             "--data",
             str(tiny_tree),
             "--out-dir",

@@ -39,7 +39,7 @@ def dataset(tmp_path_factory):
 
 def train_command(dataset, out_dir):
     return [
-        sys.executable, "-m", "nettebench.training", "--data", str(dataset), "--out-dir",
+        sys.executable, "-m", "nettebench", "training", "--data", str(dataset), "--out-dir",
         str(out_dir), "--threads", "1", *CELL.cli_args(),
     ]  # fmt: skip
 
@@ -165,7 +165,7 @@ def test_checkpoint_of_another_cell_is_discarded(dataset, tmp_path):
     other = CELL.__class__(**{**CELL.as_dict(), "epochs": 1})
     result = subprocess.run(
         [
-            sys.executable, "-m", "nettebench.training", "--data", str(dataset), "--out-dir",
+            sys.executable, "-m", "nettebench", "training", "--data", str(dataset), "--out-dir",
             str(tmp_path), "--threads", "1", *other.cli_args(),
         ],  # fmt: skip
         capture_output=True, text=True, check=True,
