@@ -35,8 +35,8 @@ def configured(args: list[str]):
 
 def test_torchruns_arguments_are_the_documented_standalone_command(monkeypatch):
     """``torchrun --standalone --nproc-per-node N --max-restarts 0 --shutdown-timeout 10 -m
-    nettebench benchmarks cell-job ...`` (the module's docstring), with what torchrun's run() does for --standalone: the
-    same launch, parsed by torchrun's own parser."""
+    nettebench benchmarks cell-job ...`` (the module's docstring), with what torchrun's run()
+    does for --standalone: the same launch, parsed by torchrun's own parser."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # config_from_args sets it otherwise
     doc = torchrun.parse_args(
         ["--standalone", "--nproc-per-node", "3", "--max-restarts", "0"]

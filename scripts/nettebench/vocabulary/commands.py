@@ -5,10 +5,10 @@ A group with several commands (``report``: ``tables``, ``figures``, ...) hands i
 :func:`main`, which runs the named command's ``main(argv)``; the trainer, the profiler and the
 inference cells are one command each (``python -m nettebench training``, ``profiling``,
 ``inference``). Each command's parser names itself the way a user types it
-(``prog=prog("report", "tables")``), in its usage and one-line errors. The rules
-(``rules/*.smk``), the README and the docs use these names; the cell job starts its processes
-under torchrun by the same words (:mod:`nettebench.training.launch`), and a cell command
-restarts itself by them (:mod:`nettebench.builds.activate`).
+(``prog="python -m nettebench report tables"``, or :func:`prog`), in its usage and one-line
+errors. The rules (``rules/*.smk``), the README and the docs use these names; the cell job
+starts its processes under torchrun by the same words (:mod:`nettebench.training.launch`), and
+a cell command restarts itself by them (:mod:`nettebench.builds.activate`).
 
 Every other way in (a subpackage run as ``python -m nettebench.report``, a command module by its
 path, ``python -m nettebench.benchmarks.ceiling``) ends in :func:`moved`: one line naming the
