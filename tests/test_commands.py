@@ -342,6 +342,20 @@ def test_every_old_way_in_ends_in_one_line_naming_the_new_form():
     assert not wrong, wrong
 
 
+def test_no_page_or_rule_shows_an_old_form():
+    """The README, docs/, the rules and the Makefile show the one form only (an old form there
+    would end in the moved line: this reads what a user copies)."""
+    places = [*PAGES, ROOT / "Makefile", ROOT / "Snakefile", *sorted(ROOT.glob("rules/*.smk"))]
+    old = re.compile(r"python3? -m nettebench\.[a-z]|-m nettebench\.(?:benchmarks|training)\b")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in places
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if old.search(line)
+    ]
+    assert not found, found
+
+
 def test_an_old_form_run_for_real_names_the_new_form(tmp_path):
     """``python -m nettebench.report tables``, started as a user would: the one line, exit
     status 2."""

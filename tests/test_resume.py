@@ -127,7 +127,7 @@ def test_a_code_change_after_an_interruption_trains_from_scratch(dataset, tmp_pa
     cell = CellSpec(**{**CELL.as_dict(), "max_steps": 3})
     command = [*train_command(dataset, out)[: -len(CELL.cli_args())], *cell.cli_args()]
     process = subprocess.run(
-        [*command[:1], "-c", INTERRUPT_AFTER_EPOCH_1, *command[3:]],
+        [*command[:1], "-c", INTERRUPT_AFTER_EPOCH_1, *command[4:]],  # less -m nettebench training
         capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert process.returncode == 130, process.stderr[-3000:]
