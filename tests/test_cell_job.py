@@ -1,5 +1,6 @@
-"""A matrix cell's job (nettebench.benchmarks.cell_job): the ceiling measured right after the
-cell's epochs, in the same process, so cell and ceiling share machine, device and moment."""
+"""A matrix cell's job (python -m nettebench benchmarks cell-job): the ceiling measured right
+after the cell's epochs, in the same process, so cell and ceiling share machine, device and
+moment."""
 
 from __future__ import annotations
 
