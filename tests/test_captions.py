@@ -150,6 +150,20 @@ def test_timing_conditions_give_others_share_of_the_jobs_cpus(tmp_path):
     assert row["others' CPU %"] == "37.0"
 
 
+def test_timing_conditions_say_how_each_cells_openmp_threads_waited(tmp_path):
+    policies = ["PASSIVE", "PASSIVE", "default"]
+    paths = [
+        F.make_cell(tmp_path, seed=seed, env={"omp_wait_policy": policy}, conditions=F.window())
+        for seed, policy in enumerate(policies)
+    ]
+    text = aggregate(paths, tmp_path / "t")["timing_conditions"].read_text()
+    assert "OMP_WAIT_POLICY): PASSIVE (2 of 3 cells), default (1 of 3 cells)." in text
+    # a record from before the policy was recorded: no sentence rather than a guess
+    older = F.make_cell(tmp_path / "older", conditions=F.window())
+    text = aggregate([older], tmp_path / "u")["timing_conditions"].read_text()
+    assert "OMP_WAIT_POLICY" not in text
+
+
 def test_machines_and_versions_speedups_are_mean_seconds_of_the_first_over_this(tmp_path):
     times = {"2.14.1": [100.0, 102.0], "2.15.0": [50.0, 51.0]}
     paths = [

@@ -72,14 +72,26 @@ def _describe(env: dict[str, str]) -> dict:
 
 @pytest.mark.skipif(not os.path.exists("/proc/cpuinfo"), reason="needs Linux /proc")
 def test_an_avx2_capped_torch_is_described_as_avx2_without_native_bf16():
-    found = _describe({"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2"})
+    capped = {
+        "ATEN_CPU_CAPABILITY": "avx2",
+        "ONEDNN_MAX_CPU_ISA": "AVX2",
+        "OMP_WAIT_POLICY": "ACTIVE",
+    }
+    found = _describe(capped)
     assert found["cpu_capability"] == "AVX2"
     assert found["cpu_isa_limits"] == "ATEN_CPU_CAPABILITY=avx2 ONEDNN_MAX_CPU_ISA=AVX2"
     assert found["onednn_bf16"] is False and found["bf16_native"] is False
     assert found["cpu_affinity_count"] == len(os.sched_getaffinity(0))
+    assert found["omp_wait_policy"] == "ACTIVE"
     assert set(found) == set(cpu.CPU_KEYS)
     # the flags are the hardware's: the caps do not hide them
     assert found["cpu_flags"].split() == cpu.read_cpu_flags()
+
+
+def test_an_unset_wait_policy_is_the_runtimes_default_not_unknown():
+    assert cpu.omp_wait_policy({}) == "default"
+    assert cpu.omp_wait_policy({"OMP_WAIT_POLICY": ""}) == "default"
+    assert cpu.omp_wait_policy({"OMP_WAIT_POLICY": "PASSIVE"}) == "PASSIVE"
 
 
 def test_the_environment_record_carries_the_cpu_keys():

@@ -5,7 +5,9 @@ arithmetic (``avx512_bf16`` or AMX), the other converts every bf16 value to fp32
 software. So a record names the instruction sets that decide speed, what torch actually uses of
 them (``torch.backends.cpu.get_cpu_capability()`` and oneDNN's bf16 support, which honour
 ``ATEN_CPU_CAPABILITY`` and ``ONEDNN_MAX_CPU_ISA``), and which CPUs the job was allowed to run
-on. Best effort like the rest of the environment: what cannot be read is None.
+on, and how its OpenMP threads waited at a barrier (``OMP_WAIT_POLICY``: spinning threads take
+CPU from other processes and lose theirs to them; the rules set ``PASSIVE``). Best effort like
+the rest of the environment: what cannot be read is None.
 
 :func:`describe` imports torch; the flag and CPU-list helpers do not.
 """
@@ -81,6 +83,13 @@ def isa_limits(environ: dict[str, str] | None = None) -> str | None:
     return " ".join(found) or None
 
 
+def omp_wait_policy(environ: dict[str, str] | None = None) -> str:
+    """``OMP_WAIT_POLICY`` as the job saw it: ``PASSIVE``, ``ACTIVE``, or ``default`` (unset: the
+    OpenMP runtime's own policy, which spins for a while before it sleeps)."""
+    env = os.environ if environ is None else environ
+    return env.get("OMP_WAIT_POLICY") or "default"
+
+
 def bf16_is_native(flags: Iterable[str] | None, onednn_bf16: bool | None) -> bool | None:
     """Whether bf16 arithmetic runs in hardware: the CPU has a native bf16 instruction set and
     oneDNN may use it (``ONEDNN_MAX_CPU_ISA`` can forbid it). None when neither is known."""
@@ -110,6 +119,7 @@ def describe() -> dict[str, Any]:
         "cpu_isa_limits": isa_limits(),
         "cpu_affinity": None if cpus is None else format_cpu_list(cpus),
         "cpu_affinity_count": None if cpus is None else len(cpus),
+        "omp_wait_policy": omp_wait_policy(),
         "torch_interop_threads": torch.get_num_interop_threads(),
         "onednn_bf16": onednn_bf16,
         "bf16_native": bf16_is_native(flags, onednn_bf16),
@@ -123,6 +133,7 @@ CPU_KEYS = (
     "cpu_isa_limits",  # ATEN_CPU_CAPABILITY / ONEDNN_MAX_CPU_ISA when set, else None
     "cpu_affinity",  # CPUs the job was allowed, "0-3,8" (os.sched_getaffinity)
     "cpu_affinity_count",  # how many
+    "omp_wait_policy",  # OMP_WAIT_POLICY: PASSIVE, ACTIVE, or default (unset)
     "torch_interop_threads",  # torch's inter-op pool (intra-op threads: device.threads)
     "onednn_bf16",  # oneDNN reports bf16 support (honours ONEDNN_MAX_CPU_ISA)
     "bf16_native",  # native bf16 arithmetic: a bf16 flag and oneDNN allowed to use it

@@ -101,6 +101,20 @@ def overlaps(windows: list[dict[str, Any]]) -> dict[int, list[int]]:
     return found
 
 
+def wait_policies(runs: pd.DataFrame) -> str | None:
+    """How the cells' OpenMP threads waited (``env_omp_wait_policy``), in one sentence: a
+    spinning wait takes CPU from other processes and gives it up badly, so a reader comparing
+    studies needs it. None when no record says (written before it was recorded)."""
+    column = runs.get("env_omp_wait_policy")
+    if column is None:
+        return None
+    counts = column[~column.map(T.is_missing)].astype(str).value_counts()
+    if counts.empty:
+        return None
+    told = ", ".join(f"{policy} ({count} of {len(runs)} cells)" for policy, count in counts.items())
+    return f"OpenMP wait policy (OMP_WAIT_POLICY): {told}."
+
+
 def timing_conditions_markdown(runs: pd.DataFrame) -> str:
     """The timing-conditions table of every timed window, with a count of disturbed ones."""
     if runs.empty:
@@ -135,8 +149,11 @@ def timing_conditions_markdown(runs: pd.DataFrame) -> str:
         f"{len(disturbed)} of {len(measured)} measured timed windows ran under interference; "
         f"{len(overlapping)} overlapped another timed window on the same host."
     )
+    policies = wait_policies(runs)
     header = ["cell", "timed", "CPUs", "others' CPU %", "steal %", "GPU others SM %", "verdict"]
     table = T.pipe_table([*header, "overlapped"], rows, "llrrrrll")
     return T.document(
-        "Timing conditions", _NOTE, [T.section("Timed windows", table, notes=[summary], level=2)]
+        "Timing conditions",
+        _NOTE,
+        [T.section("Timed windows", table, notes=[summary, *filter(None, [policies])], level=2)],
     )
