@@ -35,9 +35,9 @@ rule tables_aggregate:
         out_dir=lambda wildcards, output: os.path.dirname(output.runs),
         options=aggregate_options(),
     shell:
-        "python -m nettebench.report tables --out-dir {params.out_dir} {params.options}"
+        "python -m nettebench report tables --out-dir {params.out_dir} {params.options}"
         " {input.metrics} > {log} 2>&1"
-        " && python -m nettebench.report steps --steps {output.steps}"
+        " && python -m nettebench report steps --steps {output.steps}"
         " --pyperf-dir {output.pyperf} {input.metrics} >> {log} 2>&1"
 
 
@@ -64,7 +64,7 @@ rule figures_plot:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.png[0]),
     shell:
-        "python -m nettebench.report figures --runs {input.runs} --epochs {input.epochs}"
+        "python -m nettebench report figures --runs {input.runs} --epochs {input.epochs}"
         " --out-dir {params.out_dir} > {log} 2>&1"
 
 
@@ -82,5 +82,5 @@ rule front_page_write:
     conda:
         "../envs/report.yaml"
     shell:
-        "python -m nettebench.report front-page --headline {input.headline}"
+        "python -m nettebench report front-page --headline {input.headline}"
         " --figure {input.figure} --out {output.page} --extra {input.extras:q} > {log} 2>&1"

@@ -20,7 +20,7 @@ rule library_clone:
         repo=build_param("repo"),
         ref=build_param("ref"),
     shell:
-        "python -m nettebench.builds clone --library {wildcards.library}"
+        "python -m nettebench builds clone --library {wildcards.library}"
         " --build {wildcards.build} --repo {params.repo:q} --ref {params.ref:q}"
         " --src {output.src} --manifest {output.source} --log {log}"
 
@@ -47,7 +47,7 @@ rule library_build:
     params:
         options=build_options,
     shell:
-        "python -m nettebench.builds wheel --src {input.src} --source {input.source}"
+        "python -m nettebench builds wheel --src {input.src} --source {input.source}"
         " --out-dir {output.wheel} --manifest {output.manifest} --jobs {threads}"
         " {params.options} --log {log}"
 
@@ -66,7 +66,7 @@ rule library_install:
     conda:
         "../envs/build.yaml"
     shell:
-        "python -m nettebench.builds install --wheel-manifest {input.manifest}"
+        "python -m nettebench builds install --wheel-manifest {input.manifest}"
         " --wheel-dir {input.wheel} --prefix {output.prefix} --manifest {output.manifest}"
         " --log {log}"
 
@@ -91,6 +91,6 @@ rule environment_install:
         packages=environment_packages,
         options=environment_options,
     shell:
-        "python -m nettebench.builds environment --name {wildcards.environment}"
+        "python -m nettebench builds environment --name {wildcards.environment}"
         " --prefix {output.prefix} --manifest {output.manifest} --log {log}"
         " {params.options} -- {params.packages}"

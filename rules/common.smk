@@ -179,12 +179,13 @@ def matrix_cell_outputs():
 
 
 def cell_job(wildcards, output):
-    """The command a training job runs: with a ceiling output, the trainer followed by the
-    ceiling in the same process; otherwise the trainer alone."""
+    """The command a training job runs (its words after `python -m nettebench`): with a
+    ceiling output, the trainer followed by the ceiling in the same process; otherwise the
+    trainer alone."""
     weights = weights_option(wildcards, output)
     if "ceiling" in output.keys():
-        return f"nettebench.benchmarks.cell_job --ceiling {output.ceiling} {weights}".strip()
-    return f"nettebench.training {weights}".strip()
+        return f"benchmarks cell-job --ceiling {output.ceiling} {weights}".strip()
+    return f"training {weights}".strip()
 
 
 def cell_store(kind):

@@ -1,7 +1,7 @@
 # Before `configfile:` reads config.yaml: a YAML error (a tab in the indentation, say) fails here
 # naming the file, line and column, where Snakemake's own reader names neither. Files given with
-# --configfile are read by Snakemake before any workflow code; `python -m
-# nettebench.study config FILE` finds the line in those.
+# --configfile are read by Snakemake before any workflow code; `python -m nettebench study
+# config FILE` finds the line in those.
 import sys
 from pathlib import Path
 

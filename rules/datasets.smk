@@ -20,7 +20,7 @@ rule dataset_download:
         url=lambda wildcards: STUDY.plan(wildcards.dataset).url,
         checks=lambda wildcards: checksum_args(STUDY.plan(wildcards.dataset)),
     shell:
-        "python -m nettebench.datasets fetch --url {params.url:q} --out {output.archive}"
+        "python -m nettebench datasets fetch --url {params.url:q} --out {output.archive}"
         " {params.checks} > {log} 2>&1"
 
 
@@ -55,7 +55,7 @@ rule dataset_extract:
         kind=lambda wildcards: STUDY.plan(wildcards.dataset).record_kind,
         out_dir=lambda wildcards, output: os.path.dirname(output.info),
     shell:
-        "python -m nettebench.datasets extract --archive {input.archive} --out-dir {params.out_dir}"
+        "python -m nettebench datasets extract --archive {input.archive} --out-dir {params.out_dir}"
         " --name {wildcards.dataset} --kind {params.kind} {params.checks} > {log} 2>&1"
 
 
@@ -79,7 +79,7 @@ rule dataset_synthesize:
         spec=synthetic_args,
         out_dir=lambda wildcards, output: os.path.dirname(output.info),
     shell:
-        "python -m nettebench.datasets synthetic --out-dir {params.out_dir}"
+        "python -m nettebench datasets synthetic --out-dir {params.out_dir}"
         " --name {wildcards.dataset} --jobs {threads} {params.spec} > {log} 2>&1"
 
 
@@ -102,7 +102,7 @@ rule dataset_register:
         # touched image reruns this job, whose dataset.json records the folder's content
         stamp=lambda wildcards: STUDY.plan(wildcards.dataset).folder_stamp(),
     shell:
-        "python -m nettebench.datasets local --source {params.source:q}"
+        "python -m nettebench datasets local --source {params.source:q}"
         " --out-dir {params.out_dir} --name {wildcards.dataset} {params.checks} > {log} 2>&1"
 
 
@@ -126,5 +126,5 @@ rule store_build:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.store),
     shell:
-        "python -m nettebench.data store --data {input.data} --out-dir {params.out_dir}"
+        "python -m nettebench data store --data {input.data} --out-dir {params.out_dir}"
         " --resolution {wildcards.resolution} --jobs {threads} > {log} 2>&1"

@@ -28,7 +28,7 @@ rule inference_measure:
         cell=inference_args,
         settings=inference_settings,
     shell:
-        "exec python -m nettebench.inference measure --data {input.data} --out {output.record}"
+        "exec python -m nettebench inference measure --data {input.data} --out {output.record}"
         " --threads {threads} {params.settings} {params.cell} > {log} 2>&1"
 
 
@@ -56,7 +56,7 @@ rule inference_accuracy:
     params:
         job=accuracy_args,
     shell:
-        "exec python -m nettebench.inference accuracy --data {input.data}"
+        "exec python -m nettebench inference accuracy --data {input.data}"
         " --weights {input.weights} --trained {input.trained} --out {output.record}"
         " --threads {threads} {params.job} > {log} 2>&1"
 
@@ -87,7 +87,7 @@ rule inference_tables:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.cells),
     shell:
-        "python -m nettebench.report inference-tables --out-dir {params.out_dir}"
+        "python -m nettebench report inference-tables --out-dir {params.out_dir}"
         " --records {input.records:q} --accuracy {input.accuracy:q} > {log} 2>&1"
 
 
@@ -110,5 +110,5 @@ rule inference_figure:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.png),
     shell:
-        "python -m nettebench.report inference-figure --cells {input.cells}"
+        "python -m nettebench report inference-figure --cells {input.cells}"
         " --out-dir {params.out_dir} > {log} 2>&1"

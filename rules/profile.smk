@@ -36,7 +36,7 @@ rule cell_profile:
         out_dir=lambda wildcards, output: os.path.dirname(output.summary),
         store=store_option,
     shell:
-        "python -m nettebench.profiling --data {input.data} --out-dir {params.out_dir}"
+        "python -m nettebench profiling --data {input.data} --out-dir {params.out_dir}"
         " --threads {threads} {params.profile} {params.store} {params.cell} > {log} 2>&1"
 
 
@@ -60,7 +60,7 @@ rule profiles_aggregate:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.markdown),
     shell:
-        "python -m nettebench.report kernel-tables --out-dir {params.out_dir}"
+        "python -m nettebench report kernel-tables --out-dir {params.out_dir}"
         " {input.summaries} > {log} 2>&1"
 
 
@@ -83,5 +83,5 @@ rule profiles_plot:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.png),
     shell:
-        "python -m nettebench.report kernel-figure --categories {input.categories}"
+        "python -m nettebench report kernel-figure --categories {input.categories}"
         " --out-dir {params.out_dir} > {log} 2>&1"

@@ -40,7 +40,7 @@ rule cell_train:
         # die of a SIGTERM at once and leave it running unseen). --depends-on {input}: every
         # declared input goes into the key a restore or resume is matched on, so neither can
         # be looser than this rule (training/validity.py); the options are the rest of it.
-        "exec python -m {params.job} --kind {params.kind} --data {input.data}"
+        "exec python -m nettebench {params.job} --kind {params.kind} --data {input.data}"
         " --out-dir {params.out_dir} --threads {threads} {params.store} {params.cell}"
         " --depends-on {input} > {log} 2>&1"
 

@@ -95,9 +95,9 @@ def process_kind(command_line: str) -> str:
     words = command_line.split()
     if "-m snakemake" in command_line or "bin/snakemake" in command_line:
         return "snakemake"
-    module = re.search(r"-m (nettebench\.[\w.]+)(?: ([a-z][\w-]*))?", command_line)
-    if module:
-        return " ".join(part for part in module.groups() if part)
+    command = re.search(r"-m (nettebench(?: [a-z][\w-]*){1,2})", command_line)
+    if command:  # python -m nettebench <group> [<command>]
+        return command.group(1)
     if "exec(eval(sys.stdin.readline()))" in command_line:
         return "xdist worker (in-process tests)"
     if "torch.distributed.run" in command_line or "torchrun" in command_line:

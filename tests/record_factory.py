@@ -8,7 +8,7 @@ Three entry points:
 
 - :func:`make_cell` writes one cell with every value overridable (status, times, accuracies,
   extra parameters, the schema version) and returns its ``metrics.json`` path;
-- :func:`make_ceiling` writes the ``ceiling.json`` that ``python -m nettebench.benchmarks.ceiling``
+- :func:`make_ceiling` writes the ``ceiling.json`` that ``python -m nettebench benchmarks ceiling``
 puts
   beside a cell's metrics.json (every key of ``nettebench.benchmarks.ceiling.CEILING_KEYS``, read
   from the module's source so this file needs no torch and still follows the contract);

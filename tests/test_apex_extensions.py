@@ -69,7 +69,7 @@ def test_the_extension_options_reach_apexs_setup_argv_through_the_wheel_step(tmp
     env = {**os.environ, "PYTHONPATH": str(REPO / "scripts")}
 
     def step(*args: str) -> None:
-        command = [sys.executable, "-m", "nettebench.builds", *args]
+        command = [sys.executable, "-m", "nettebench", "builds", *args]
         subprocess.run([*command, "--log", str(tmp_path / "log")], check=True, env=env)
 
     step("clone", "--library", "apex", "--build", "ext", "--repo", str(repo), "--ref", "25.05",

@@ -132,7 +132,9 @@ def test_cli_writes_json_from_a_cells_arguments(tmp_path):
     command = [
         sys.executable,
         "-m",
-        "nettebench.benchmarks.ceiling",
+        "nettebench",
+        "benchmarks",
+        "ceiling",
         "--out",
         str(out),
         "--threads",

@@ -1,5 +1,6 @@
-"""A matrix cell's job (nettebench.benchmarks.cell_job): the ceiling measured right after the
-cell's epochs, in the same process, so cell and ceiling share machine, device and moment."""
+"""A matrix cell's job (python -m nettebench benchmarks cell-job): the ceiling measured right
+after the cell's epochs, in the same process, so cell and ceiling share machine, device and
+moment."""
 
 from __future__ import annotations
 
@@ -46,7 +47,9 @@ def _run_job(tiny_tree, out, steps=3, **cell):
         [
             sys.executable,
             "-m",
-            "nettebench.benchmarks.cell_job",
+            "nettebench",
+            "benchmarks",
+            "cell-job",
             "--data",
             str(tiny_tree),
             "--out-dir",

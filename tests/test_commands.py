@@ -2,22 +2,29 @@
 values of every choice, the defaults, examples on their own lines), bad values that end in one
 line, and no abbreviated options; every relative link in them leads to a file and heading.
 
-Through each command's real entry point (its ``main``); the list of commands is read from the
-pages themselves, so a command they start to show is checked too.
+Through the package's one entry point, ``python -m nettebench <group> [<command>]``
+(:func:`nettebench.vocabulary.commands.top_level`); the list of commands is the command table's
+and what the pages show, so a command they start to show is checked too. Every old way in (a
+subpackage or a command's module run by its path) ends in one line naming the new form.
 """
 
 from __future__ import annotations
 
 import ast
+import contextlib
 import importlib
+import io
 import re
+import runpy
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
 
 from nettebench.vocabulary.commands import COMMANDS as GROUPED
+from nettebench.vocabulary.commands import SINGLE, top_level
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
@@ -26,49 +33,42 @@ PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 
 
 def _shown(text: str) -> set[str]:
-    """The commands a page shows: ``python -m nettebench.x`` or, for a subpackage with grouped
-    commands (vocabulary.commands.COMMANDS), ``python -m nettebench.x <command>``; a
-    placeholder (``nettebench.<subpackage>``, ``nettebench.benchmarks.{ceiling,...}``) is none."""
+    """The commands a page shows, as the words after ``python -m``: ``nettebench``, ``nettebench
+    training``, ``nettebench report tables`` (a group's command only where the table has it; a
+    placeholder, ``nettebench <group>``, is the top level)."""
     found = set()
-    for package, word in re.findall(
-        r"python -m (nettebench(?:\.\w+)*)(?!\w|\.[<{\w])(?: ([a-z][\w-]*))?", text
+    for group, word in re.findall(
+        r"python -m nettebench(?: ([a-z][\w-]*))?(?: ([a-z][\w-]*))?", text
     ):
-        grouped = GROUPED.get(package.removeprefix("nettebench."))
-        found.add(f"{package} {word}" if grouped and word in grouped else package)
+        words = ["nettebench"]
+        if group in GROUPED or group in SINGLE:
+            words.append(group)
+            if word in GROUPED.get(group, {}):
+                words.append(word)
+        found.add(" ".join(words))
     return found
 
 
-# Every `python -m nettebench...` the pages show (and the trainer's extension, cell_job).
-COMMANDS = sorted(
-    set().union(*(_shown(page.read_text()) for page in PAGES)) | {"nettebench.benchmarks.cell_job"}
-)
+# Every command of the table, and every `python -m nettebench ...` the pages show.
+TABLE = {f"nettebench {group}" for group in SINGLE} | {
+    f"nettebench {group} {command}" for group, commands in GROUPED.items() for command in commands
+}
+COMMANDS = sorted(set().union(*(_shown(page.read_text()) for page in PAGES)) | TABLE)
 
 
 def entry_point(name: str):
-    """The ``main(argv)`` that ``python -m name`` runs: a grouped command's module's (with the
-    arguments it puts first), the module's own, or for a package run through its ``__main__``,
-    its ``cli`` module's."""
-    package, _, command = name.partition(" ")
-    if name == "nettebench":  # python -m nettebench: the groups
+    """What ``python -m <name> ARGV`` runs, as ``main(argv)``: the package's ``__main__``,
+    :func:`top_level`, with the command's words first."""
+    words = name.split()[1:]
 
-        def top(argv):
-            from nettebench.vocabulary.commands import top_level
+    def run(argv):
+        sys.exit(top_level([*words, *argv]))
 
-            sys.exit(top_level(argv))
-
-        return top
-    if command:
-        module, first = GROUPED[package.removeprefix("nettebench.")][command]
-        run = importlib.import_module(f"{package}.{module}").main
-        return lambda argv: run([*first, *argv])
-    module = importlib.import_module(name)
-    if hasattr(module, "main"):
-        return module.main
-    return importlib.import_module(f"{name}.cli").main
+    return run
 
 
 # Commands that take a cell: their precision, device and loader list the allowed values.
-CELL_COMMANDS = ("nettebench.training", "nettebench.benchmarks.ceiling", "nettebench.profiling")
+CELL_COMMANDS = ("nettebench training", "nettebench benchmarks ceiling", "nettebench profiling")
 _MARKUP = re.compile(r"``|:(class|func|mod|meth|attr):`")
 
 
@@ -79,10 +79,10 @@ def help_text(name: str, capsys) -> str:
     return capsys.readouterr().out
 
 
-def test_the_readmes_commands_are_found():
-    assert "nettebench.training" in COMMANDS and len(COMMANDS) >= 8
-    for name in COMMANDS:
-        assert callable(entry_point(name)), name
+def test_the_pages_commands_are_found():
+    shown = set().union(*(_shown(page.read_text()) for page in PAGES))
+    assert {"nettebench training", "nettebench report tables", "nettebench"} <= shown
+    assert shown <= TABLE | {"nettebench"}, shown - TABLE
 
 
 @pytest.mark.parametrize("name", COMMANDS)
@@ -103,29 +103,29 @@ def test_help_lists_allowed_values_and_defaults(name, capsys):
 
 
 def test_the_ceilings_example_is_a_command_on_its_own_lines(capsys):
-    text = help_text("nettebench.benchmarks.ceiling", capsys)
-    assert re.search(r"\n    python -m nettebench\.benchmarks\.ceiling .* \\\n        --out", text)
+    text = help_text("nettebench benchmarks ceiling", capsys)
+    assert re.search(r"\n    python -m nettebench benchmarks ceiling .* \\\n        --out", text)
     assert re.search(r"--steps STEPS\s+timed steps \(default: 30\)", text)
 
 
 BAD_VALUES = [
-    ("nettebench.training", ["--precision", "o1"], "argument --precision: invalid choice: 'o1'"),
-    ("nettebench.training", ["--model", "resnt18"], "did you mean resnet18"),
-    ("nettebench.benchmarks.ceiling", ["--model", "resnt18"], "unknown model 'resnt18'"),
+    ("nettebench training", ["--precision", "o1"], "argument --precision: invalid choice: 'o1'"),
+    ("nettebench training", ["--model", "resnt18"], "did you mean resnet18"),
+    ("nettebench benchmarks ceiling", ["--model", "resnt18"], "unknown model 'resnt18'"),
     # the schema's rule for the parameter, its sentence read whole (schemas/config.schema.yaml)
     (
-        "nettebench.benchmarks.ceiling",
+        "nettebench benchmarks ceiling",
         ["--epochs", "0"],
         "error: --epochs: 0 is not allowed; allowed: an integer >= 1",
     ),
     (
-        "nettebench.benchmarks.ceiling",
+        "nettebench benchmarks ceiling",
         ["--lr", "0"],
         "error: --lr: 0.0 is not allowed; allowed: a number > 0 or none (the reference: 0.1 x "
         "batch_size / 256)",
     ),
-    ("nettebench.profiling", ["--loader", "fast"], "argument --loader: invalid choice"),
-    ("nettebench.benchmarks.cell_job", ["--device", "gpu"], "argument --device: invalid choice"),
+    ("nettebench profiling", ["--loader", "fast"], "argument --loader: invalid choice"),
+    ("nettebench benchmarks cell-job", ["--device", "gpu"], "argument --device: invalid choice"),
 ]
 
 
@@ -133,10 +133,10 @@ BAD_VALUES = [
 def test_a_bad_value_ends_in_one_line(name, argv, expected, tmp_path):
     """The real command, as a user types it: its whole output is the one line."""
     required = ["--data", str(tmp_path), "--out-dir", str(tmp_path), "--ceiling", "c.json"]
-    if name == "nettebench.benchmarks.ceiling":
+    if name == "nettebench benchmarks ceiling":
         required = ["--out", str(tmp_path / "c.json")]
     result = subprocess.run(
-        [sys.executable, "-m", name, *required, *argv],
+        [sys.executable, "-m", *name.split(), *required, *argv],
         capture_output=True,
         text=True,
         timeout=300,
@@ -205,7 +205,7 @@ def test_an_abbreviated_option_is_refused(tmp_path, capsys):
     every command refuses it instead."""
     argv = ["--data", str(tmp_path), "--out-dir", str(tmp_path), "--epoch", "2"]
     with pytest.raises(SystemExit) as stopped:
-        entry_point("nettebench.training")(argv)
+        entry_point("nettebench training")(argv)
     assert stopped.value.code == 2
     assert "unrecognized arguments: --epoch 2" in capsys.readouterr().err
 
@@ -248,20 +248,20 @@ def test_every_grouped_command_runs_a_main():
     ("argv", "expected"),
     [
         (
-            ["-m", "nettebench.benchmarks.ceiling", "--out", "c.json"],
-            "nettebench.benchmarks.ceiling",
+            ["-m", "nettebench", "benchmarks", "ceiling", "--out", "c.json"],
+            "nettebench benchmarks ceiling",
         ),
-        (
-            ["-m", "nettebench.benchmarks", "ceiling", "--out", "c.json"],
-            "nettebench.benchmarks ceiling",
-        ),
-        (["-m", "nettebench.benchmarks", "cell-job"], "nettebench.benchmarks cell-job"),
-        (["-m", "nettebench.benchmarks", "loader"], None),
-        (["-m", "nettebench.report", "tables"], None),
+        (["-u", "-m", "nettebench", "benchmarks", "cell-job"], "nettebench benchmarks cell-job"),
+        (["-m", "nettebench", "training", "--data", "d"], "nettebench training"),
+        (["-m", "nettebench", "profiling"], "nettebench profiling"),
+        (["-m", "nettebench", "benchmarks", "loader"], None),
+        (["-m", "nettebench", "report", "tables"], None),
+        (["-m", "nettebench.benchmarks.ceiling"], None),  # the old form runs no cell now
     ],
 )
-def test_a_cell_command_knows_itself_by_either_name(argv, expected, monkeypatch):
-    """A cell command restarts itself (builds.activate) whether run as its module or grouped."""
+def test_a_cell_command_knows_itself_by_its_words(argv, expected, monkeypatch):
+    """A cell command restarts itself (builds.activate) by the words it was run as, also in a
+    process torchrun started (``python -u -m nettebench benchmarks cell-job ...``)."""
     from nettebench.builds import activate
 
     monkeypatch.setattr(sys, "orig_argv", [sys.executable, *argv], raising=False)
@@ -278,26 +278,95 @@ def test_the_top_level_help_lists_every_group_and_each_runs(capsys):
         assert f"\n  {group} " in listed, group
     with pytest.raises(SystemExit) as done:  # a group's command, through the top level
         commands.top_level(["study", "config", "--help"])
-    assert done.value.code == 0 and "python -m nettebench.study config" in capsys.readouterr().out
+    assert done.value.code == 0 and "python -m nettebench study config" in capsys.readouterr().out
     assert commands.top_level(["trainer"]) == 2
     assert "unknown group 'trainer'; choose from datasets" in capsys.readouterr().err
 
 
-def test_a_command_module_run_by_its_path_names_the_command_form():
-    """``python -m nettebench.datasets.synthetic`` ran, printed nothing and exited 0. Every
-    grouped command's module either runs (its own main block) or ends in ``moved``; one of
-    them is started for real (the others would only repeat the same two lines)."""
-    for package, commands in GROUPED.items():
+def old_forms() -> dict[str, str]:
+    """Every old way in, from the command table: each group's package (``python -m
+    nettebench.report``) and each command's module (``python -m nettebench.benchmarks.ceiling``,
+    ``nettebench.training.cli``) -> the start of the form its one line must name."""
+    forms = {}
+    for group, commands in GROUPED.items():
+        forms[f"nettebench.{group}"] = f"python -m nettebench {group} "
         for inner, _ in commands.values():
-            module = f"nettebench.{package}.{inner}"
-            text = (ROOT / "scripts" / Path(*module.split("."))).with_suffix(".py").read_text()
-            assert '__name__ == "__main__"' in text, f"{module} runs silently by its path"
+            forms[f"nettebench.{group}.{inner}"] = f"python -m nettebench {group} "
+    for group, (inner, _) in SINGLE.items():
+        forms[f"nettebench.{group}"] = f"python -m nettebench {group} "
+        forms[f"nettebench.{inner}"] = f"python -m nettebench {group} "
+    return forms
+
+
+def run_as_main(module: str, argv: list[str]) -> tuple[object, str, str]:
+    """``python -m module ARGV`` in this process (runpy, as ``-m`` runs it): the exit status,
+    standard output, standard error."""
+    err, out = io.StringIO(), io.StringIO()
+    saved = sys.argv
+    sys.argv = [module, *argv]
+    try:
+        # warnings: runpy's "found in sys.modules" (other tests imported the module)
+        with (
+            contextlib.redirect_stderr(err),
+            contextlib.redirect_stdout(out),
+            warnings.catch_warnings(),
+        ):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            runpy.run_module(module, run_name="__main__")
+        code = None
+    except SystemExit as stop:
+        code = stop.code
+    finally:
+        sys.argv = saved
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_every_old_way_in_ends_in_one_line_naming_the_new_form():
+    """Each module that once ran a command (``python -m nettebench.benchmarks.ceiling`` timed
+    the ceiling, ``python -m nettebench.report tables`` wrote the tables), run as ``__main__``
+    with a command's arguments: exit status 2, nothing on standard output, one line on standard
+    error naming the command's form (a group's package: the command its argument names). One
+    of them is started for real below."""
+    wrong = []
+    for module, form in sorted(old_forms().items()):
+        group = module.split(".")[1]
+        argv = ["--help"]
+        if module == f"nettebench.{group}" and group in GROUPED:
+            command = next(iter(GROUPED[group]))
+            argv, form = [command, "--help"], f"{form}{command} "
+        code, out, err = run_as_main(module, argv)
+        lines = err.splitlines()
+        one_line = len(lines) == 1 and f"use {form}" in lines[0] + " "
+        if not (code == 2 and out == "" and one_line):
+            wrong.append(f"{module}: exit {code}, {lines[:2]} {out[:80]!r}")
+    assert not wrong, wrong
+
+
+def test_no_page_or_rule_shows_an_old_form():
+    """The README, docs/, the rules and the Makefile show the one form only (an old form there
+    would end in the moved line: this reads what a user copies)."""
+    places = [*PAGES, ROOT / "Makefile", ROOT / "Snakefile", *sorted(ROOT.glob("rules/*.smk"))]
+    old = re.compile(r"python3? -m nettebench\.[a-z]|-m nettebench\.(?:benchmarks|training)\b")
+    found = [
+        f"{path.relative_to(ROOT)}:{number}: {line.strip()}"
+        for path in places
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if old.search(line)
+    ]
+    assert not found, found
+
+
+def test_an_old_form_run_for_real_names_the_new_form(tmp_path):
+    """``python -m nettebench.report tables``, started as a user would: the one line, exit
+    status 2."""
     done = subprocess.run(
-        [sys.executable, "-m", "nettebench.builds.build"],
-        capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "scripts")},
+        [sys.executable, "-m", "nettebench.report", "tables", "--out-dir", str(tmp_path / "t")],
+        capture_output=True, text=True, env={"PYTHONPATH": str(ROOT / "scripts")}, timeout=120,
+        cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 2 and done.stdout == "", done.stderr
+    assert not (tmp_path / "t").exists()
     assert done.stderr == (
-        "nettebench.builds.build is not run by its path: use python -m nettebench builds "
-        "clone|wheel|install (see --help)\n"
+        "nettebench.report is not run by its path: use python -m nettebench report tables "
+        "(see --help)\n"
     )

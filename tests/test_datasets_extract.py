@@ -234,7 +234,8 @@ def test_cli_reports_errors_in_one_line(tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets",
+            "nettebench",
+            "datasets",
             "extract",
             "--archive",
             str(bogus),

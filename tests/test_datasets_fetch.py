@@ -211,7 +211,8 @@ def test_cli_runs_as_a_module(server, tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets",
+            "nettebench",
+            "datasets",
             "fetch",
             "--url",
             server.url("/truncated.tgz"),

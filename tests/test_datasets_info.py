@@ -129,7 +129,8 @@ def test_local_cli(tree, tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets",
+            "nettebench",
+            "datasets",
             "local",
             "--source",
             str(tree),
@@ -148,7 +149,8 @@ def test_local_cli(tree, tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets",
+            "nettebench",
+            "datasets",
             "local",
             "--source",
             str(tree / "train"),

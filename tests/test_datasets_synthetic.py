@@ -194,7 +194,8 @@ def test_cli(tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets",
+            "nettebench",
+            "datasets",
             "synthetic",
             "--out-dir",
             str(tmp_path / "s"),
@@ -221,7 +222,8 @@ def test_cli(tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.datasets",
+            "nettebench",
+            "datasets",
             "synthetic",
             "--out-dir",
             str(tmp_path / "b"),

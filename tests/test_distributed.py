@@ -47,7 +47,7 @@ def cell(**overrides) -> CellSpec:
 
 def command(tree: Path, out: Path, spec: CellSpec) -> list[str]:
     return [
-        sys.executable, "-m", "nettebench.benchmarks.cell_job", "--data", str(tree),
+        sys.executable, "-m", "nettebench", "benchmarks", "cell-job", "--data", str(tree),
         "--out-dir", str(out), "--ceiling", str(out / "ceiling.json"),
         "--threads", str(spec.processes),  # one thread per process, as the workflow asks
         "--ceiling-steps", "3", "--ceiling-warmup-steps", "1", *spec.cli_args(),
@@ -214,12 +214,11 @@ def test_a_process_that_dies_ends_the_cell_with_an_error_naming_it(tree, tmp_pat
 
 
 def test_torchrun_command_shares_the_threads():
-    args = launch.torchrun_args("nettebench.benchmarks.cell_job", ["--x", "1"], 4, 16)
+    args = launch.torchrun_args(("benchmarks", "cell-job"), ["--x", "1"], 4, 16)
     assert "--nproc-per-node=4" in args and "--max-restarts=0" in args
     assert args[-2:] == ["--x", "1"]  # the job's own options, unchanged: the same key
-    assert args[args.index("-m") + 1] == "nettebench.benchmarks.cell_job"
+    assert args[args.index("-m") + 1 :] == ["nettebench", "benchmarks", "cell-job", "--x", "1"]
     assert launch.process_threads(3, 2) == 1 and launch.process_threads(1, 4) == 1
-    assert launch.module_of("python -m nettebench.training") == "nettebench.training"
 
 
 def _one_step(rank: int, world: int, init: str, out: str) -> None:

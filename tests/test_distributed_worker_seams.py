@@ -310,8 +310,8 @@ def test_a_one_process_cell_among_two_workers_is_refused(worker):
     with pytest.raises(distributed.DistributedError) as refused:
         distributed.join(cell(processes=1), torch.device("cpu"))
     assert str(refused.value) == (
-        "the cell has processes 1 but 2 were started: run its job (python -m "
-        "nettebench.benchmarks.cell_job), which starts them, or torchrun with --nproc-per-node x "
+        "the cell has processes 1 but 2 were started: run its job (python -m nettebench "
+        "benchmarks cell-job), which starts them, or torchrun with --nproc-per-node x "
         "--nnodes = 1"
     )
 

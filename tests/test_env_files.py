@@ -21,28 +21,33 @@ from pathlib import Path
 import pytest
 import yaml
 
+from nettebench.vocabulary.commands import GROUPS
+
 ROOT = Path(__file__).resolve().parents[1]
 ENVS = ROOT / "envs"
 # conda packages that are not Python distributions pip installs (the interpreter, tools)
 NOT_PIP = {"python", "pip", "git", "cxx-compiler", "ninja"}
-COMMAND = re.compile(r"python3? -m ([\w.{}]+)(?: ([a-z][\w-]*))?")
+# python -m nettebench <group> [<command>], the group a rule's own or {params.job}
+COMMAND = re.compile(r"python3? -m nettebench ([a-z][\w-]*|\{params\.job\})(?: ([a-z][\w-]*))?")
 BUILD = os.environ.get("NETTEBENCH_ENV_FILES") == "1"
 
 
 def rule_commands() -> dict[str, set[tuple[str, ...]]]:
-    """env file name -> the ``(module, subcommand...)`` its rules' shell commands start;
-    ``{params.job}`` is each job module rules/common.smk returns for it."""
+    """env file name -> the ``(nettebench, group, command...)`` its rules' shell commands start
+    (``python -m`` those); ``{params.job}`` is each job rules/common.smk returns for it (the
+    words after ``python -m nettebench``)."""
     common = (ROOT / "rules" / "common.smk").read_text()
-    jobs = set(re.findall(r'return f"(nettebench\.[\w.]+)', common))
+    job = rf'return f"((?:{"|".join(GROUPS)}) [\w -]*?) ?(?:\{{|--|")'
+    jobs = {tuple(words.split()) for words in re.findall(job, common)}
     found: dict[str, set[tuple[str, ...]]] = {}
     for path in sorted((ROOT / "rules").glob("*.smk")):
         for block in re.split(r"^rule ", path.read_text(), flags=re.M)[1:]:
             env = re.search(r'conda:\s*"\.\./envs/([\w.-]+\.yaml)"', block)
-            for module, sub in COMMAND.findall(block):
-                modules = jobs if module == "{params.job}" else {module}
-                for name in modules:
+            for group, sub in COMMAND.findall(block):
+                named = jobs if group == "{params.job}" else {(group, sub) if sub else (group,)}
+                for words in named:
                     assert env, f"{path.name}: rule {block.split(':')[0]} names no env file"
-                    found.setdefault(env.group(1), set()).add((name, sub) if sub else (name,))
+                    found.setdefault(env.group(1), set()).add(("nettebench", *words))
     return found
 
 
@@ -73,7 +78,7 @@ def test_an_env_file_builds_and_its_rules_commands_start(env_file, tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT / "scripts")}
     env.pop("VIRTUAL_ENV", None)
     commands = rule_commands()
-    assert ("nettebench.benchmarks.cell_job",) in commands["train.yaml"]  # the parse's premise
+    assert ("nettebench", "benchmarks", "cell-job") in commands["train.yaml"]  # the premise
     failed = []
     for command in sorted(commands[env_file]):  # every env file is some rule's
         done = subprocess.run(

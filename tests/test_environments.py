@@ -127,7 +127,7 @@ def test_a_cell_command_restarts_when_torch_had_imported_a_pinned_package(enviro
     root, _ = environments
     out = tmp_path / "ceiling.json"
     done = subprocess.run(
-        [sys.executable, "-m", "nettebench.benchmarks.ceiling", "--model", "resnet18",
+        [sys.executable, "-m", "nettebench", "benchmarks", "ceiling", "--model", "resnet18",
          "--batch-size", "2", "--image-size", "16", "--steps", "1", "--warmup-steps", "0",
          "--threads", "1", "--environment", "pillow12", "--out", str(out)],
         capture_output=True, text=True, check=False,

@@ -158,7 +158,8 @@ def trainer_pid(process, cell: str = CHAIN, timeout: float = 120.0) -> int:
                 continue
             parent = int(stat.rsplit(")", 1)[1].split()[1])
             mine = f"runs/{cell}".encode() in b" ".join(command)
-            if b"nettebench.training" in command and parent == process.pid and mine:
+            trainer = b"-m nettebench training " in b" ".join(command)
+            if trainer and parent == process.pid and mine:
                 return pid
         time.sleep(0.02)
     raise AssertionError(f"the trainer of {cell} never started")

@@ -32,7 +32,7 @@ def dataset(tmp_path_factory):
 
 def train(dataset, out_dir, *extra, env=None):
     return subprocess.run(
-        [sys.executable, "-m", "nettebench.training", "--data", str(dataset / "dataset.json"),
+        [sys.executable, "-m", "nettebench", "training", "--data", str(dataset / "dataset.json"),
          "--out-dir", str(out_dir), "--threads", "2", *CELL.cli_args(), *extra],
         capture_output=True, text=True, env={**os.environ, **(env or {})}, timeout=600,
     )  # fmt: skip

@@ -116,7 +116,7 @@ def test_a_one_batch_split_is_passed_over_again_so_the_pipeline_is_timed(data):
 
 
 def _accuracy_args(data, weights, out, batch_size: int, *variants: str):
-    """``python -m nettebench.inference accuracy``'s parsed options: resnet18 at 32 px on the
+    """``python -m nettebench inference accuracy``'s parsed options: resnet18 at 32 px on the
     CPU, no loader workers."""
     return cli.build_parser().parse_args(
         ["accuracy", "--data", str(data), "--weights", str(weights), "--out", str(out),

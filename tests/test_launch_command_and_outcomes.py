@@ -20,7 +20,8 @@ from torch.distributed.launcher import api as launcher_api
 from nettebench.training import launch
 from nettebench.vocabulary.cell import CellSpec
 
-MODULE = "nettebench.benchmarks.cell_job"
+COMMAND = ("benchmarks", "cell-job")  # python -m nettebench benchmarks cell-job
+MODULE = "nettebench"  # torchrun -m nettebench benchmarks cell-job ...
 
 
 def cell(**overrides) -> CellSpec:
@@ -34,16 +35,16 @@ def configured(args: list[str]):
 
 def test_torchruns_arguments_are_the_documented_standalone_command(monkeypatch):
     """``torchrun --standalone --nproc-per-node N --max-restarts 0 --shutdown-timeout 10 -m
-    MODULE ...`` (the module's docstring), with what torchrun's run() does for --standalone: the
-    same launch, parsed by torchrun's own parser."""
+    nettebench benchmarks cell-job ...`` (the module's docstring), with what torchrun's run()
+    does for --standalone: the same launch, parsed by torchrun's own parser."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # config_from_args sets it otherwise
     doc = torchrun.parse_args(
         ["--standalone", "--nproc-per-node", "3", "--max-restarts", "0"]
-        + ["--shutdown-timeout", "10", "-m", MODULE, "--x", "1"]
+        + ["--shutdown-timeout", "10", "-m", MODULE, *COMMAND, "--x", "1"]
     )
     doc.rdzv_backend, doc.rdzv_endpoint = "c10d", "localhost:0"  # torchrun's run()
     want, want_entry, want_args = torchrun.config_from_args(doc)
-    ours = launch.torchrun_args(MODULE, ["--x", "1"], 3, 6)
+    ours = launch.torchrun_args(COMMAND, ["--x", "1"], 3, 6)
     got, entry, args = configured(ours)
     for name in (
         "min_nodes", "max_nodes", "nproc_per_node", "rdzv_backend", "rdzv_endpoint",
@@ -53,7 +54,7 @@ def test_torchruns_arguments_are_the_documented_standalone_command(monkeypatch):
     assert (entry, args) == (want_entry, want_args)
     assert got.monitor_interval == launch.MONITOR_INTERVAL_S  # ours: the agent polls less
     # a rendezvous id of its own each time, as --standalone makes one
-    again, _, _ = configured(launch.torchrun_args(MODULE, ["--x", "1"], 3, 6))
+    again, _, _ = configured(launch.torchrun_args(COMMAND, ["--x", "1"], 3, 6))
     assert got.run_id != again.run_id and len(got.run_id) == len(again.run_id) == 36
 
 
@@ -71,7 +72,7 @@ def test_an_option_the_installed_torchrun_lacks_is_left_out():
     args = ["--nnodes=1", "--shutdown-timeout=10", "--no-such-option=1", "-m", MODULE, "--x"]
     assert launch.known_to(older, args) == ["--nnodes=1", "--no-such-option=1", "-m", MODULE, "--x"]
     installed = torchrun.get_args_parser()  # whichever torch is installed parses what is left
-    ours = launch.known_to(installed, launch.torchrun_args(MODULE, ["--x", "1"], 2, None))
+    ours = launch.known_to(installed, launch.torchrun_args(COMMAND, ["--x", "1"], 2, None))
     assert installed.parse_args(ours).nproc_per_node == "2"
 
 
@@ -80,7 +81,7 @@ def test_the_agent_notices_a_dead_process_within_half_a_second(monkeypatch):
     torchrun's parser configures it from our command line, looks at its processes at least
     every half second (polling less often than torchrun's default, but not by seconds)."""
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    got, _, _ = configured(launch.torchrun_args(MODULE, [], 2, 2))
+    got, _, _ = configured(launch.torchrun_args(COMMAND, [], 2, 2))
     assert 0 < got.monitor_interval <= 0.5
 
 
@@ -121,27 +122,22 @@ def agent(monkeypatch):
 
 
 def test_a_finished_launch_is_the_jobs_success(agent, tmp_path, capsys):
+    """Each process runs the job's own command, the package's one form: ``python -m nettebench
+    benchmarks cell-job <the job's options>`` (torchrun's ``-m`` takes the module, ``nettebench``;
+    the command's words and options are the script's arguments)."""
     started = agent()
-    prog = f"python -m {MODULE}"
-    assert launch.launch(prog, ["--x", "1"], cell(), 4, tmp_path) == 0
+    assert launch.launch(COMMAND, ["--x", "1"], cell(), 4, tmp_path) == 0
     ((config, entrypoint, args),) = started.launched
     assert config.nproc_per_node == 2 and config.max_restarts == 0
-    assert entrypoint == sys.executable and list(args[-4:]) == ["-m", MODULE, "--x", "1"]
+    assert entrypoint == sys.executable
+    assert list(args[args.index("-m") :]) == ["-m", "nettebench", *COMMAND, "--x", "1"]
     err = capsys.readouterr().err
     assert err.startswith("data-parallel: torchrun ") and "--nproc-per-node=2" in err
 
 
-def test_the_jobs_own_command_line_by_default(agent, tmp_path, monkeypatch):
-    started = agent()
-    monkeypatch.setattr(sys, "argv", ["cell_job", "--y", "2"])
-    assert launch.launch(f"python -m {MODULE}", None, cell(), 4, tmp_path) == 0
-    args = list(started.launched[0][2])
-    assert args[args.index("-m") :] == ["-m", MODULE, "--y", "2"]  # not the program's name
-
-
 def test_a_signal_to_the_job_is_an_interruption(agent, tmp_path, capsys):
     agent(SignalException("stop", signal.SIGTERM))
-    assert launch.launch(f"python -m {MODULE}", [], cell(), 4, tmp_path) == 128 + 15
+    assert launch.launch(COMMAND, [], cell(), 4, tmp_path) == 128 + 15
     last = capsys.readouterr().err.splitlines()[-1]
     assert last == (
         f"interrupted by SIGTERM: {cell().path()} stopped in all 2 processes; no checkpoint yet; "
@@ -164,7 +160,7 @@ def failed(codes: dict[int, int]) -> ChildFailedError:
 
 def test_a_process_killed_by_a_signal_is_named_with_it(agent, tmp_path, capsys):
     agent(failed({1: -signal.SIGKILL}))
-    assert launch.launch(f"python -m {MODULE}", [], cell(), 4, tmp_path) == 1
+    assert launch.launch(COMMAND, [], cell(), 4, tmp_path) == 1
     err = capsys.readouterr().err
     assert err.splitlines()[-1] == (
         f"error: {cell().path()}: process 1 of 2 (pid 1001) was killed by SIGKILL; the others "

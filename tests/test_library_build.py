@@ -39,7 +39,7 @@ def run_steps(repo: Path, ref: str, out: Path, *, library: str = "apex", build: 
     codes, errors = [], []
     for step, log in zip(steps, ("clone", "build", "install"), strict=True):
         result = subprocess.run(
-            [sys.executable, "-m", "nettebench.builds", *map(str, step)]
+            [sys.executable, "-m", "nettebench", "builds", *map(str, step)]
             + ["--log", str(out / f"{log}.log")],
             capture_output=True,
             text=True,

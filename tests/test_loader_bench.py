@@ -11,7 +11,7 @@ def test_loader_bench_measures_both_loaders(tmp_path):
     generate(tmp_path / "ds", name="lb", size=48, train_images=40, val_images=10, seed=0)
     out = tmp_path / "bench.json"
     result = subprocess.run(
-        [sys.executable, "-m", "nettebench.benchmarks.loader", "--data", str(tmp_path / "ds"),
+        [sys.executable, "-m", "nettebench", "benchmarks", "loader", "--data", str(tmp_path / "ds"),
          "--workers", "0", "--batch-size", "8", "--image-size", "32", "--batches", "3",
          "--warmup-batches", "1", "--threads", "1", "--out", str(out)],
         capture_output=True, text=True, check=True,
@@ -27,7 +27,8 @@ def test_wallclock_runs_each_variant_as_a_process_and_tabulates_it(tmp_path):
     generate(tmp_path / "ds", name="wc", size=40, train_images=24, val_images=8, num_classes=4)
     out = tmp_path / "wallclock.json"
     result = subprocess.run(
-        [sys.executable, "-m", "nettebench.benchmarks.wallclock", "--data", str(tmp_path / "ds"),
+        [sys.executable, "-m", "nettebench", "benchmarks", "wallclock",
+         "--data", str(tmp_path / "ds"),
          "--out-dir", str(tmp_path / "runs"), "--json", str(out),
          "--variants", "loader=pil", "loader=cached,workers=1",
          "--", "--epochs", "2", "--batch-size", "8", "--image-size", "32", "--workers", "0",

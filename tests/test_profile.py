@@ -217,7 +217,7 @@ def test_a_cpu_profile_log_holds_no_kineto_gpu_error(tiny_tree, tmp_path):
     argv += ["--warmup-steps", "1", "--steps", "1", "--threads", "1", "--device", "cpu"]
     env = {key: value for key, value in os.environ.items() if key != "KINETO_LOG_LEVEL"}
     result = subprocess.run(
-        [sys.executable, "-m", "nettebench.profiling", *argv],
+        [sys.executable, "-m", "nettebench", "profiling", *argv],
         capture_output=True,
         text=True,
         env=env,

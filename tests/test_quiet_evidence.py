@@ -128,7 +128,7 @@ def test_a_ceiling_disturbed_alone_withholds_the_loader_verdict_and_is_rerun(tmp
     assert "faster" not in headline.split("Caveats")[0]
     # the rerun command, from runs.csv alone: exactly the cell whose ceiling was disturbed
     done = subprocess.run(
-        [sys.executable, "-m", "nettebench.report", "rerun", "--runs", str(out["runs"])],
+        [sys.executable, "-m", "nettebench", "report", "rerun", "--runs", str(out["runs"])],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -164,7 +164,7 @@ def test_a_disturbed_o0_withholds_every_precision_verdict_of_the_time_table(tmp_
 def test_the_rerun_command_says_when_nothing_was_disturbed(tmp_path):
     out = aggregate([_cell(tmp_path / "runs", STEADY)], tmp_path / "tables")
     done = subprocess.run(
-        [sys.executable, "-m", "nettebench.report", "rerun", "--runs", str(out["runs"])],
+        [sys.executable, "-m", "nettebench", "report", "rerun", "--runs", str(out["runs"])],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert done.returncode == 0 and "nothing to rerun" in done.stdout

@@ -96,7 +96,7 @@ def test_the_command_says_which_record_it_kept_and_why(tmp_path):
     older = _cell(tmp_path / "a", 150.0, written=1_800_000_000)
     newer = _cell(tmp_path / "b", 160.0, written=1_800_400_000)
     result = subprocess.run(
-        [sys.executable, "-m", "nettebench.report", "tables", "--out-dir", str(tmp_path / "o")]
+        [sys.executable, "-m", "nettebench", "report", "tables", "--out-dir", str(tmp_path / "o")]
         + [str(older), str(newer)],
         capture_output=True,
         text=True,

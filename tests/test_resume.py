@@ -39,7 +39,7 @@ def dataset(tmp_path_factory):
 
 def train_command(dataset, out_dir):
     return [
-        sys.executable, "-m", "nettebench.training", "--data", str(dataset), "--out-dir",
+        sys.executable, "-m", "nettebench", "training", "--data", str(dataset), "--out-dir",
         str(out_dir), "--threads", "1", *CELL.cli_args(),
     ]  # fmt: skip
 
@@ -127,7 +127,7 @@ def test_a_code_change_after_an_interruption_trains_from_scratch(dataset, tmp_pa
     cell = CellSpec(**{**CELL.as_dict(), "max_steps": 3})
     command = [*train_command(dataset, out)[: -len(CELL.cli_args())], *cell.cli_args()]
     process = subprocess.run(
-        [*command[:1], "-c", INTERRUPT_AFTER_EPOCH_1, *command[3:]],
+        [*command[:1], "-c", INTERRUPT_AFTER_EPOCH_1, *command[4:]],  # less -m nettebench training
         capture_output=True, text=True, env=env,
     )  # fmt: skip
     assert process.returncode == 130, process.stderr[-3000:]
@@ -165,7 +165,7 @@ def test_checkpoint_of_another_cell_is_discarded(dataset, tmp_path):
     other = CELL.__class__(**{**CELL.as_dict(), "epochs": 1})
     result = subprocess.run(
         [
-            sys.executable, "-m", "nettebench.training", "--data", str(dataset), "--out-dir",
+            sys.executable, "-m", "nettebench", "training", "--data", str(dataset), "--out-dir",
             str(tmp_path), "--threads", "1", *other.cli_args(),
         ],  # fmt: skip
         capture_output=True, text=True, check=True,

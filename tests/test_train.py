@@ -54,7 +54,8 @@ def test_cli_writes_a_complete_record(tiny_tree, tmp_path):
         [
             sys.executable,
             "-m",
-            "nettebench.training.cli",
+            "nettebench",
+            "training",
             "--data",
             str(tiny_tree),
             "--out-dir",

@@ -279,7 +279,7 @@ def test_editing_profiling_code_reruns_only_the_profiles(quickstart):
 
 
 def test_the_rerun_line_reruns_exactly_the_disturbed_cell(quickstart, tmp_path):
-    """`python -m nettebench.report rerun` on the run's runs.csv, with one cell's ceiling
+    """`python -m nettebench report rerun` on the run's runs.csv, with one cell's ceiling
     marked disturbed (the quick start itself may have been quiet): its line, dry-run by the
     real Snakemake, schedules that cell's job and the report after it, no other cell."""
     workdir, config = quickstart
@@ -291,7 +291,7 @@ def test_the_rerun_line_reruns_exactly_the_disturbed_cell(quickstart, tmp_path):
     edited = tmp_path / "runs.csv"
     runs.to_csv(edited, index=False)
     done = subprocess.run(
-        [sys.executable, "-m", "nettebench.report", "rerun", "--runs", str(edited)],
+        [sys.executable, "-m", "nettebench", "report", "rerun", "--runs", str(edited)],
         cwd=workdir, capture_output=True, text=True, check=True,
     )  # fmt: skip
     line = shlex.split(done.stdout.strip().splitlines()[-1])

@@ -175,7 +175,7 @@ def python(*args: str) -> list[str]:
 def make_data(s: Suite) -> list[list[str]]:
     z = s.sizes
     return [python(
-        "-m", "nettebench.datasets", "synthetic", "--out-dir", str(s.data.parent), "--name",
+        "-m", "nettebench", "datasets", "synthetic", "--out-dir", str(s.data.parent), "--name",
         "imagenette-320-shaped", "--size", str(z.image), "--train-images", str(z.train),
         "--val-images", str(z.val), "--classes", str(z.classes),
     )]  # fmt: skip
@@ -183,7 +183,7 @@ def make_data(s: Suite) -> list[list[str]]:
 
 def make_store(s: Suite) -> list[list[str]]:
     return [python(
-        "-m", "nettebench.data", "store", "--data", str(s.data), "--out-dir", str(s.store),
+        "-m", "nettebench", "data", "store", "--data", str(s.data), "--out-dir", str(s.store),
         "--resolution", str(round(s.sizes.crop / 0.875)),
     )]  # fmt: skip
 
@@ -206,8 +206,9 @@ def cell(
         count = (z.goal_epochs if goal else z.mode_epochs) if epochs is None else epochs
         channels = [] if precision_here in ("O0", "tf32") else ["--channels-last", "true"]
         return [python(
-            "-m", "nettebench.benchmarks.cell_job", "--data", str(s.data), "--out-dir", str(out),
-            "--ceiling", str(out / "ceiling.json"), "--store", str(s.store), "--retrain",
+            "-m", "nettebench", "benchmarks", "cell-job", "--data", str(s.data),
+            "--out-dir", str(out), "--ceiling", str(out / "ceiling.json"), "--store", str(s.store),
+            "--retrain",
             "--model", model, "--precision", precision_here, "--epochs", str(count),
             "--batch-size", str(z.batch), "--image-size", str(z.crop), "--workers",
             str(z.workers), "--device", z.device, *channels, *z.ceiling, *options,
@@ -269,7 +270,7 @@ def data_parallel(s: Suite) -> list[list[str]]:
     if device == "cpu":
         sizes = ["--batch-size", "8", "--image-size", "32", "--max-steps", "2", *SMOKE.ceiling]
     return [python(
-        "-m", "nettebench.benchmarks.cell_job", "--data", str(s.data), "--out-dir", str(out),
+        "-m", "nettebench", "benchmarks", "cell-job", "--data", str(s.data), "--out-dir", str(out),
         "--ceiling", str(out / "ceiling.json"), "--store", str(s.store), "--retrain",
         "--model", "resnet18", "--precision", "O1" if device == "cuda" else "O0", "--epochs",
         "1", *sizes, "--workers", "1", "--device", device, "--loader", "cached",
@@ -289,7 +290,7 @@ def profile(precision: str):
     def commands(s: Suite) -> list[list[str]]:
         z = s.sizes
         return [python(
-            "-m", "nettebench.profiling", "--data", str(s.data), "--out-dir",
+            "-m", "nettebench", "profiling", "--data", str(s.data), "--out-dir",
             str(s.cell_dir(f"profile-{precision}")), "--backend", "torch", "--model",
             "resnet18", "--precision", precision, *CACHED, "--store", str(s.store),
             "--batch-size", str(z.batch), "--image-size", str(z.crop), "--workers",
@@ -306,7 +307,8 @@ def inference(name: str, precisions: tuple[str, ...], batches: Callable[[Sizes],
         return [
             python(
                 "-m",
-                "nettebench.inference",
+                "nettebench",
+                "inference",
                 "measure",
                 "--data",
                 str(s.data),

@@ -4,7 +4,7 @@ Owns the compute ceiling (:mod:`.ceiling`: training steps on batches already on 
 matrix cell's job (:mod:`.cell_job`, the ``cell_train`` rule: the trainer, then the ceiling in
 the same process), the input pipelines side by side (:mod:`.loader`) and whole trainer processes
 side by side (:mod:`.wallclock`) and torch's plain DDP beside the cells' data parallel
-(:mod:`.ddp_plain`). Each runs as its module (``python -m nettebench.benchmarks.ceiling``) or
-through the package's ``__main__`` (:mod:`nettebench.vocabulary.commands`). May import the
-trainer and everything below it.
+(:mod:`.ddp_plain`). Each is a command of the ``benchmarks`` group (``python -m nettebench
+benchmarks ceiling``, :mod:`nettebench.vocabulary.commands`). May import the trainer and
+everything below it.
 """

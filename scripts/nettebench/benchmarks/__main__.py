@@ -1,12 +1,8 @@
-"""``python -m nettebench.benchmarks <command>``.
-
-The command names are :mod:`nettebench.vocabulary.commands`'s. Each benchmark also runs as its
-own module (``python -m nettebench.benchmarks.ceiling``), the name the rules, the docs and its
-parser's usage line use.
-"""
+"""The old way in, this subpackage run as a module, ends in one line naming the command's form,
+``python -m nettebench benchmarks ...``, exit status 2 (:func:`.vocabulary.commands.moved`)."""
 
 import sys
 
-from nettebench.vocabulary.commands import main
+from nettebench.vocabulary.commands import moved
 
-sys.exit(main("benchmarks"))
+sys.exit(moved(__spec__.name))

@@ -6,7 +6,7 @@ channels_last and cuDNN settings are identical) trains on it over and over. The 
 this reaches is what the same model, precision and batch size could do if the input pipeline
 cost nothing, so a report can set a cell's training img/s against it::
 
-    python -m nettebench.benchmarks.ceiling --model resnet50 --precision O1 --batch-size 256 \\
+    python -m nettebench benchmarks ceiling --model resnet50 --precision O1 --batch-size 256 \\
         --out ceiling.json
 
 Timed like a GPU engineer: ``warmup_steps`` steps first (cuDNN autotuning, allocator growth) are
@@ -46,7 +46,7 @@ from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory, synchronize
 from nettebench.training.outcome import oom_message, unsupported_reason
 from nettebench.training.parallel import DataParallel
-from nettebench.vocabulary import record_keys
+from nettebench.vocabulary import commands, record_keys
 from nettebench.vocabulary.atomic import write_text_atomic
 from nettebench.vocabulary.cell import CellSpec
 
@@ -323,7 +323,7 @@ def summary_line(record: dict[str, Any]) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """Every CellSpec option (so a rule passes a cell's arguments as it does to the trainer),
     plus the ceiling's own."""
-    parser = CommandParser(prog="python -m nettebench.benchmarks.ceiling", description=__doc__)
+    parser = CommandParser(prog="python -m nettebench benchmarks ceiling", description=__doc__)
     parser.add_argument("--out", help="write the record here as JSON")
     parser.add_argument(
         "--data",
@@ -373,5 +373,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as python -m nettebench benchmarks ceiling
+    sys.exit(commands.moved(__spec__.name))

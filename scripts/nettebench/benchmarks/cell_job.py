@@ -10,7 +10,7 @@ measure_cell` on the same device, writing ``ceiling.json`` before ``metrics.json
 the conditions they were timed in (:mod:`nettebench.records.conditions`), so the report can
 still tell when the two were not comparable.
 
-    python -m nettebench.benchmarks.cell_job --data results/data/imagenette2-320/dataset.json \\
+    python -m nettebench benchmarks cell-job --data results/data/imagenette2-320/dataset.json \\
         --out-dir /tmp/cell --ceiling /tmp/cell/ceiling.json --model resnet50 --precision O1
 """
 
@@ -27,13 +27,16 @@ from nettebench.datasets.info import load_data_root
 from nettebench.study.cell_options import cell_from_args, plain_text
 from nettebench.training import cli as trainer
 from nettebench.training.parallel import DataParallel
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_text_atomic
+
+COMMAND = ("benchmarks", "cell-job")  # python -m nettebench benchmarks cell-job
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The trainer's options, plus where the ceiling goes and how many steps it times."""
     parser = trainer.build_parser()
-    parser.prog = "python -m nettebench.benchmarks.cell_job"
+    parser.prog = commands.prog(*COMMAND)
     parser.description = plain_text(__doc__)
     parser.add_argument("--ceiling", required=True, help="where the ceiling.json goes")
     parser.add_argument("--ceiling-steps", type=int, default=ceiling.STEPS)
@@ -92,8 +95,10 @@ def ceiling_after_epochs(args: argparse.Namespace):
 
 
 def main(argv: list[str] | None = None) -> int:
-    return trainer.main(argv, parser=build_parser(), after_epochs=ceiling_after_epochs)
+    return trainer.main(
+        argv, parser=build_parser(), after_epochs=ceiling_after_epochs, command=COMMAND
+    )
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as python -m nettebench benchmarks cell-job
+    sys.exit(commands.moved(__spec__.name))

@@ -8,7 +8,7 @@ data-parallel at all: the same model (:func:`nettebench.models.build.build_model
 global batch split over the processes, the same image size, SGD with momentum, gloo on the CPU,
 one fixed batch of random tensors per process (no input pipeline), each step timed::
 
-    python -m nettebench.benchmarks.ddp_plain --processes 1 2 --model resnet18 \\
+    python -m nettebench benchmarks ddp-plain --processes 1 2 --model resnet18 \\
         --batch-size 32 --image-size 32 --threads 2
 
 Each process gets ``threads / processes`` torch threads (default: every CPU this process may
@@ -37,6 +37,7 @@ import torch.multiprocessing as mp
 from torch.nn.parallel import DistributedDataParallel
 
 from nettebench.models.build import build_model
+from nettebench.vocabulary import commands
 
 
 def _rank(rank: int, world: int, init: str, options: dict[str, Any], out: str) -> None:
@@ -96,7 +97,7 @@ def threads(options: dict[str, Any], processes: int) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         allow_abbrev=False,
-        prog="python -m nettebench.benchmarks.ddp_plain",
+        prog="python -m nettebench benchmarks ddp-plain",
         description=__doc__.split("\n\n")[0],
     )
     parser.add_argument("--processes", type=int, nargs="+", default=[1, 2])
@@ -148,5 +149,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as python -m nettebench benchmarks ddp-plain
+    sys.exit(commands.moved(__spec__.name))

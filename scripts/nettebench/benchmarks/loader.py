@@ -5,7 +5,7 @@ iterated over training batches with no model: what is measured is how fast each 
 augmented, normalised batches on the training device (the device synchronised before the clock
 is read). A few batches are taken first as warm-up (worker start-up, allocator), untimed.
 
-    python -m nettebench.benchmarks.loader --data results/data/imagenette2-320/dataset.json \\
+    python -m nettebench benchmarks loader --data results/data/imagenette2-320/dataset.json \\
         --workers 2 --batch-size 256 --image-size 224
 
 Prints one line per loader and the ratio; ``--out`` also writes them as JSON.
@@ -25,6 +25,7 @@ from nettebench.study.cell_options import CommandParser
 from nettebench.training.cli import resolve_device
 from nettebench.training.fit import build_loaders, seed_epoch
 from nettebench.training.loop import synchronize
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_json_atomic
 from nettebench.vocabulary.cell import CellSpec
 
@@ -92,7 +93,7 @@ def measure(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = CommandParser(prog="python -m nettebench.benchmarks.loader", description=__doc__)
+    parser = CommandParser(prog="python -m nettebench benchmarks loader", description=__doc__)
     parser.add_argument("--data", required=True, help="dataset.json or a train/ + val/ folder")
     parser.add_argument("--loaders", nargs="+", choices=LOADERS, default=list(LOADERS))
     parser.add_argument("--workers", type=int, default=2)
@@ -136,5 +137,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as python -m nettebench benchmarks loader
+    sys.exit(commands.moved(__spec__.name))

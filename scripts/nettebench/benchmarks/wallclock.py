@@ -1,7 +1,7 @@
 """Benchmark: one cell end to end under each input pipeline, from process start to metrics.
 
 :mod:`nettebench.benchmarks.loader` measures what a loader can deliver with no model; this measures
-what a user waits for. Each variant runs ``python -m nettebench.training`` as a fresh process (so
+what a user waits for. Each variant runs ``python -m nettebench training`` as a fresh process (so
 interpreter start, imports, model build, data setup, worker start-up, every epoch and the
 writing of metrics.json all count) and prints one row per variant: the wall clock around the
 process, the trainer's own ``wall_s``, the epochs' share of it, steady img/s, data-wait share,
@@ -10,7 +10,7 @@ compile time and top-1.
 The ``cached`` loader's decoded store is built once first and timed on its own line: in the
 workflow it is one job per dataset and resolution, shared by every cached cell.
 
-    python -m nettebench.benchmarks.wallclock --data results/data/imagenette2-320/dataset.json \\
+    python -m nettebench benchmarks wallclock --data results/data/imagenette2-320/dataset.json \\
         --out-dir /tmp/wallclock -- --model resnet18 --precision O1 --epochs 10 --workers 8
 
 Everything after ``--`` is passed to the trainer for every variant (see ``python -m
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_json_atomic
 from nettebench.vocabulary.cell import CellSpec
 
@@ -70,7 +71,8 @@ def build_store(data: str, store_dir: Path, trainer_args: list[str]) -> float:
         [
             sys.executable,
             "-m",
-            "nettebench.data",
+            "nettebench",
+            "data",
             "store",
             "--data",
             data,
@@ -93,7 +95,8 @@ def run_variant(
     command = [
         sys.executable,
         "-m",
-        "nettebench.training",
+        "nettebench",
+        "training",
         "--data",
         data,
         "--out-dir",
@@ -135,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     trainer_args = argv[argv.index("--") + 1 :] if "--" in argv else []
     own_args = argv[: argv.index("--")] if "--" in argv else argv
-    parser = CommandParser(prog="python -m nettebench.benchmarks.wallclock", description=__doc__)
+    parser = CommandParser(prog="python -m nettebench benchmarks wallclock", description=__doc__)
     parser.add_argument("--data", required=True, help="dataset.json or a train/ + val/ folder")
     parser.add_argument("--out-dir", required=True, help="one trainer output folder per variant")
     parser.add_argument("--variants", nargs="+", type=parse_variant, default=None)
@@ -155,5 +158,5 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if all(row["status"] == "ok" for row in rows) else 1
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as python -m nettebench benchmarks wallclock
+    sys.exit(commands.moved(__spec__.name))

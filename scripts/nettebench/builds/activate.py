@@ -37,18 +37,14 @@ BUILDS_DIR_ENV = "NETTEBENCH_BUILDS_DIR"  # where a trainer run outside Snakemak
 ENVIRONMENTS_DIR_ENV = "NETTEBENCH_ENVIRONMENTS_DIR"
 # Set in a cell command that restarted itself with an environment's prefix on PYTHONPATH.
 _RESTARTED_ENV = "NETTEBENCH_ENVIRONMENT_RESTARTED"
-# The commands that run a cell (``python -m <module>``, or ``python -m <package> <command>`` for
-# a grouped one): they may restart themselves so that an environment pinning a package they had
+# The commands that run a cell (``python -m nettebench <group> [<command>]``, their words after
+# ``-m``): they may restart themselves so that an environment pinning a package they had
 # imported already (torch, numpy) comes first.
-CELL_COMMAND_MODULES = (
-    "nettebench.training",
-    "nettebench.training.cli",
-    "nettebench.benchmarks.ceiling",
-    "nettebench.benchmarks.cell_job",
-    "nettebench.benchmarks ceiling",
-    "nettebench.benchmarks cell-job",
-    "nettebench.profiling",
-    "nettebench.profiling.cli",
+CELL_COMMANDS = (
+    ("nettebench", "training"),
+    ("nettebench", "benchmarks", "ceiling"),
+    ("nettebench", "benchmarks", "cell-job"),
+    ("nettebench", "profiling"),
 )
 
 
@@ -166,13 +162,13 @@ def activate_environment(
 
 def _restart_or_fail(name: str, prefix: Path, stale: Mapping[str, str]) -> None:
     """Restart a cell command with the prefix on PYTHONPATH (once), or explain the problem."""
-    module = _cell_command()
+    command = _cell_command()
     where = ", ".join(f"{m} from {path}" for m, path in sorted(stale.items()))
-    if module is None or os.environ.get(_RESTARTED_ENV) == name:
+    if command is None or os.environ.get(_RESTARTED_ENV) == name:
         raise LibraryError(
             f"package environment {name!r} provides modules already imported from elsewhere "
             f"({where}); start the process with PYTHONPATH={prefix}, or run the cell through "
-            "its command (python -m nettebench.training ...), which restarts itself so"
+            "its command (python -m nettebench training ...), which restarts itself so"
         )
     print(
         f"environment {name}: restarting with {prefix} first on the path (had imported {where})",
@@ -184,14 +180,15 @@ def _restart_or_fail(name: str, prefix: Path, stale: Mapping[str, str]) -> None:
 
 
 def _cell_command() -> str | None:
-    """The cell command this process runs as (``python -m <module>`` or ``python -m <package>
-    <command>``), if any."""
+    """The cell command this process runs as (``python -m nettebench benchmarks cell-job ...``,
+    also each process torchrun starts for a data-parallel cell), if any: its words after
+    ``-m``."""
     argv = list(getattr(sys, "orig_argv", []))
     if "-m" in argv[:-1]:
         at = argv.index("-m") + 1
-        for name in (argv[at], " ".join(argv[at : at + 2])):
-            if name in CELL_COMMAND_MODULES:
-                return name
+        for words in CELL_COMMANDS:
+            if tuple(argv[at : at + len(words)]) == words:
+                return " ".join(words)
     return None
 
 

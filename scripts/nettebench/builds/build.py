@@ -3,11 +3,11 @@
 The study built torchvision (``git clone pytorch/vision; python setup.py install``) and NVIDIA
 apex from source by hand. These are the same steps, made safe to repeat::
 
-    python -m nettebench.builds clone --library torchvision --build v0.29.1 \\
+    python -m nettebench builds clone --library torchvision --build v0.29.1 \\
         --repo https://github.com/pytorch/vision --ref v0.29.1 --src SRC --manifest source.json
-    python -m nettebench.builds wheel --src SRC --source source.json --out-dir WHEEL \\
+    python -m nettebench builds wheel --src SRC --source source.json --out-dir WHEEL \\
         --manifest wheel.json
-    python -m nettebench.builds install --wheel-manifest wheel.json --wheel-dir WHEEL \\
+    python -m nettebench builds install --wheel-manifest wheel.json --wheel-dir WHEEL \\
         --prefix PREFIX --manifest install.json
 
 - **clone** fetches one ref (branch, tag or commit) of a repository (URL or local path), shallow
@@ -366,7 +366,7 @@ def _installed_version(distribution: str) -> str | None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        allow_abbrev=False, prog="python -m nettebench.builds", description=__doc__
+        allow_abbrev=False, prog="python -m nettebench builds", description=__doc__
     )
     steps = parser.add_subparsers(dest="step", required=True)
 

@@ -3,7 +3,7 @@
 The ``environment_install`` rule's command, for the config's ``environments:``
 (:mod:`nettebench.study.environments`)::
 
-    python -m nettebench.builds environment --name pillow11 --prefix PREFIX \\
+    python -m nettebench builds environment --name pillow11 --prefix PREFIX \\
         --manifest install.json [--pip-arg ARG ...] -- pillow==11.3.0
 
 runs ``pip install --target`` into a temporary folder beside the prefix (with the packages'
@@ -185,7 +185,7 @@ def _pip_version() -> str | None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         allow_abbrev=False,
-        prog="python -m nettebench.builds environment",
+        prog="python -m nettebench builds environment",
         description="Install pinned packages from the registry into a prefix of their own.",
     )
     parser.add_argument("--name", required=True, help="the environment's name in the config")

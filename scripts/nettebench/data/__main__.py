@@ -1,10 +1,8 @@
-"""``python -m nettebench.data <command>``.
-
-The command names are :mod:`nettebench.vocabulary.commands`'s.
-"""
+"""The old way in, this subpackage run as a module, ends in one line naming the command's form,
+``python -m nettebench data ...``, exit status 2 (:func:`.vocabulary.commands.moved`)."""
 
 import sys
 
-from nettebench.vocabulary.commands import main
+from nettebench.vocabulary.commands import moved
 
-sys.exit(main("data"))
+sys.exit(moved(__spec__.name))

@@ -384,7 +384,7 @@ def bench_augment(
 def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(
         allow_abbrev=False,
-        prog="python -m nettebench.data augment",
+        prog="python -m nettebench data augment",
         description="Throughput of the batched train transform.",
     )
     parser.add_argument("--batch", type=int, default=256)

@@ -182,7 +182,7 @@ def read_manifest(out_dir: str | os.PathLike[str]) -> dict[str, Any]:
     except FileNotFoundError:
         raise StoreError(
             f"{path} does not exist: {out_dir} holds no finished store; build it with "
-            "python -m nettebench.data store"
+            "python -m nettebench data store"
         ) from None
     except (OSError, ValueError) as exc:
         raise StoreError(f"could not read {path}: {exc}") from exc

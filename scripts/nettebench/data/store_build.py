@@ -7,7 +7,7 @@ a store that looks ready.
 
 Command line::
 
-    python -m nettebench.data store --data DATASET_JSON_OR_DIR --out-dir DIR \\
+    python -m nettebench data store --data DATASET_JSON_OR_DIR --out-dir DIR \\
         --resolution 256 [--resize-policy shorter_side] [--jobs N]
 """
 
@@ -257,7 +257,7 @@ def _default_jobs() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         allow_abbrev=False,
-        prog="python -m nettebench.data store",
+        prog="python -m nettebench data store",
         description="Decode a dataset once into memory-mappable uint8 arrays for the cached "
         "loader (does nothing when the store is already current).",
     )

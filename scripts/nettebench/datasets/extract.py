@@ -24,7 +24,7 @@ the archive names it, never the temporary folder) and the check.
 
 Command line::
 
-    python -m nettebench.datasets extract --archive PATH --out-dir DIR --name NAME
+    python -m nettebench datasets extract --archive PATH --out-dir DIR --name NAME
         [--size N] [--md5 HEX] [--sha256 HEX] [--source TEXT] [--kind archive|catalog]
         [--bad-images reject|skip] [--jobs N]
 """
@@ -247,7 +247,7 @@ def _find_dataset_root(archive: Path, work: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         allow_abbrev=False,
-        prog="python -m nettebench.datasets extract",
+        prog="python -m nettebench datasets extract",
         description="Verify and safely extract a dataset archive, then write dataset.json.",
     )
     parser.add_argument("--archive", required=True, help="the .tgz to extract")

@@ -15,7 +15,7 @@ how to run anyway (a local copy via ``source:``, or a ``synthetic:`` dataset).
 
 Command line::
 
-    python -m nettebench.datasets fetch --url URL --out PATH [--size N] [--md5 HEX]
+    python -m nettebench datasets fetch --url URL --out PATH [--size N] [--md5 HEX]
         [--sha256 HEX] [--retries N] [--timeout S]
 """
 
@@ -250,7 +250,7 @@ def _unreachable_message(url: str, reason: str, attempts: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         allow_abbrev=False,
-        prog="python -m nettebench.datasets fetch",
+        prog="python -m nettebench datasets fetch",
         description="Download an archive, verify it (size/md5/sha256 when given, gzip tar "
         "always) and write a manifest next to it.",
     )

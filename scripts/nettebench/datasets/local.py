@@ -20,7 +20,7 @@ dataset.json content, which the restore key then matches.
 
 Command line::
 
-    python -m nettebench.datasets local --source DIR --out-dir DIR --name NAME
+    python -m nettebench datasets local --source DIR --out-dir DIR --name NAME
         [--bad-images reject|skip] [--jobs N]
 """
 
@@ -87,7 +87,7 @@ def register_directory(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         allow_abbrev=False,
-        prog="python -m nettebench.datasets local",
+        prog="python -m nettebench datasets local",
         description="Check a folder holding train/ and val/ and write dataset.json for it.",
     )
     parser.add_argument("--source", required=True, help="folder holding train/ and val/")

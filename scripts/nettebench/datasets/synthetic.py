@@ -21,7 +21,7 @@ i)``, so the same arguments give byte-identical files whatever ``jobs`` is.
 
 Command line::
 
-    python -m nettebench.datasets synthetic --out-dir DIR --name NAME [--size PX]
+    python -m nettebench datasets synthetic --out-dir DIR --name NAME [--size PX]
         [--train-images N] [--val-images N] [--classes N] [--seed S] [--jobs N]
 """
 
@@ -317,7 +317,7 @@ def _check_arguments(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         allow_abbrev=False,
-        prog="python -m nettebench.datasets synthetic",
+        prog="python -m nettebench datasets synthetic",
         description="Generate a learnable, Imagenette-shaped JPEG dataset and its dataset.json.",
     )
     parser.add_argument("--out-dir", required=True, help="receives data/ and dataset.json")

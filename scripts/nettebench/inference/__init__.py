@@ -4,7 +4,7 @@ Owns the measurements of an inference cell (:mod:`.measure`: Offline throughput 
 on the device and through the validation pipeline, SingleStream latency at batch 1, peak memory),
 the accuracy of a trained matrix cell's final weights in each inference precision
 (:mod:`.accuracy`), the model under a precision mode (:mod:`.model`) and the command line
-(:mod:`.cli`, ``python -m nettebench.inference``).
+(:mod:`.cli`, ``python -m nettebench inference``).
 
 May import :mod:`nettebench.study`, :mod:`nettebench.records`, :mod:`nettebench.models`,
 :mod:`nettebench.data` and the trainer's precision step and loop helpers

@@ -1,7 +1,8 @@
-"""``python -m nettebench.inference``: see :mod:`nettebench.inference.cli`."""
+"""The old way in, this subpackage run as a module, ends in one line naming the command's form,
+``python -m nettebench inference ...``, exit status 2 (:func:`.vocabulary.commands.moved`)."""
 
 import sys
 
-from nettebench.inference.cli import main
+from nettebench.vocabulary.commands import moved
 
-sys.exit(main())
+sys.exit(moved(__spec__.name))

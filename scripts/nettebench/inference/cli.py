@@ -1,9 +1,9 @@
-"""``python -m nettebench.inference measure|accuracy``: one inference cell, or one trained
+"""``python -m nettebench inference measure|accuracy``: one inference cell, or one trained
 cell's accuracy by precision, written as one JSON record.
 
-    python -m nettebench.inference measure --data results/data/d/dataset.json \\
+    python -m nettebench inference measure --data results/data/d/dataset.json \\
         --out /tmp/inference.json --model resnet50 --precision bf16 --batch-size 1
-    python -m nettebench.inference accuracy --data results/data/d/dataset.json \\
+    python -m nettebench inference accuracy --data results/data/d/dataset.json \\
         --weights results/runs/.../weights.pt --out /tmp/accuracy.json --model resnet18 \\
         --variants fp32:0:0 bf16:1:0
 
@@ -36,7 +36,7 @@ from nettebench.study.inference_cells import SETTINGS, InferenceSpec
 from nettebench.training.cli import resolve_device
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory
 from nettebench.training.outcome import oom_message
-from nettebench.vocabulary import precision
+from nettebench.vocabulary import commands, precision
 from nettebench.vocabulary.record_keys import (
     SCHEMA_VERSION,
     STATUS_OK,
@@ -197,7 +197,7 @@ def variant(text: str) -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     # CommandParser (study.cell_options): plain-text help, defaults shown, one-line errors, as
     # every command the README shows; its subcommands get the same class.
-    parser = CommandParser(prog="python -m nettebench.inference", description=__doc__)
+    parser = CommandParser(prog="python -m nettebench inference", description=__doc__)
     commands = parser.add_subparsers(dest="command", required=True, parser_class=CommandParser)
     run = commands.add_parser("measure", help="one inference cell: throughput and latency")
     run.add_argument("--data", required=True, help="dataset.json or a train/ + val/ folder")
@@ -292,5 +292,5 @@ def _main(argv: list[str] | None) -> int:
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as python -m nettebench inference
+    sys.exit(commands.moved(__spec__.name))

@@ -14,7 +14,7 @@ after a warm-up, and every backend's output becomes the same small tables:
 - ``trace.json.gz``: a trace that opens in Perfetto (ui.perfetto.dev) or chrome://tracing;
 - ``profile.json``: what was profiled, how, and the totals.
 
-Owns the command (:mod:`.cli`, ``python -m nettebench.profiling``, the ``cell_profile`` rule),
+Owns the command (:mod:`.cli`, ``python -m nettebench profiling``, the ``cell_profile`` rule),
 the config's ``profile:`` plan (:mod:`.plan`), the window of steps (:mod:`.window`), the backends
 (:mod:`.torch_backend`, :mod:`.nsys_backend`, :mod:`.nvprof_backend`, :mod:`.external`) and what
 their output becomes (:mod:`.summaries`, :mod:`.trace`, :mod:`.categories`). The tables and

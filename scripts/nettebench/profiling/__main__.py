@@ -1,8 +1,8 @@
-"""``python -m nettebench.profiling``: profile one cell (options:
-:mod:`nettebench.profiling.cli`)."""
+"""The old way in, this subpackage run as a module, ends in one line naming the command's form,
+``python -m nettebench profiling ...``, exit status 2 (:func:`.vocabulary.commands.moved`)."""
 
 import sys
 
-from nettebench.profiling.cli import main
+from nettebench.vocabulary.commands import moved
 
-sys.exit(main())
+sys.exit(moved(__spec__.name))

@@ -2,7 +2,7 @@
 
 Runs with or without Snakemake::
 
-    python -m nettebench.profiling --data results/data/imagenette2-320/dataset.json \\
+    python -m nettebench profiling --data results/data/imagenette2-320/dataset.json \\
         --out-dir /tmp/profile --model resnet18 --precision O3 --batch-size 256 \\
         --warmup-steps 5 --steps 20 --backend torch
 
@@ -52,6 +52,7 @@ from nettebench.study.cell_options import CommandParser, add_cell_options, cell_
 from nettebench.training.apex import ApexAmpUnavailable
 from nettebench.training.cli import resolve_device
 from nettebench.training.outcome import oom_message
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_bytes_atomic, write_json_atomic
 from nettebench.vocabulary.cell import CellSpec
 from nettebench.vocabulary.dataset_errors import DatasetError
@@ -68,7 +69,7 @@ CATEGORY_NOTES = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = CommandParser(prog="python -m nettebench.profiling", description=__doc__)
+    parser = CommandParser(prog="python -m nettebench profiling", description=__doc__)
     parser.add_argument("--data", required=True, help="dataset.json or a train/ + val/ folder")
     parser.add_argument("--out-dir", required=True, help="where the summaries go")
     parser.add_argument("--backend", choices=BACKENDS, default=DEFAULT_BACKEND, help="the profiler")
@@ -313,5 +314,5 @@ def _write(
     return 0
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as python -m nettebench profiling
+    sys.exit(commands.moved(__spec__.name))

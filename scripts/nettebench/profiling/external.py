@@ -1,6 +1,6 @@
 """What the nsys and nvprof backends share: the window run inside the tool, and its handover.
 
-An external profiler runs a second ``python -m nettebench.profiling`` process (the *inner* run)
+An external profiler runs a second ``python -m nettebench profiling`` process (the *inner* run)
 under itself. The inner run warms up untraced, then opens the tool's capture range with
 ``cudaProfilerStart`` (``torch.cuda.profiler.start``), runs the window with one NVTX range per step
 (``ProfilerStep#<n>``, as torch.profiler names them) and, for nsys, PyTorch operators as NVTX
@@ -70,7 +70,7 @@ def read_window(work_dir: Path, window: Window) -> None:
 
 def inner_command(argv: list[str], backend: str) -> list[str]:
     """This process's own command line, as the inner run of ``backend``."""
-    return [sys.executable, "-m", "nettebench.profiling", *argv, "--inner", backend]
+    return [sys.executable, "-m", "nettebench", "profiling", *argv, "--inner", backend]
 
 
 def run_tool(command: list[str], what: str) -> str:

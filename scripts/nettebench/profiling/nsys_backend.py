@@ -1,7 +1,7 @@
 """The nsys backend: Nsight Systems records the window, ``nsys stats`` reports become the tables.
 
     nsys profile --trace=cuda,nvtx --capture-range=cudaProfilerApi --capture-range-end=stop \\
-        --output <out>/nsys/report python -m nettebench.profiling ... --inner nsys
+        --output <out>/nsys/report python -m nettebench profiling ... --inner nsys
     nsys stats --report cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,cuda_api_sum,nvtx_sum,\\
         cuda_gpu_trace --format csv --output <out>/nsys/stats <out>/nsys/report.nsys-rep
 

@@ -1,7 +1,7 @@
 """The nvprof backend: the study's own tool, where it still works.
 
     nvprof --profile-from-start off --csv --log-file <out>/nvprof/summary.csv \\
-        python -m nettebench.profiling ... --inner nvprof
+        python -m nettebench profiling ... --inner nvprof
 
 nvprof's summary mode prints the GPU activities and the API calls in one CSV table (what the
 study's ``--print-gpu-summary`` and ``--print-api-summary`` printed apart): a header

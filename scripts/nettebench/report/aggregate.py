@@ -19,7 +19,7 @@ Imports pandas and json only (no torch, no matplotlib): aggregation runs on any 
 
 Usage::
 
-    python -m nettebench.report tables --out-dir results/tables [METRICS_JSON ...]
+    python -m nettebench report tables --out-dir results/tables [METRICS_JSON ...]
 
 With no metrics files (an aggregate-only run that finds none) it writes empty tables that say so.
 """
@@ -141,7 +141,7 @@ def _several_setups(runs: pd.DataFrame) -> bool:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         allow_abbrev=False,
-        prog="python -m nettebench.report tables",
+        prog="python -m nettebench report tables",
         description="Aggregate cell records (metrics.json, epochs.csv and an optional "
         "ceiling.json) into CSV, markdown and HTML tables.",
     )

@@ -29,7 +29,7 @@ change the backend of whoever imports it. No torch.
 
 Usage::
 
-    python -m nettebench.report figures --runs results/tables/runs.csv \\
+    python -m nettebench report figures --runs results/tables/runs.csv \\
         --epochs results/tables/epochs.csv --out-dir results/figures
 """
 
@@ -393,7 +393,7 @@ def make_figures(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         allow_abbrev=False,
-        prog="python -m nettebench.report figures",
+        prog="python -m nettebench report figures",
         description="Draw the study's figures from runs.csv and epochs.csv.",
     )
     parser.add_argument("--runs", required=True, type=Path, help="runs.csv from aggregate")

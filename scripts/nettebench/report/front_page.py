@@ -8,7 +8,7 @@ Two steps, because the figure is drawn after the tables:
   know before quoting a number (cells timed under interference, figures withheld as impossible,
   precisions the CPU emulated), then the study's headline table, seconds by model x precision,
   with its marks and footnotes;
-- rule ``front_page_write`` (``python -m nettebench.report front-page``, :func:`compose`) adds
+- rule ``front_page_write`` (``python -m nettebench report front-page``, :func:`compose`) adds
   the throughput-against-ceiling figure, embedded as a data URI so the report stays one file,
   into ``results/front_page.html``, which ``report/workflow.rst`` includes above its prose.
 
@@ -164,7 +164,7 @@ FIGURE_CAPTION = (
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        allow_abbrev=False, prog="python -m nettebench.report front-page"
+        allow_abbrev=False, prog="python -m nettebench report front-page"
     )
     parser.add_argument("--headline", required=True, type=Path, help="tables/headline.html")
     parser.add_argument("--figure", required=True, type=Path, help="figures/throughput.png")

@@ -65,7 +65,7 @@ NO_CEILINGS_NOTE = (
 CEILING_NOTE = (
     "The compute ceiling is the training img/s of the same model, precision and batch size on a "
     "batch already on the device, with no input pipeline (`ceiling.json`, measured in the cell's "
-    "own job right after its epochs: `python -m nettebench.benchmarks.cell_job`). Blank: no "
+    "own job right after its epochs: `python -m nettebench benchmarks cell-job`). Blank: no "
     "ceiling measured for that cell."
 )
 

@@ -7,7 +7,7 @@ pipeline's img/s at the same batches as a dashed line of the same colour, so the
 the two is what the input pipeline costs. Log-log, as a batch sweep spans orders of magnitude.
 Reads only ``results/tables/inference.csv`` (nettebench.report.tables.inference)::
 
-    python -m nettebench.report inference-figure --cells results/tables/inference.csv \\
+    python -m nettebench report inference-figure --cells results/tables/inference.csv \\
         --out-dir results/figures
 """
 
@@ -69,7 +69,7 @@ def draw(cells: pd.DataFrame):
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        allow_abbrev=False, prog="python -m nettebench.report inference-figure"
+        allow_abbrev=False, prog="python -m nettebench report inference-figure"
     )
     parser.add_argument("--cells", required=True, type=Path, help="tables/inference.csv")
     parser.add_argument("--out-dir", required=True, type=Path)

@@ -11,7 +11,7 @@ a figure that says there is nothing profiled. Deterministic SVG, like the study'
 
 Usage::
 
-    python -m nettebench.report kernel-figure --categories results/tables/kernel_categories.csv \\
+    python -m nettebench report kernel-figure --categories results/tables/kernel_categories.csv \\
         --out-dir results/figures
 """
 
@@ -119,7 +119,7 @@ def make_figure(categories_csv: str | Path, out_dir: str | Path) -> list[Path]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         allow_abbrev=False,
-        prog="python -m nettebench.report kernel-figure",
+        prog="python -m nettebench report kernel-figure",
         description="Draw the kernel category figure from kernel_categories.csv.",
     )
     parser.add_argument("--categories", required=True, type=Path)

@@ -12,7 +12,7 @@ quick start and ``config.yaml`` alike, with the workflow's default profile.
 (``training/finished.py``): a restore would copy the disturbed numbers back instead of measuring
 them.
 
-``python -m nettebench.report rerun [--runs results/tables/runs.csv]`` prints the line (or says
+``python -m nettebench report rerun [--runs results/tables/runs.csv]`` prints the line (or says
 nothing was disturbed); the tables and the front page print it under every comparison they
 withhold a verdict from (:func:`nettebench.report.compare.quiet_evidence`).
 """
@@ -60,7 +60,7 @@ def command(paths: Iterable[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m nettebench.report rerun")
+    parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m nettebench report rerun")
     parser.add_argument(
         "--runs",
         type=Path,

@@ -166,7 +166,7 @@ def export(metrics_paths: Iterable[str | Path], steps_csv: Path, pyperf_dir: Pat
 
 def main(argv: list[str] | None = None) -> int:
     parser: argparse.ArgumentParser = CommandParser(
-        prog="python -m nettebench.report steps",
+        prog="python -m nettebench report steps",
         description="Write steps.csv (one row per training step) and one pyperf JSON per cell.",
     )
     parser.add_argument("--steps", type=Path, required=True, help="steps.csv to write")
@@ -180,5 +180,5 @@ def main(argv: list[str] | None = None) -> int:
     )
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as python -m nettebench report steps
+    sys.exit(commands.moved(__spec__.name))

@@ -4,7 +4,7 @@ The trainer, the ceiling, the profiler and the benches take one ``--option`` per
 :class:`~nettebench.vocabulary.cell.CellSpec` parameter (:func:`add_cell_options`), so a rule passes
 a cell's arguments to any of them unchanged. Their ``--help`` shows each option's default and the
 allowed values of the enumerated ones; a bad value ends the command in one line
-(``python -m nettebench.training: error: argument --precision: invalid choice: 'o1' (choose
+(``python -m nettebench training: error: argument --precision: invalid choice: 'o1' (choose
 from O0, tf32, ...); see --help``), each checked by the schema's rule for that parameter as the
 config's are (:func:`nettebench.study.schema_rules.check_value`), never a traceback from deep inside
 the trainer.

@@ -23,8 +23,8 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 # What every group that reads or writes records runs: the ground floor, the parse-time core and
-# the record files.
-_CORE = ("vocabulary/", "study/", "records/")
+# the record files, and the package's one entry, ``python -m nettebench <group> ...``.
+_CORE = ("vocabulary/", "study/", "records/", "__main__.py")
 # What reads a prepared dataset: its description (dataset.json), not how it was fetched or made.
 _DATASET = (
     "datasets/__init__.py",
@@ -39,7 +39,6 @@ _TRAINER = ("training/", "data/", "models/", *_BUILD_USE, *_DATASET, *_CORE)
 # What every table and figure is built from: the records read into frames, shaped and formatted.
 _REPORT = (
     "report/__init__.py",
-    "report/__main__.py",  # python -m nettebench.report <command> (vocabulary/commands.py)
     "report/collect.py",
     "report/grids.py",
     "report/format.py",
@@ -53,7 +52,6 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     # Only the store's own modules of data/: editing a loader must not decode the dataset again.
     "store": (
         "data/__init__.py",
-        "data/__main__.py",
         "data/store.py",
         "data/store_build.py",
         *_DATASET,
@@ -114,7 +112,7 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     "profile_figures": (*_REPORT, "report/kernel_figure.py", "report/plotting.py", "profiling/"),
     # A library build depends on its own steps alone, so no other edit rebuilds a library.
     "builds": (
-        "builds/__main__.py",
+        "__main__.py",  # python -m nettebench builds clone|wheel|install
         "builds/build.py",
         "vocabulary/build_catalog.py",
         "vocabulary/atomic.py",
@@ -122,7 +120,7 @@ CODE_GROUPS: dict[str, tuple[str, ...]] = {
     ),
     # A package environment's install step and what it shares with the builds' steps.
     "environments": (
-        "builds/__main__.py",
+        "__main__.py",  # python -m nettebench builds environment
         "vocabulary/commands.py",
         "builds/packages.py",
         "builds/build.py",

@@ -12,7 +12,7 @@ names the key and the allowed values only deep in a long dump. Here:
   ``profile.backend: 'nvprof2' is not allowed; allowed: torch, nsys, nvprof`` (one line, no
   schema dump).
 
-``python -m nettebench.study config FILE`` checks a config file the whole way (YAML, schema,
+``python -m nettebench study config FILE`` checks a config file the whole way (YAML, schema,
 the matrix) without Snakemake; it is how to find the line of a YAML error in a file passed with
 ``--configfile``, which Snakemake reads before any of the workflow's code runs. Like Snakemake,
 it reads the workflow's ``config.yaml`` first and merges the files over it (so a partial file
@@ -86,10 +86,10 @@ def main(argv: list[str] | None = None) -> int:
     workflow's config.yaml first, then each file merged over it, as Snakemake merges
     --configfile files."""
     parser = CommandParser(
-        prog="python -m nettebench.study config",
+        prog="python -m nettebench study config",
         description=main.__doc__,
-        epilog="example:\n  python -m nettebench.study config compare.yaml\n"
-        "  python -m nettebench.study config --replace-workflow-config "
+        epilog="example:\n  python -m nettebench study config compare.yaml\n"
+        "  python -m nettebench study config --replace-workflow-config "
         "profiles/quickstart/study.yaml",
     )
     parser.add_argument("files", nargs="+", help="config files, merged in order like Snakemake")

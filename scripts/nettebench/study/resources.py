@@ -233,7 +233,7 @@ def train_job(cell: CellSpec, images: tuple[int, int], *, ceiling: bool = False)
 
 
 def bench_job(cell: CellSpec) -> JobResources:
-    """The request of a compute-ceiling run of its own (``python -m nettebench.benchmarks.
+    """The request of a compute-ceiling run of its own (``python -m nettebench benchmarks
     ceiling``; the workflow measures ceilings inside cell_train): no loader, fixed steps."""
     cores = cpus(cell)
     return JobResources(

@@ -9,7 +9,7 @@ says ``profile.backend: 'nvprof2' is not allowed; allowed: torch, nsys, nvprof``
 ``oneOf``/``anyOf`` for the alternative the value was meant to be. The schema's file, its
 the rules' words and one value's check without jsonschema are :mod:`.schema_rules`.
 
-Imports jsonschema (it comes with Snakemake): the workflow and ``python -m nettebench.study
+Imports jsonschema (it comes with Snakemake): the workflow and ``python -m nettebench study
 config`` use this module, no job does (a GPU node's image need not have jsonschema).
 """
 

@@ -1,6 +1,6 @@
 """The trainer: one cell from process start to ``metrics.json``.
 
-Owns the command (:mod:`.cli`, ``python -m nettebench.training``), the epochs and outcomes
+Owns the command (:mod:`.cli`, ``python -m nettebench training``), the epochs and outcomes
 (:mod:`.fit`), the timed loop (:mod:`.loop`, its data wait :mod:`.data_wait`), one training step
 in a precision mode (:mod:`.step`), the optional NVIDIA apex backend (:mod:`.apex`), the resume
 checkpoint (:mod:`.checkpoint`), the restore (:mod:`.finished`) and the one key both are matched

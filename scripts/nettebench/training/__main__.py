@@ -1,7 +1,8 @@
-"""``python -m nettebench.training``: train one cell (options: :mod:`nettebench.training.cli`)."""
+"""The old way in, this subpackage run as a module, ends in one line naming the command's form,
+``python -m nettebench training ...``, exit status 2 (:func:`.vocabulary.commands.moved`)."""
 
 import sys
 
-from nettebench.training.cli import main
+from nettebench.vocabulary.commands import moved
 
-sys.exit(main())
+sys.exit(moved(__spec__.name))

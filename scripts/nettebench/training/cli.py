@@ -2,7 +2,7 @@
 
 Runs with or without Snakemake::
 
-    python -m nettebench.training --data results/data/imagenette2-320/dataset.json \\
+    python -m nettebench training --data results/data/imagenette2-320/dataset.json \\
         --out-dir /tmp/cell --dataset imagenette2-320 --model resnet50 --precision O1 \\
         --batch-size 128 --epochs 10
 
@@ -34,7 +34,7 @@ import dataclasses
 import gc
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -58,6 +58,7 @@ from nettebench.training.context import (
 )
 from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_name
 from nettebench.training.parallel import DataParallel
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.cell import CellSpec
 from nettebench.vocabulary.dataset_errors import DatasetError
 from nettebench.vocabulary.record_keys import STATUS_OK, STATUS_OOM, STATUS_UNSUPPORTED
@@ -240,9 +241,12 @@ def _in_background(function) -> Future:
     return future
 
 
+COMMAND = ("training",)  # python -m nettebench training (vocabulary.commands.SINGLE)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """Options: the data and output paths, then one per CellSpec parameter (same defaults)."""
-    parser = CommandParser(prog="python -m nettebench.training", description=__doc__)
+    parser = CommandParser(prog=commands.prog(*COMMAND), description=__doc__)
     parser.add_argument(
         "--data",
         required=True,
@@ -291,16 +295,19 @@ def main(
     *,
     parser: argparse.ArgumentParser | None = None,
     after_epochs: Callable[[argparse.Namespace], AfterEpochs | None] | None = None,
+    command: Sequence[str] = COMMAND,
 ) -> int:
     """Run one cell; a problem the user must fix (missing weights, apex, data) is one line, and
     so is an interruption.
 
     A command that extends the trainer (:mod:`nettebench.benchmarks.cell_job`) passes its own
-    ``parser`` (:func:`build_parser` plus its options) and ``after_epochs``, which makes
-    :func:`run_cell`'s hook from the parsed options."""
+    ``parser`` (:func:`build_parser` plus its options), ``after_epochs``, which makes
+    :func:`run_cell`'s hook from the parsed options, and ``command``, the words that name it
+    after ``python -m nettebench`` (the processes of a data-parallel cell run that command)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     with StopOnSignal() as stop:
         try:
-            return _main(argv, stop, parser or build_parser(), after_epochs)
+            return _main(argv, stop, parser or build_parser(), after_epochs, command)
         except (
             ApexAmpUnavailable,
             PretrainedWeightsUnavailable,
@@ -327,7 +334,7 @@ def error_line(error: BaseException) -> str:
     return text
 
 
-def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> int:
+def _main(argv: list[str], stop: StopOnSignal, parser, after_epochs, command) -> int:
     started_at = process_start_time()
     startup.start(started_at)  # the phases from process start to the first step, and after
     args = parser.parse_args(argv)
@@ -352,7 +359,7 @@ def _main(argv: list[str] | None, stop: StopOnSignal, parser, after_epochs) -> i
         for line in checkpoint.discard_stale(args.out_dir, key, retrain):
             print(line, file=sys.stderr, flush=True)
         if DataParallel.from_env().launches(cell):  # processes > 1: torchrun runs it N times
-            return launch.launch(parser.prog, argv, cell, args.threads, args.out_dir)
+            return launch.launch(command, argv, cell, args.threads, args.out_dir)
         hook = after_epochs(args) if after_epochs else None
         record = _run(cell, args, started_at, stop, key, hook)
     except Interrupted as interrupted:
@@ -417,5 +424,5 @@ def _print_slurm_job() -> None:
         print(line, file=sys.stderr, flush=True)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":  # run as python -m nettebench training
+    sys.exit(commands.moved(__spec__.name))

@@ -123,7 +123,7 @@ def join(cell, device: torch.device) -> None:
         how = f"{world_size()} were started" if in_worker() else "none runs under torchrun"
         raise DistributedError(
             f"the cell has processes {cell.processes} but {how}: run its job "
-            "(python -m nettebench.benchmarks.cell_job), which starts them, or torchrun with "
+            "(python -m nettebench benchmarks cell-job), which starts them, or torchrun with "
             f"--nproc-per-node x --nnodes = {cell.processes}"
         )
     if dist.is_initialized():

@@ -1,11 +1,11 @@
 """Start a data-parallel cell's processes with torch's own launcher, inside the cell's job.
 
 A cell with ``processes: N`` > 1 is trained by N copies of the very command its job ran
-(``python -m nettebench.benchmarks.cell_job ...``), started by torchrun's elastic agent in this
+(``python -m nettebench benchmarks cell-job ...``), started by torchrun's elastic agent in this
 process exactly as ::
 
     torchrun --standalone --nproc-per-node N --max-restarts 0 --shutdown-timeout 10 \\
-        -m nettebench.benchmarks.cell_job ...
+        -m nettebench benchmarks cell-job ...
 
 would (:func:`torchrun_args`; ``--standalone`` spelled out: a c10d rendezvous at a free port of
 this node), through the agent's API rather than a shell, so the job's exit status and messages
@@ -31,6 +31,7 @@ import signal
 import sys
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 from nettebench.training import checkpoint
@@ -46,11 +47,6 @@ MONITOR_INTERVAL_S = 0.5  # how often the agent looks for a process that ended
 NEWER_OPTIONS = ("--shutdown-timeout",)
 
 
-def module_of(prog: str) -> str:
-    """The module a parser's ``prog`` (``python -m nettebench.benchmarks.cell_job``) runs."""
-    return prog.split()[-1]
-
-
 def process_threads(threads: int | None, processes: int) -> int:
     """Torch threads of each process: the job's threads (default: the CPUs it may use) shared
     out, at least one each."""
@@ -58,8 +54,12 @@ def process_threads(threads: int | None, processes: int) -> int:
     return max(1, total // processes)
 
 
-def torchrun_args(module: str, argv: list[str], processes: int, threads: int | None) -> list[str]:
-    """torchrun's command line for the cell's processes (each with its share of the threads)."""
+def torchrun_args(
+    command: Sequence[str], argv: list[str], processes: int, threads: int | None
+) -> list[str]:
+    """torchrun's command line for the cell's processes (each with its share of the threads):
+    ``-m nettebench <command words> <argv>``, the package's one form of the command
+    (torchrun's ``-m`` takes the module, ``nettebench``; the words are the script's arguments)."""
     return [
         # what torchrun's --standalone sets (its run() does, not its parser): a rendezvous
         # on this node at a free port, under an id of its own
@@ -72,7 +72,8 @@ def torchrun_args(module: str, argv: list[str], processes: int, threads: int | N
         f"--shutdown-timeout={SHUTDOWN_TIMEOUT_S}",
         f"--monitor-interval={MONITOR_INTERVAL_S}",
         "-m",
-        module,
+        "nettebench",
+        *command,
         *argv,
     ]
 
@@ -98,17 +99,18 @@ def prepare(cell, threads: int | None) -> None:
     os.environ.setdefault("TORCH_NCCL_ASYNC_ERROR_HANDLING", "1")
 
 
-def launch(prog: str, argv: list[str] | None, cell, threads: int | None, out_dir) -> int:
-    """Run the cell's ``cell.processes`` processes; the job's exit status (module docstring)."""
+def launch(command: Sequence[str], argv: Sequence[str], cell, threads: int | None, out_dir) -> int:
+    """Run the cell's ``cell.processes`` processes, each ``python -m nettebench <command>
+    <argv>`` (``command``: the words naming the job's command, ``("benchmarks", "cell-job")``);
+    the job's exit status (module docstring)."""
     # torchrun's elastic agent (~0.1 s of imports): only a cell of several processes needs it
     from torch.distributed import run as torchrun
     from torch.distributed.elastic.multiprocessing.api import SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
 
-    argv = sys.argv[1:] if argv is None else list(argv)
     parser = torchrun.get_args_parser()
-    args = known_to(parser, torchrun_args(module_of(prog), argv, cell.processes, threads))
+    args = known_to(parser, torchrun_args(command, list(argv), cell.processes, threads))
     print(f"data-parallel: torchrun {shlex.join(args)}", file=sys.stderr, flush=True)
     config, entrypoint, entry_args = torchrun.config_from_args(parser.parse_args(args))
     started = time.time()

@@ -1,15 +1,18 @@
-"""The package's command names: ``python -m nettebench.<subpackage> <command> [options]``.
+"""The package's command names: ``python -m nettebench <group> [<command>] [options]``, the
+one way to run each command.
 
-A subpackage with several commands has one ``__main__`` that hands its arguments to :func:`main`,
-which runs the named command's ``main(argv)``; each command's parser names itself the way a user
-types it (``prog="python -m nettebench.report tables"``), in its usage and one-line errors. The
-rules (``rules/*.smk``) and the README use these names. The trainer, the profiler and the inference
-cells are one command each (``python -m nettebench.training``, ``.profiling``, ``.inference``).
-The benchmarks are grouped too (``python -m nettebench.benchmarks ceiling``) and still run as
-their modules (``python -m nettebench.benchmarks.ceiling``), the name their parsers, the rules and
-the docs use: the cell job launches its processes by the module its ``prog`` names
-(:func:`nettebench.training.launch.module_of`), and a cell command restarts itself by the name it
-was run as, either one (:mod:`nettebench.builds.activate`).
+A group with several commands (``report``: ``tables``, ``figures``, ...) hands its arguments to
+:func:`main`, which runs the named command's ``main(argv)``; the trainer, the profiler and the
+inference cells are one command each (``python -m nettebench training``, ``profiling``,
+``inference``). Each command's parser names itself the way a user types it
+(``prog="python -m nettebench report tables"``, or :func:`prog`), in its usage and one-line
+errors. The rules (``rules/*.smk``), the README and the docs use these names; the cell job
+starts its processes under torchrun by the same words (:mod:`nettebench.training.launch`), and
+a cell command restarts itself by them (:mod:`nettebench.builds.activate`).
+
+Every other way in (a subpackage run as ``python -m nettebench.report``, a command module by its
+path, ``python -m nettebench.benchmarks.ceiling``) ends in :func:`moved`: one line naming the
+command's form, exit status 2. One way means one name in the rules, the docs and ``sys.argv``.
 
 A command's ``main(argv)`` builds its parser and hands it, with the job, to :func:`run`: the
 one parse, run, report block (an expected error is the parser's one-line error, exit status 2).
@@ -110,42 +113,72 @@ def top_level(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
-def moved(module: str) -> int:
-    """A command module run by its own path (``python -m nettebench.datasets.synthetic``): one
-    line naming the command's form (each form, where the module is several commands), exit
-    status 2."""
-    for package, commands in COMMANDS.items():
-        names = [
-            name
-            for name, (inner, _) in commands.items()
-            if module == f"nettebench.{package}.{inner}"
-        ]
-        if names:
-            form = f"python -m nettebench {package} {'|'.join(names)}"
-            print(f"{module} is not run by its path: use {form} (see --help)", file=sys.stderr)
-            return 2
-    raise LookupError(f"{module} is no command of nettebench.vocabulary.commands.COMMANDS")
+PROGRAM = "python -m nettebench"
 
 
-def main(package: str, argv: Sequence[str] | None = None) -> int:
-    """Run ``python -m nettebench.<package> <command> ...``: the command's ``main(argv)``."""
+def prog(group: str, command: str | None = None) -> str:
+    """How a user types a command (``python -m nettebench report tables``), for its parser's
+    ``prog``; a group or command the table does not hold is an error, so no parser names a form
+    that does not run."""
+    if group in SINGLE and command is None:
+        return f"{PROGRAM} {group}"
+    if command is None:
+        raise LookupError(f"group {group!r} has several commands: name one")
+    if command not in COMMANDS.get(group, {}):
+        raise LookupError(f"{group} {command} is no command of {__name__}.COMMANDS")
+    return f"{PROGRAM} {group} {command}"
+
+
+def old_forms() -> dict[str, str]:
+    """Every module that once ran a command (``python -m <module>``) -> the command's form now:
+    each group's package (its ``__main__``) and each command's module."""
+    forms = {}
+    for group, commands in COMMANDS.items():
+        forms[f"nettebench.{group}"] = f"{PROGRAM} {group} <command>"
+        for inner in dict.fromkeys(inner for inner, _ in commands.values()):
+            names = [name for name, (module, _) in commands.items() if module == inner]
+            forms[f"nettebench.{group}.{inner}"] = f"{PROGRAM} {group} {'|'.join(names)}"
+    for group, (inner, _) in SINGLE.items():
+        forms[f"nettebench.{group}"] = forms[f"nettebench.{inner}"] = prog(group)
+    return forms
+
+
+def moved(module: str, argv: Sequence[str] | None = None) -> int:
+    """A command's old way in (``python -m nettebench.report tables``, ``python -m
+    nettebench.benchmarks.ceiling``; ``module`` is its ``__spec__.name``): one line naming the
+    command's form, exit status 2. A group's package names the command its first argument
+    names, if it is one."""
+    module = module.removesuffix(".__main__")
+    form = old_forms().get(module)
+    if form is None:
+        raise LookupError(f"{module} is no command module of {__name__}")
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = COMMANDS[package]
-    usage = f"usage: python -m nettebench.{package} {{{','.join(commands)}}} [options]"
+    group = module.removeprefix("nettebench.")
+    if argv and argv[0] in COMMANDS.get(group, {}):
+        form = prog(group, argv[0])
+    print(f"{module} is not run by its path: use {form} (see --help)", file=sys.stderr)
+    return 2
+
+
+def main(group: str, argv: Sequence[str] | None = None) -> int:
+    """Run ``python -m nettebench <group> <command> ...``: the command's ``main(argv)``."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    commands = COMMANDS[group]
+    usage = f"usage: {PROGRAM} {group} {{{','.join(commands)}}} [options]"
     if not argv or argv[0] in ("-h", "--help"):
-        listed = "".join(f"  {c:<18}python -m nettebench.{package} {c} --help\n" for c in commands)
+        listed = "".join(f"  {c:<18}{PROGRAM} {group} {c} --help\n" for c in commands)
         print(f"{usage}\n\ncommands:\n{listed}", file=sys.stdout if argv else sys.stderr, end="")
         return 0 if argv else 2
     name, rest = argv[0], argv[1:]
     if name not in commands:
         print(
-            f"python -m nettebench.{package}: error: unknown command {name!r}; choose from "
+            f"{PROGRAM} {group}: error: unknown command {name!r}; choose from "
             f"{', '.join(commands)}; see --help",
             file=sys.stderr,
         )
         return 2
     module, first = commands[name]
-    command = importlib.import_module(f"nettebench.{package}.{module}")
+    command = importlib.import_module(f"nettebench.{group}.{module}")
     return command.main([*first, *rest])
 
 

@@ -5,7 +5,7 @@ into two tidy frames (written as ``inference.csv`` and ``inference_accuracy.csv`
 latency-throughput figure reads), then writes both tables as markdown and HTML and a one-line
 summary for the report's front page::
 
-    python -m nettebench.report inference-tables --out-dir results/tables \\
+    python -m nettebench report inference-tables --out-dir results/tables \\
         --records results/inference/.../inference.json --accuracy .../accuracy.json
 
 Every timing is a median with its 95 % interval (nettebench.records.spread); a number whose
@@ -390,7 +390,7 @@ def write(records: list[str], accuracy: list[str], out_dir: str | Path) -> dict[
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        allow_abbrev=False, prog="python -m nettebench.report inference-tables"
+        allow_abbrev=False, prog="python -m nettebench report inference-tables"
     )
     parser.add_argument("--out-dir", required=True, type=Path)
     parser.add_argument("--records", nargs="*", default=[], help="inference.json files")

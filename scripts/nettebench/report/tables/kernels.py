@@ -1,6 +1,6 @@
 """Collect the profiled cells into the report's table of top kernels and the category table.
 
-Reads only what ``python -m nettebench.profiling`` wrote beside each ``profile.json``
+Reads only what ``python -m nettebench profiling`` wrote beside each ``profile.json``
 (``kernels.csv``, ``cpu_ops.csv``, ``categories.csv``) and writes:
 
 - ``kernel_categories.csv``: one tidy row per profiled cell and category (the cell's parameters,
@@ -12,7 +12,7 @@ Reads only what ``python -m nettebench.profiling`` wrote beside each ``profile.j
 
 Usage::
 
-    python -m nettebench.report kernel-tables --out-dir results/tables [PROFILE_JSON ...]
+    python -m nettebench report kernel-tables --out-dir results/tables [PROFILE_JSON ...]
 
 Imports pandas, no torch.
 """
@@ -361,7 +361,7 @@ def aggregate(
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         allow_abbrev=False,
-        prog="python -m nettebench.report kernel-tables",
+        prog="python -m nettebench report kernel-tables",
         description="Collect profiled cells into kernel_categories.csv and top_kernels.md/html.",
     )
     parser.add_argument("--out-dir", required=True, type=Path, help="folder for the tables")
