@@ -37,6 +37,15 @@ def tree(tmp_path_factory):
     return root / "dataset.json"
 
 
+@pytest.fixture(scope="module")
+def short_tree(tmp_path_factory):
+    """For the tests of how a job stops (signals, kills): 4 steps of the global batch an epoch,
+    so the first checkpoint comes soon; its 2 epochs after it still far outlast a 0.2 s poll."""
+    root = tmp_path_factory.mktemp("dp-short")
+    generate(root, name="dp", size=40, train_images=128, val_images=32, num_classes=4, jobs=1)
+    return root / "dataset.json"
+
+
 def cell(**overrides) -> CellSpec:
     values = dict(
         dataset="dp", model="resnet18", batch_size=32, epochs=3, image_size=32, workers=0,
@@ -45,19 +54,44 @@ def cell(**overrides) -> CellSpec:
     return CellSpec(**{**values, **overrides})
 
 
-def command(tree: Path, out: Path, spec: CellSpec) -> list[str]:
+def job_args(tree: Path, out: Path, spec: CellSpec) -> list[str]:
+    """The cell job's options (after ``python -m nettebench benchmarks cell-job``)."""
     return [
-        sys.executable, "-m", "nettebench", "benchmarks", "cell-job", "--data", str(tree),
-        "--out-dir", str(out), "--ceiling", str(out / "ceiling.json"),
+        "--data", str(tree), "--out-dir", str(out), "--ceiling", str(out / "ceiling.json"),
         "--threads", str(spec.processes),  # one thread per process, as the workflow asks
         "--ceiling-steps", "3", "--ceiling-warmup-steps", "1", *spec.cli_args(),
     ]  # fmt: skip
+
+
+def command(tree: Path, out: Path, spec: CellSpec) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "nettebench",
+        "benchmarks",
+        "cell-job",
+        *job_args(tree, out, spec),
+    ]
 
 
 def run(tree: Path, out: Path, spec: CellSpec) -> subprocess.CompletedProcess:
     return subprocess.run(
         command(tree, out, spec), capture_output=True, text=True, timeout=600, check=False
     )
+
+
+def run_here(tree: Path, out: Path, spec: CellSpec) -> int:
+    """The job's command in this process (its exit status), for a one-process cell whose
+    results alone a test reads; the threads it set are set back."""
+    import torch
+
+    from nettebench.benchmarks import cell_job
+
+    threads = torch.get_num_threads()
+    try:
+        return cell_job.main(job_args(tree, out, spec))
+    finally:
+        torch.set_num_threads(threads)
 
 
 def start(tree: Path, out: Path, spec: CellSpec) -> subprocess.Popen:
@@ -121,19 +155,15 @@ def global_step_rate(out: Path, global_batch: int) -> float:
 
 def test_two_processes_learn_like_one_and_fill_the_scaling_table(tree, tmp_path):
     """The same global batch of 32 (16 per process): top-1 within the seeds' noise of the
-    1-process twin; rank 0 alone writes the results; a rerun restores them in the job."""
-    runs = {
-        name: run(tree, tmp_path / name, spec)
-        for name, spec in {
-            "one": cell(processes=1),
-            "one_seed1": cell(processes=1, seed=1),
-            "two": cell(),
-        }.items()
-    }
-    for name, done in runs.items():
-        assert done.returncode == 0, (name, done.stderr)
-    assert "data-parallel: torchrun" in runs["two"].stderr
-    assert "--nproc-per-node=2" in runs["two"].stderr
+    1-process twin; rank 0 alone writes the results; a rerun restores them in the job. (The
+    twins, one process each, train in this one: their results are all this test reads.)"""
+    runs = ["one", "one_seed1", "two"]
+    for name, spec in {"one": cell(processes=1), "one_seed1": cell(processes=1, seed=1)}.items():
+        assert run_here(tree, tmp_path / name, spec) == 0, name
+    two_run = run(tree, tmp_path / "two", cell())
+    assert two_run.returncode == 0, two_run.stderr
+    assert "data-parallel: torchrun" in two_run.stderr
+    assert "--nproc-per-node=2" in two_run.stderr
     metrics = {name: json.loads((tmp_path / name / "metrics.json").read_text()) for name in runs}
     two = metrics["two"]
     assert two["cell"]["processes"] == 2 and two["status"] == "ok"
@@ -163,9 +193,9 @@ def test_two_processes_learn_like_one_and_fill_the_scaling_table(tree, tmp_path)
     assert "torchrun" not in again.stderr
 
 
-def test_sigint_stops_every_process_within_seconds(tree, tmp_path):
+def test_sigint_stops_every_process_within_seconds(short_tree, tmp_path):
     out = tmp_path / "cell"
-    job = start(tree, out, cell(epochs=30))
+    job = start(short_tree, out, cell(epochs=30))
     wait_for(out / "checkpoint.pt", job)
     workers = workers_of(job.pid)
     assert len(workers) == 2
@@ -180,16 +210,16 @@ def test_sigint_stops_every_process_within_seconds(tree, tmp_path):
     assert (out / "checkpoint.pt").is_file() and not (out / "metrics.json").exists()
 
 
-def test_a_killed_job_takes_its_processes_along_and_the_rerun_resumes(tree, tmp_path):
+def test_a_killed_job_takes_its_processes_along_and_the_rerun_resumes(short_tree, tmp_path):
     out = tmp_path / "cell"
     spec = cell(epochs=3)
-    job = start(tree, out, spec)
+    job = start(short_tree, out, spec)
     wait_for(out / "checkpoint.pt", job)
     workers = workers_of(job.pid)
     job.kill()  # SIGKILL: no handler runs in the job
     job.wait()
     assert gone_within(workers, 15)  # each had asked for a SIGTERM when its parent dies
-    resumed = run(tree, out, spec)
+    resumed = run(short_tree, out, spec)
     assert resumed.returncode == 0, resumed.stderr
     assert "resumed from the checkpoint after epoch" in resumed.stdout + resumed.stderr
     metrics = json.loads((out / "metrics.json").read_text())
@@ -197,9 +227,9 @@ def test_a_killed_job_takes_its_processes_along_and_the_rerun_resumes(tree, tmp_
     assert len(top1s(out)) == 3
 
 
-def test_a_process_that_dies_ends_the_cell_with_an_error_naming_it(tree, tmp_path):
+def test_a_process_that_dies_ends_the_cell_with_an_error_naming_it(short_tree, tmp_path):
     out = tmp_path / "cell"
-    job = start(tree, out, cell(epochs=30))
+    job = start(short_tree, out, cell(epochs=30))
     wait_for(out / "checkpoint.pt", job)
     workers = sorted(workers_of(job.pid))
     environ = Path(f"/proc/{workers[1]}/environ").read_bytes().split(b"\0")
@@ -250,18 +280,12 @@ def _one_step(rank: int, world: int, init: str, out: str) -> None:
     dist.destroy_process_group()
 
 
-def test_two_processes_take_the_step_one_process_takes_on_the_whole_batch(tmp_path):
+def test_two_processes_take_the_step_one_process_takes_on_the_whole_batch(spawned):
     """DDP's all-reduced gradient of two half batches is the gradient of the global batch: the
     weights after one step equal the one-process step's, and the checkpoint keys are plain."""
     import torch
-    import torch.multiprocessing as mp
 
-    init = f"file://{tmp_path / 'rendezvous'}"
-    mp.spawn(_one_step, args=(2, init, str(tmp_path / "two.pt")), nprocs=2)
-    mp.spawn(
-        _one_step, args=(1, f"file://{tmp_path / 'alone'}", str(tmp_path / "one.pt")), nprocs=1
-    )
-    two, one = torch.load(tmp_path / "two.pt"), torch.load(tmp_path / "one.pt")
+    two, one = torch.load(spawned / "two.pt"), torch.load(spawned / "one.pt")
     assert list(two) == list(one) == ["0.weight", "0.bias", "3.weight", "3.bias"]
     for name in one:
         assert torch.allclose(two[name], one[name], atol=1e-6), name
@@ -298,19 +322,37 @@ def _combined_summary(rank: int, world: int, init: str, out: str) -> None:
     dist.destroy_process_group()
 
 
-def test_a_data_parallel_cells_step_rate_counts_the_images_of_every_process(tmp_path):
+def test_a_data_parallel_cells_step_rate_counts_the_images_of_every_process(spawned):
     """The summary's img/s is the whole cell's: each step's images over both processes (32)
     over the step's time (the slower process's), not one process's 16 images."""
-    import torch.multiprocessing as mp
-
-    out = tmp_path / "summary.json"
-    mp.spawn(_combined_summary, args=(2, f"file://{tmp_path / 'rdzv'}", str(out)), nprocs=2)
-    found = json.loads(out.read_text())
+    found = json.loads((spawned / "summary.json").read_text())
     slowest = [max(times) for times in zip(*STEP_S.values(), strict=True)]
     expected = statistics.median(2 * 16 / s for s in slowest)  # 213.3 img/s
     assert found["train_img_s"] == pytest.approx(expected, rel=1e-4)
     assert found["images"] == 2 * 16 * 4
     assert found["uneven"] == [STEP_S[0], [32.0] * 4]
+
+
+def _spawned_checks(rank: int, world: int, folder: str) -> None:
+    """The process group checks of one spawn, each with its own rendezvous: the step of two
+    processes, their combined summary, then, in rank 0 alone once that group is gone, the
+    one-process step (its world of one: no DDP, as in a one-process cell)."""
+    out = Path(folder)
+    _one_step(rank, world, f"file://{out / 'rendezvous'}", str(out / "two.pt"))
+    _combined_summary(rank, world, f"file://{out / 'rdzv'}", str(out / "summary.json"))
+    if rank == 0:
+        _one_step(0, 1, f"file://{out / 'alone'}", str(out / "one.pt"))
+
+
+@pytest.fixture(scope="module")
+def spawned(tmp_path_factory):
+    """One spawn of two processes for the tests that read what a process group computed (each
+    spawned process imports torch again: one spawn, not three)."""
+    import torch.multiprocessing as mp
+
+    folder = tmp_path_factory.mktemp("spawned")
+    mp.spawn(_spawned_checks, args=(2, str(folder)), nprocs=2)
+    return folder
 
 
 def test_the_plain_ddp_baseline_times_the_slowest_process_of_each_step(tmp_path, capsys):

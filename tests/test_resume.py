@@ -24,16 +24,17 @@ from nettebench.training.checkpoint import CHECKPOINT_FILE
 from nettebench.vocabulary import outputs
 from nettebench.vocabulary.cell import CellSpec
 
-# Long enough epochs (~1 s on 2 cores) that a poll finds the run inside epoch 2.
+# Long enough epochs (20 steps, ~2 s on 2 cores quiet, twice that loaded) that a run killed
+# 0.3 s after its first checkpoint is well inside epoch 2.
 CELL = CellSpec(
-    dataset="resume", model="resnet18", batch_size=8, epochs=3, image_size=48, workers=1, lr=0.05
+    dataset="resume", model="resnet18", batch_size=8, epochs=3, image_size=32, workers=1, lr=0.05
 )
 
 
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory):
     root = tmp_path_factory.mktemp("resume-data")
-    generate(root, name="resume", size=56, train_images=240, val_images=40, seed=3)
+    generate(root, name="resume", size=40, train_images=160, val_images=40, seed=3)
     return root
 
 
@@ -162,7 +163,7 @@ def test_checkpoint_of_another_cell_is_discarded(dataset, tmp_path):
     from nettebench.training import checkpoint
 
     checkpoint.save(tmp_path, {"key": {"cell": "someone-else"}, "rows": [], "batch_size": 8})
-    other = CELL.__class__(**{**CELL.as_dict(), "epochs": 1})
+    other = CELL.__class__(**{**CELL.as_dict(), "epochs": 1, "max_steps": 1})
     result = subprocess.run(
         [
             sys.executable, "-m", "nettebench", "training", "--data", str(dataset), "--out-dir",
