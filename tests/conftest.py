@@ -30,7 +30,6 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 # them and the last files handed out are short; the order of the others is kept.
 LONGEST_FIRST = (
     "test_workflow.py",  # 241 (the quick start, and its inference cells)
-    "test_loader_parity.py",  # 156
     "test_distributed.py",  # 113
     "test_faults.py",  # 91
     "test_dependencies.py",  # 70

@@ -42,18 +42,6 @@ def train_args(dataset, out_dir):
             *CELL.cli_args()]  # fmt: skip
 
 
-def train_here(dataset, out_dir) -> int:
-    """The trainer's command in this process (its exit status): one process less where a test
-    reads only the results; the threads it set are set back."""
-    from nettebench.training import cli
-
-    threads = torch.get_num_threads()
-    try:
-        return cli.main(train_args(dataset, out_dir))
-    finally:
-        torch.set_num_threads(threads)
-
-
 def key(dataset, **changes):
     values = {"data": dataset / "dataset.json", "device": CPU, "options": {"kind": "matrix"}}
     return validity.key(changes.pop("cell", CELL), **{**values, **changes})
@@ -65,8 +53,10 @@ def metrics_text(status="ok"):
 
 def test_a_finished_cell_is_restored_not_trained_and_retrain_trains(dataset, tmp_path):
     out = tmp_path / "cell"
-    # trained in this process; the restore below is the command's, keyed in another process
-    assert train_here(dataset, out) == 0
+    # a command, as the restore below: a trainer in this long-lived test process would key its
+    # result with whatever earlier tests left here (a package environment's prefix on sys.path)
+    first = train(dataset, out)
+    assert first.returncode == 0, first.stderr[-3000:]
     record = json.loads((out / finished.FINISHED_FILE).read_text())
     results = {name: (out / name).read_bytes() for name in finished.RESULT_FILES}
     assert {name: text.encode() for name, text in record["files"].items()} == results
@@ -75,7 +65,8 @@ def test_a_finished_cell_is_restored_not_trained_and_retrain_trains(dataset, tmp
     for name in finished.RESULT_FILES:  # what Snakemake does to an unrecorded job's outputs
         (out / name).unlink()
     again = train(dataset, out)
-    assert again.returncode == 0 and again.stderr.startswith("restored: " + CELL.path())
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert again.stderr.startswith("restored: " + CELL.path()), again.stderr.splitlines()[0]
     assert "wrote back epochs.csv, metrics.json (status ok)" in again.stderr
     assert "epoch 1/1" not in again.stderr
     assert {name: (out / name).read_bytes() for name in finished.RESULT_FILES} == results

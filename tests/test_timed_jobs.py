@@ -48,13 +48,15 @@ STUDY = {
 }
 # As on a many-core box: more cores than the two timed jobs need together.
 MANY_CORES = ("--cores", "8", "--set-threads", "cell_train=1", "cpu_baseline_train=1")
+# the cells and the tables these tests read; the figures and the front page are tested elsewhere
+UNTIL_TABLES = ("--until", "tables_aggregate")
 
 
 @pytest.fixture(scope="module")
 def many_core_run(tmp_path_factory):
     workdir = copy_workflow(tmp_path_factory.mktemp("timed"))
     config = write_config(workdir, STUDY)
-    run_study(workdir, config, *MANY_CORES)
+    run_study(workdir, config, *MANY_CORES, *UNTIL_TABLES)
     return workdir, config
 
 
@@ -87,6 +89,7 @@ def test_with_two_timed_slots_the_log_shows_them_overlap(many_core_run, monkeypa
         workdir,
         config,
         *MANY_CORES,
+        *UNTIL_TABLES,
         "--resources",
         "gpu=1",
         "timed=2",
