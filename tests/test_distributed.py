@@ -156,17 +156,31 @@ def global_step_rate(out: Path, global_batch: int) -> float:
 def test_two_processes_learn_like_one_and_fill_the_scaling_table(tree, tmp_path):
     """The same global batch of 32 (16 per process): top-1 within the seeds' noise of the
     1-process twin; rank 0 alone writes the results; a rerun restores them in the job. (The
-    twins, one process each, train in this one: their results are all this test reads.)"""
+    twins, one process each, train in this one: their results are all this test reads.)
+
+    The two-process cell is also the one whose job is killed (SIGKILL: no handler runs in it)
+    after its first checkpoint: its processes go with it, and the rerun resumes from that
+    checkpoint and finishes the cell that the rest of the test reads (one launch fewer than a
+    cell of its own for each)."""
     runs = ["one", "one_seed1", "two"]
     for name, spec in {"one": cell(processes=1), "one_seed1": cell(processes=1, seed=1)}.items():
         assert run_here(tree, tmp_path / name, spec) == 0, name
+    killed = start(tree, tmp_path / "two", cell())
+    wait_for(tmp_path / "two" / "checkpoint.pt", killed)
+    workers = workers_of(killed.pid)
+    assert len(workers) == 2
+    killed.kill()
+    killed.wait()
+    assert gone_within(workers, 15)  # each had asked for a SIGTERM when its parent dies
     two_run = run(tree, tmp_path / "two", cell())
     assert two_run.returncode == 0, two_run.stderr
+    assert "resumed from the checkpoint after epoch" in two_run.stdout + two_run.stderr
     assert "data-parallel: torchrun" in two_run.stderr
     assert "--nproc-per-node=2" in two_run.stderr
     metrics = {name: json.loads((tmp_path / name / "metrics.json").read_text()) for name in runs}
     two = metrics["two"]
     assert two["cell"]["processes"] == 2 and two["status"] == "ok"
+    assert two["summary"]["resumed_from_epoch"] >= 1 and len(top1s(tmp_path / "two")) == 3
     assert two["summary"]["batch_size_used"] == 32  # the global batch
     top1 = {name: m["summary"]["final_top1"] for name, m in metrics.items()}
     noise = abs(top1["one"] - top1["one_seed1"])
@@ -208,23 +222,6 @@ def test_sigint_stops_every_process_within_seconds(short_tree, tmp_path):
     assert gone_within(workers, 5)
     assert "interrupted by SIGINT" in log and "stopped in all 2 processes" in log
     assert (out / "checkpoint.pt").is_file() and not (out / "metrics.json").exists()
-
-
-def test_a_killed_job_takes_its_processes_along_and_the_rerun_resumes(short_tree, tmp_path):
-    out = tmp_path / "cell"
-    spec = cell(epochs=3)
-    job = start(short_tree, out, spec)
-    wait_for(out / "checkpoint.pt", job)
-    workers = workers_of(job.pid)
-    job.kill()  # SIGKILL: no handler runs in the job
-    job.wait()
-    assert gone_within(workers, 15)  # each had asked for a SIGTERM when its parent dies
-    resumed = run(short_tree, out, spec)
-    assert resumed.returncode == 0, resumed.stderr
-    assert "resumed from the checkpoint after epoch" in resumed.stdout + resumed.stderr
-    metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["summary"]["resumed_from_epoch"] >= 1
-    assert len(top1s(out)) == 3
 
 
 def test_a_process_that_dies_ends_the_cell_with_an_error_naming_it(short_tree, tmp_path):
