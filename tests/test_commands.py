@@ -129,14 +129,35 @@ BAD_VALUES = [
 ]
 
 
-@pytest.mark.parametrize(("name", "argv", "expected"), BAD_VALUES, ids=lambda v: str(v)[:24])
-def test_a_bad_value_ends_in_one_line(name, argv, expected, tmp_path):
-    """The real command, as a user types it: its whole output is the one line."""
-    required = ["--data", str(tmp_path), "--out-dir", str(tmp_path), "--ceiling", "c.json"]
+def _bad_value_argv(name: str, argv: list[str], folder: Path) -> list[str]:
+    """The options a command requires (so only the bad value is wrong), then the bad value."""
+    required = ["--data", str(folder), "--out-dir", str(folder), "--ceiling", "c.json"]
     if name == "nettebench benchmarks ceiling":
-        required = ["--out", str(tmp_path / "c.json")]
+        required = ["--out", str(folder / "c.json")]
+    return [*required, *argv]
+
+
+@pytest.mark.parametrize(("name", "argv", "expected"), BAD_VALUES, ids=lambda v: str(v)[:24])
+def test_a_bad_value_ends_in_one_line(name, argv, expected, tmp_path, capsys):
+    """Through the package's entry point in this process: the whole output is the one line,
+    and the exit status says it failed (the real process, as a user types it, is the test
+    below)."""
+    with pytest.raises(SystemExit) as stopped:
+        entry_point(name)(_bad_value_argv(name, argv, tmp_path))
+    captured = capsys.readouterr()
+    output = (captured.out + captured.err).strip()
+    assert stopped.value.code not in (0, None)
+    assert "Traceback" not in output and "usage:" not in output, output
+    assert len(output.splitlines()) == 1 and expected in output, output
+
+
+@pytest.mark.parametrize("command", sorted({name for name, _, _ in BAD_VALUES}))
+def test_a_bad_value_typed_as_a_user_types_it_ends_in_one_line(command, tmp_path):
+    """The real command in a process of its own, one bad value each: nothing its imports
+    print (a warning, a notice) joins the one line."""
+    name, argv, expected = next(case for case in BAD_VALUES if case[0] == command)
     result = subprocess.run(
-        [sys.executable, "-m", *name.split(), *required, *argv],
+        [sys.executable, "-m", *name.split(), *_bad_value_argv(name, argv, tmp_path)],
         capture_output=True,
         text=True,
         timeout=300,
