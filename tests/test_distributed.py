@@ -153,7 +153,9 @@ def global_step_rate(out: Path, global_batch: int) -> float:
     return statistics.median(global_batch / s for s in times)
 
 
-def test_two_processes_learn_like_one_and_fill_the_scaling_table(tree, tmp_path):
+def test_two_processes_resumed_after_a_kill_learn_like_one_and_fill_the_scaling_table(
+    tree, tmp_path
+):
     """The same global batch of 32 (16 per process): top-1 within the seeds' noise of the
     1-process twin; rank 0 alone writes the results; a rerun restores them in the job. (The
     twins, one process each, train in this one: their results are all this test reads.)
