@@ -47,9 +47,8 @@ def test_replaced_images_with_the_same_counts_rerun_the_registration_and_the_cel
     run_study(workdir, path, *CELLS)
     first = json.loads((workdir / INFO).read_text())
     assert first["kind"] == "directory" and len(first["files_sha256"]) == 64
-    assert (
-        planned_jobs(run_study(workdir, path, "-n", *CELLS)) == {}
-    )  # nothing changed: nothing runs
+    # nothing changed: nothing runs
+    assert planned_jobs(run_study(workdir, path, "-n", *CELLS)) == {}
 
     # Touched, not changed: the registration reruns (Snakemake cannot tell without reading),
     # and writes the same dataset.json content, so the cell is left alone (Snakemake compares
