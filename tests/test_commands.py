@@ -137,6 +137,12 @@ def _bad_value_argv(name: str, argv: list[str], folder: Path) -> list[str]:
     return [*required, *argv]
 
 
+def _assert_one_line(output: str, expected: str) -> None:
+    """The whole output is one line saying what was wrong: no traceback, no usage block."""
+    assert "Traceback" not in output and "usage:" not in output, output
+    assert len(output.splitlines()) == 1 and expected in output, output
+
+
 @pytest.mark.parametrize(("name", "argv", "expected"), BAD_VALUES, ids=lambda v: str(v)[:24])
 def test_a_bad_value_ends_in_one_line(name, argv, expected, tmp_path, capsys):
     """Through the package's entry point in this process: the whole output is the one line,
@@ -147,8 +153,7 @@ def test_a_bad_value_ends_in_one_line(name, argv, expected, tmp_path, capsys):
     captured = capsys.readouterr()
     output = (captured.out + captured.err).strip()
     assert stopped.value.code not in (0, None)
-    assert "Traceback" not in output and "usage:" not in output, output
-    assert len(output.splitlines()) == 1 and expected in output, output
+    _assert_one_line(output, expected)
 
 
 @pytest.mark.parametrize("command", sorted({name for name, _, _ in BAD_VALUES}))
@@ -164,8 +169,7 @@ def test_a_bad_value_typed_as_a_user_types_it_ends_in_one_line(command, tmp_path
     )
     output = (result.stdout + result.stderr).strip()
     assert result.returncode != 0
-    assert "Traceback" not in output and "usage:" not in output, output
-    assert len(output.splitlines()) == 1 and expected in output, output
+    _assert_one_line(output, expected)
 
 
 # Links: [text](target) outside code; a target with a scheme (https:, mailto:) is not checked.
