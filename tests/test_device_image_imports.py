@@ -6,8 +6,9 @@ fails there before it measures anything. Here every Python the test starts impor
 modules blocked (a ``sitecustomize`` on ``PYTHONPATH``, inherited by the processes it starts),
 and the device command's own smoke run (tests/device/run.py) drives the job entry points on tiny
 data: the dataset and store commands, a cell (trainer and ceiling in one job,
-``nettebench.benchmarks.cell_job``), a profile and an inference measurement. Each must get to
-work: its case ``ok`` with its numbers read back, not an import error.
+``nettebench.benchmarks.cell_job``: the first goal cell, at the smoke's sizes), a profile and an
+inference measurement. Each must get to work: its case ``ok`` with its numbers read back, not an
+import error; the cell's row holds what the device command reports of a goal cell.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 ABSENT_ON_THE_H200 = (
@@ -47,7 +50,8 @@ class AbsentOnTheH200:
 sys.meta_path.insert(0, AbsentOnTheH200)
 '''
 # One of each job entry point, in the device command's plan order (its case names).
-CASES = ("data", "store", "resnet18-O0-cached", "profile-O0", "inference-modes-largest")
+CELL = "resnet18-O1-cached-10ep"  # the first goal cell (O0 in a smoke run)
+CASES = ("data", "store", CELL, "profile-O0", "inference-modes-largest")
 
 
 def _blocked_env(folder: Path) -> dict[str, str]:
@@ -82,3 +86,14 @@ def test_every_job_gets_to_work_without_what_the_h200_lacks(tmp_path):
     failed = {row["case"]: row["status"] for row in rows if not row["status"].startswith("ok")}
     assert not failed, f"{failed}\n{logs}"
     assert "absent on the H200" not in logs
+    assert len([p for p in out.rglob("*") if p.is_file()]) <= 7
+    cell = rows[CASES.index(CELL)]
+    assert cell["result"] == "ok" and cell["wall_s"] > 0 and cell["goal"].startswith("n/a")
+    # the goal cells' energy: measured, or "not measured: why" (no RAPL here), never 0
+    assert cell["energy_source"] and (cell["energy_j"] is None or cell["energy_j"] > 0)
+    assert (cell["j_per_img"] is None) == (cell["energy_j"] is None)
+    phases = cell["startup"]["before_first_step"]  # the trainer's own phase marks
+    assert {"imports", "key", "device_probe", "model", "store", "other"} <= set(phases)
+    assert min(phases.values()) >= 0
+    assert sum(phases.values()) == pytest.approx(cell["to_first_step_s"], abs=0.01)
+    assert set(cell["startup"]["after_last_step"]) >= {"environment", "other"}

@@ -33,9 +33,14 @@ def test_the_plan_fits_seven_minutes_goal_cells_first():
 
 
 def test_smoke_writes_the_table_after_every_case(tmp_path, monkeypatch):
+    """Real data and store cases, a goal cell that reads back measured numbers, a crash. The
+    real goal cell's record is checked in tests/test_device_image_imports.py, whose smoke run
+    trains it with the H200's absent modules blocked."""
     out, work = tmp_path / "out", tmp_path / "work"
+    measured = {"result": "ok", "wall_s": 1.0, "train_img_s": 10.0}
+    goal = run.Case(CELL, 1, lambda s: [_python("")], lambda s: measured, needs=("store",))
     crash = run.Case("crash", 1, lambda s: [_python("raise SystemExit(3)")])
-    monkeypatch.setattr(run, "CASES", [*run.CASES, crash])
+    monkeypatch.setattr(run, "CASES", [*run.CASES[:2], goal, crash])
     seen = []
     write = run.write
 
@@ -52,16 +57,6 @@ def test_smoke_writes_the_table_after_every_case(tmp_path, monkeypatch):
     rows = [json.loads(line) for line in (out / "cases.jsonl").read_text().splitlines()]
     assert [r["status"] for r in rows] == ["ok", "ok", "ok", "failed (exit 3)"]
     assert len([p for p in out.rglob("*") if p.is_file()]) <= 7
-    cell = rows[2]
-    assert cell["result"] == "ok" and cell["wall_s"] > 0 and cell["goal"].startswith("n/a")
-    # the goal cells' energy: measured, or "not measured: why" (no RAPL here), never 0
-    assert cell["energy_source"] and (cell["energy_j"] is None or cell["energy_j"] > 0)
-    assert (cell["j_per_img"] is None) == (cell["energy_j"] is None)
-    phases = cell["startup"]["before_first_step"]  # the trainer's own phase marks
-    assert {"imports", "key", "device_probe", "model", "store", "other"} <= set(phases)
-    assert min(phases.values()) >= 0
-    assert sum(phases.values()) == pytest.approx(cell["to_first_step_s"], abs=0.01)
-    assert set(cell["startup"]["after_last_step"]) >= {"environment", "other"}
 
 
 def _suite(tmp_path, seconds: float) -> run.Suite:
