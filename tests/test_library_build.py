@@ -52,11 +52,20 @@ def run_steps(repo: Path, ref: str, out: Path, *, library: str = "apex", build: 
     return codes, errors
 
 
-def test_clone_build_install_records_the_commit_at_every_step(tmp_path):
-    first = make_package_repo(tmp_path / "repo", version="0.1")
-    (tmp_path / "repo" / "apex" / "__init__.py").write_text("__version__ = '0.2'\n")
-    second = commit_all(tmp_path / "repo", "0.2")  # the branch moved on; the tag did not
-    codes, _ = run_steps(tmp_path / "repo", "v0.1", tmp_path / "builds")
+@pytest.fixture(scope="module")
+def tagged_build(tmp_path_factory):
+    """The tag v0.1 of a package repository cloned, wheeled and installed as build ``b``, after
+    its branch moved on to 0.2: (folder, the tag's commit, the branch's commit, exit codes)."""
+    root = tmp_path_factory.mktemp("tagged")
+    first = make_package_repo(root / "repo", version="0.1")
+    (root / "repo" / "apex" / "__init__.py").write_text("__version__ = '0.2'\n")
+    second = commit_all(root / "repo", "0.2")  # the branch moved on; the tag did not
+    codes, _ = run_steps(root / "repo", "v0.1", root / "builds")
+    return root, first, second, codes
+
+
+def test_clone_build_install_records_the_commit_at_every_step(tagged_build):
+    tmp_path, first, second, codes = tagged_build
     assert codes == [0, 0, 0]
     base = tmp_path / "builds" / "apex" / "b"
     source = json.loads((base / "source.json").read_text())
@@ -119,9 +128,9 @@ def test_a_wheel_without_the_library_package_is_refused(tmp_path):
     assert not (tmp_path / "builds" / "apex" / "b" / "prefix").exists()
 
 
-def test_a_fresh_process_imports_the_build_a_cell_names_and_records_it(tmp_path):
-    commit = make_package_repo(tmp_path / "repo", version="0.1")
-    assert run_steps(tmp_path / "repo", "v0.1", tmp_path / "builds")[0] == [0, 0, 0]
+def test_a_fresh_process_imports_the_build_a_cell_names_and_records_it(tagged_build):
+    tmp_path, commit, _, codes = tagged_build
+    assert codes == [0, 0, 0]
     code = (
         "import json, subprocess, sys\n"
         "from nettebench.builds import activate as libraries\n"

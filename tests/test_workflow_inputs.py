@@ -35,13 +35,13 @@ def tiny_archive(tmp_path_factory):
 
 
 def test_seed_study_config_plans_the_studys_cells(workdir):
-    jobs = planned_jobs(snakemake(workdir, "-n", "--cores", "1"))
+    plan = snakemake(workdir, "-n", "--cores", "1", "--printshellcmds")
+    jobs = planned_jobs(plan)
     # resnet18/34 at 256 and resnet50 at 128, each in O0..O3; the resnet34 CPU baseline.
     assert jobs["cell_train"] == 12
     assert jobs["cpu_baseline_train"] == 1
     assert jobs["dataset_download"] == 1 and jobs["dataset_extract"] == 1
-    listing = snakemake(workdir, "-n", "--cores", "1", "--quiet", "all", "--printshellcmds")
-    text = listing.stdout + listing.stderr
+    text = plan.stdout + plan.stderr
     for precision in ("O0", "O1", "O2", "O3"):
         assert f"model~resnet50/precision~{precision}/batch~128/" in text
     assert "model~resnet50/precision~O0/batch~256/" not in text
@@ -129,12 +129,12 @@ def test_cached_loader_cells_build_the_store_once_and_train(workdir):
         "datasets": {"tiny": {"synthetic": {"size": 40, "train_images": 60, "val_images": 20}}},
         "matrix": {
             "model": "resnet18",
-            "loader": ["pil", "cached"],
+            "loader": "cached",
             "epochs": 1,
             "batch_size": 10,
             "image_size": 32,
             "workers": 0,
-            "include": [{"loader": "cached", "seed": 1}],  # a second cell on the one store
+            "seed": [0, 1],  # two cells on the one store
         },
         "ceiling": False,
     }
@@ -148,7 +148,7 @@ def test_cached_loader_cells_build_the_store_once_and_train(workdir):
     assert manifest["resolution"] == 37 and manifest["train_images"] == 60
     runs = workdir / "results" / "runs" / "tiny"
     cached = sorted(runs.glob("**/loader~cached/**/metrics.json"))
-    pil = [p for p in runs.glob("**/metrics.json") if "loader~" not in str(p)]
-    assert len(cached) == 2 and len(pil) == 1  # a pil cell keeps the path it always had
+    assert len(cached) == 2 == len(list(runs.glob("**/metrics.json")))
+    # that a pil cell keeps the path it always had: tests/test_workflow.py (the quick start)
     record = json.loads(cached[0].read_text())
     assert record["status"] == "ok" and record["cell"]["loader"] == "cached"
