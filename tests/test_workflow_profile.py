@@ -39,7 +39,13 @@ TARGETS = (
 def profiled(tmp_path_factory):
     workdir = copy_workflow(tmp_path_factory.mktemp("profiles"))
     config = write_config(workdir, STUDY)
-    result = run_study(workdir, config, *TARGETS)
+    with pytest.MonkeyPatch.context() as env:
+        env.delenv("KINETO_LOG_LEVEL", raising=False)  # what a user's shell has: not set
+        result = run_study(workdir, config, *TARGETS)
+    # the jobs' whole output (stdout and stderr), as the rule wrote it, before a later test
+    # reruns the profiles into the same logs
+    logs = workdir / "results" / "logs" / "profiles"
+    result.job_logs = {str(log.relative_to(logs)): log.read_text() for log in logs.rglob("*.log")}
     return workdir, config, result
 
 
@@ -65,6 +71,15 @@ def test_every_profiled_cell_has_every_file(profiled):
     assert sorted(set(categories["precision"])) == ["O0", "bf16"]
     for target in TARGETS:
         assert (workdir / target).stat().st_size > 500, target
+
+
+def test_a_cpu_profile_log_holds_no_kineto_gpu_error(profiled):
+    """A CUDA build of torch on a machine without a GPU driver made Kineto log "ERROR: ...
+    gpuGetDeviceCount failed with code 35" into every CPU profile's log."""
+    _, _, result = profiled
+    assert len(result.job_logs) == 2
+    for name, log in result.job_logs.items():
+        assert "gpuGetDeviceCount" not in log and "ERROR" not in log, (name, log[-3000:])
 
 
 def test_nothing_to_do_afterwards(profiled):
