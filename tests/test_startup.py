@@ -56,17 +56,3 @@ def test_module_calls_mark_the_process_clock(monkeypatch):
     found = startup.summary()
     assert set(found[BEFORE]) == {"imports", "model", "other"}
     assert "writing" in found[DURING] and found["after_last_step_s"] >= 0
-
-
-def test_the_trainer_imports_torchruns_agent_only_for_several_processes():
-    """torchrun's elastic agent (~0.1 s) is imported by launch() alone, not with the trainer."""
-    import subprocess
-    import sys
-
-    code = (
-        "import sys, nettebench.training.cli, nettebench.training.launch\n"
-        "print(any(m.startswith(('torch.distributed.elastic', 'torch.distributed.run'))"
-        " for m in sys.modules))"
-    )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert done.stdout.strip() == "False"

@@ -292,15 +292,40 @@ def test_the_after_epochs_hook_is_its_own_phase_not_the_environment_wait(
     assert sum(after.values()) == pytest.approx(record["startup"]["after_last_step_s"], abs=1e-3)
 
 
-def test_the_process_start_is_when_the_process_started():
+# One fresh process for what only a fresh process shows: the trainer module's start time read
+# at its import, then whether importing the trainer and its launcher brought in torchrun's agent.
+FRESH_TRAINER = (
+    "import sys\n"
+    "from nettebench.training.cli import process_start_time\n"
+    "print(process_start_time())\n"
+    "import nettebench.training.launch\n"
+    "print(any(m.startswith(('torch.distributed.elastic', 'torch.distributed.run'))"
+    " for m in sys.modules))\n"
+)
+
+
+@pytest.fixture(scope="module")
+def fresh_trainer():
+    """(the parent's clock before starting the child, the child's two lines, the clock after)."""
+    before = time.time()
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH_TRAINER], capture_output=True, text=True, check=True
+    )
+    return before, done.stdout.split(), time.time()
+
+
+def test_the_process_start_is_when_the_process_started(fresh_trainer):
     """The start a cell's wall_s runs from, against the parent's clock on both sides of the
     child's life: after the parent began to start it (less one clock tick, the kernel's unit),
     before the child read it. /proc/stat's btime, which this once added up from, put it 0.6 s
     too early on the test VM."""
-    code = "from nettebench.training.cli import process_start_time as s; print(s())"
-    before = time.time()
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    after = time.time()
-    started = float(done.stdout)
+    before, (started, _), after = fresh_trainer
+    started = float(started)
     tick = 1 / os.sysconf("SC_CLK_TCK")
     assert before - tick <= started <= after, (before, started, after)
+
+
+def test_the_trainer_imports_torchruns_agent_only_for_several_processes(fresh_trainer):
+    """torchrun's elastic agent (~0.1 s) is imported by launch() alone, not with the trainer."""
+    _, (_, agent_imported), _ = fresh_trainer
+    assert agent_imported == "False"
