@@ -240,9 +240,16 @@ WITHIN_NOISE_NOTE = (
 
 
 def own_interval(ok: Any, columns: tuple[str, str]) -> tuple[float, float] | None:
-    """A one-seed cell's own interval (its ``columns``, low and high), when it has one."""
-    low, high = (ok[c].iloc[0] if c in ok and len(ok) else None for c in columns)
-    low, high = _number(low), _number(high)
+    """A one-seed cell's own interval (its ``columns``, low and high), when it has one: that of
+    the first row of ``ok`` (a frame of the cell's finished seeds)."""
+    first = {c: ok[c].iloc[0] for c in columns if c in ok and len(ok)}
+    return seed_interval(first, columns)
+
+
+def seed_interval(seed: Mapping[str, Any], columns: tuple[str, str]) -> tuple[float, float] | None:
+    """A seed's own interval (its ``columns``, low and high, as a row of runs.csv), when it has
+    both ends."""
+    low, high = (_number(seed.get(c)) for c in columns)
     return None if low is None or high is None else (low, high)
 
 

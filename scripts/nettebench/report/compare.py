@@ -42,8 +42,8 @@ BASELINE_PRECISION = "O0"
 
 def seconds(cells: pd.DataFrame, value: str = "time_for_epochs_s") -> list[float]:
     """The per-seed values of the finished cells among ``cells``."""
-    ok = cells[cells["status"] == STATUS_OK]
-    return stats.finite(ok[value])
+    # the column's finished rows, not the finished rows of every column of a wide frame
+    return stats.finite(cells[value][cells["status"] == STATUS_OK])
 
 
 def block_rates(value: Any) -> list[float]:
@@ -58,10 +58,10 @@ def block_rates(value: Any) -> list[float]:
 
 def single_blocks(cells: pd.DataFrame) -> list[float] | None:
     """The block rates of the one finished seed among ``cells``; None unless exactly one."""
-    ok = cells[cells["status"] == STATUS_OK]
-    if len(ok) != 1 or "train_block_img_s" not in ok:
+    finished = cells["status"] == STATUS_OK
+    if finished.sum() != 1 or "train_block_img_s" not in cells:
         return None
-    return block_rates(ok["train_block_img_s"].iloc[0]) or None
+    return block_rates(cells["train_block_img_s"][finished].iloc[0]) or None
 
 
 # Where every formula behind a table's numbers is written out once; captions point to it.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from itertools import compress
 from typing import Any
 
 import pandas as pd
@@ -150,6 +151,7 @@ def model_precision_grids(
     require: str | None = None,
     caveats: str = "cell",
     interval: tuple[str, str] | None = None,
+    not_measured: str | None = None,
 ) -> list[Grid]:
     """Matrix cells as model x precision tables, one per (dataset, epochs, device type, setup).
 
@@ -162,6 +164,8 @@ def model_precision_grids(
     interval, e.g. ``train_img_s_low``/``_high``), a cell of one seed shows ``146 [140-152]``;
     a cell whose steps were unstable (runs.csv ``unstable``) is marked
     :data:`~nettebench.report.caveats.UNSTABLE_MARK` and its reason listed under the table.
+    With ``not_measured``, a cell that would be blank although seeds finished, none of them
+    with a value, reads that text instead (the energy tables: no counter measured it).
     """
     matrix = runs[runs["kind"] == "matrix"]
     grids = []
@@ -170,18 +174,25 @@ def model_precision_grids(
             continue
         labels = mark_apex_fallback(table, T.row_labels(table, row_keys(runs)))
         precisions = T.sort_precisions(table["precision"])
+        records = table.to_dict("records")  # once per table: slow on a frame this wide
+        is_ok = table[status] == STATUS_OK
+        of_precision = {precision: table["precision"] == precision for precision in precisions}
         rows, counts, approx, partial = [], [], False, False
         marked, impossible, unstable, within_noise = False, False, [], False
         for label in labels.unique():
             row = [label]
+            of_label = labels == label
             for precision in precisions:
-                seeds = table[(labels == label) & (table["precision"] == precision)]
-                ok = seeds[seeds[status] == STATUS_OK]
-                summary = stats.summarize(ok[value])
-                extrapolated = mark_extrapolated and any(map(T.as_bool, ok["extrapolated"]))
-                within = C.own_interval(ok, interval) if summary.n == 1 and interval else None
+                in_cell = of_label & of_precision[precision]
+                seeds = _pick(records, in_cell)
+                ok = _pick(records, in_cell & is_ok)
+                summary = stats.summarize([seed[value] for seed in ok])
+                extrapolated = mark_extrapolated and any(
+                    T.as_bool(seed["extrapolated"]) for seed in ok
+                )
+                within = C.seed_interval(ok[0], interval) if summary.n == 1 and interval else None
                 text = T.outcome_cell(
-                    list(seeds[status]),
+                    [seed[status] for seed in seeds],
                     summary.mean,
                     lambda _mean, s=summary, w=within: (
                         stats.with_ci(s, fmt)
@@ -196,21 +207,21 @@ def model_precision_grids(
                 approx |= text.startswith(T.APPROX_MARK)
                 partial |= text.endswith(T.PARTIAL_MARK)
                 if len(ok) and not T.is_missing(summary.mean):
-                    withheld, mark = C.cell_caveat(ok.to_dict("records"), caveats)
+                    withheld, mark = C.cell_caveat(ok, caveats)
                     row[-1] = C.IMPOSSIBLE_MARK if withheld else text + mark
                     marked, impossible = marked or bool(mark), impossible or withheld
-                    if caveats == "share" and not withheld and C.exceeded(ok.to_dict("records")):
+                    if caveats == "share" and not withheld and C.exceeded(ok):
                         row[-1] += C.WITHIN_NOISE_MARK
                         within_noise = True
-                    why = C.unstable_reasons(ok.to_dict("records")) if interval else []
+                    why = C.unstable_reasons(ok) if interval else []
                     if why and not withheld:
                         row[-1] += C.UNSTABLE_MARK
                         unstable += [f"{label} {precision}: {text}" for text in why]
+                if not_measured and row[-1] == "" and ok and _none_has(ok, value):
+                    row[-1] = not_measured
             rows.append(row)
-        finished = table[table[status] == STATUS_OK]
         headers = [
-            C.emulated_header(p, finished[finished["precision"] == p].to_dict("records"))
-            for p in precisions
+            C.emulated_header(p, _pick(records, is_ok & of_precision[p])) for p in precisions
         ]
         emulated = headers != precisions
         title = (
@@ -228,12 +239,26 @@ def model_precision_grids(
                 not_ok=bool(table[status].isin(list(T.OUTCOME_TEXT)).any()),
                 interference=caveats if marked else None,
                 impossible=impossible,
-                emulated=C.emulated_note(finished.to_dict("records")) if emulated else None,
+                emulated=C.emulated_note(_pick(records, is_ok)) if emulated else None,
                 unstable=unstable or None,
                 within_noise=within_noise,
             )
         )
     return grids
+
+
+def _none_has(seeds: list[dict[str, Any]], value: str) -> bool:
+    """Whether no seed has a value in column ``value``."""
+    return all(T.is_missing(seed[value]) for seed in seeds)
+
+
+def _pick(records: list[dict[str, Any]], mask: pd.Series) -> list[dict[str, Any]]:
+    """The records of the rows ``mask`` selects, given the records of all rows (in order).
+
+    The same dictionaries as ``frame[mask].to_dict("records")``, without converting a frame
+    once per table cell: on the wide runs frame each conversion took tens of milliseconds.
+    """
+    return list(compress(records, mask.tolist()))
 
 
 def no_matrix(runs: pd.DataFrame) -> str:

@@ -130,6 +130,10 @@ def t_quantile(p: float, df: float) -> float:
         high *= 2
     for _ in range(200):
         middle = (low + high) / 2
+        # No float lies between low and high: every further pass keeps middle, or moves the
+        # other end onto it, so the loop would return middle after its 200 passes anyway.
+        if middle in (low, high):
+            return middle
         if t_two_sided_p(middle, df) > target:
             low = middle
         else:

@@ -17,16 +17,7 @@ from collections.abc import Callable
 import pandas as pd
 
 from nettebench.report import format as T
-from nettebench.report.grids import (
-    GROUP_KEYS,
-    Grid,
-    grid_sections,
-    groups,
-    mark_apex_fallback,
-    model_precision_grids,
-    no_matrix,
-    row_keys,
-)
+from nettebench.report.grids import Grid, grid_sections, model_precision_grids, no_matrix
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 NOT_MEASURED = "not measured"
@@ -52,27 +43,17 @@ def fmt_joules_or_not_measured(value: object) -> str:
     return NOT_MEASURED if T.is_missing(value) else fmt_joules(value)
 
 
-def _mark_not_measured(grid: Grid, table: pd.DataFrame, runs: pd.DataFrame, value: str) -> None:
-    """A blank table cell where some seed ran ok reads "not measured" (no energy counter)."""
-    labels = mark_apex_fallback(table, T.row_labels(table, row_keys(runs)))
-    precisions = T.sort_precisions(table["precision"])
-    for row in grid.rows:
-        for column, precision in enumerate(precisions, start=1):
-            seeds = table[(labels == row[0]) & (table["precision"] == precision)]
-            ran = seeds[seeds["status"] == STATUS_OK]
-            if row[column] == "" and len(ran) and ran[value].map(T.is_missing).all():
-                row[column] = NOT_MEASURED
-
-
 def energy_grids(runs: pd.DataFrame, value: str, fmt: Callable[[object], str]) -> list[Grid]:
-    """The model x precision grids of ``value`` (``j_per_img`` or ``img_s_per_w``)."""
-    grids = model_precision_grids(
-        runs, value, fmt, mark_extrapolated=True, interval=(f"{value}_low", f"{value}_high")
+    """The model x precision grids of ``value`` (``j_per_img`` or ``img_s_per_w``); a blank
+    table cell where some seed ran ok reads "not measured" (no energy counter)."""
+    return model_precision_grids(
+        runs,
+        value,
+        fmt,
+        mark_extrapolated=True,
+        interval=(f"{value}_low", f"{value}_high"),
+        not_measured=NOT_MEASURED,
     )
-    matrix = runs[runs["kind"] == "matrix"]
-    for grid, (_, table) in zip(grids, groups(matrix, GROUP_KEYS), strict=True):
-        _mark_not_measured(grid, table, runs, value)
-    return grids
 
 
 def _sources(runs: pd.DataFrame) -> str:
