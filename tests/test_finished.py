@@ -51,7 +51,7 @@ def metrics_text(status="ok"):
     return json.dumps({"status": status, "summary": {}})
 
 
-def test_a_finished_cell_is_restored_not_trained_and_retrain_trains(dataset, tmp_path):
+def test_a_finished_cell_is_restored_not_trained(dataset, tmp_path):
     out = tmp_path / "cell"
     # a command, as the restore below: a trainer in this long-lived test process would key its
     # result with whatever earlier tests left here (a package environment's prefix on sys.path)
@@ -71,10 +71,15 @@ def test_a_finished_cell_is_restored_not_trained_and_retrain_trains(dataset, tmp
     assert "epoch 1/1" not in again.stderr
     assert {name: (out / name).read_bytes() for name in finished.RESULT_FILES} == results
 
-    # NETTEBENCH_RETRAIN=1 trains a finished cell again: tests/test_timed_jobs.py's forced run
-    # an option the cell's numbers depend on, not a cell parameter, is in the key the trainer
-    # computes from its command line (both keys from this process: only the option differs);
-    # that a changed key trains the cell again, saying what changed, is test_dependencies'
+    # that NETTEBENCH_RETRAIN=1 trains a finished cell again: tests/test_timed_jobs.py's
+    # forced run reads it from its jobs' logs
+
+
+def test_a_trainer_option_is_in_the_key_its_command_line_gives(dataset, tmp_path):
+    """An option the cell's numbers depend on, not a cell parameter, is in the key the trainer
+    computes from its command line (both keys from this process: only the option differs).
+    That a changed key trains the cell again, saying what changed, is test_dependencies'."""
+    out = tmp_path / "cell"
     parser = cli.build_parser()
     keyed = cli.result_key(CELL, parser.parse_args(train_args(dataset, out)))
     fewer = [*train_args(dataset, out), "--warmup-steps", "2"]
