@@ -67,7 +67,7 @@ def pip_requirements(env_file: Path) -> list[str]:
 
 
 @pytest.fixture
-def venv_home(tmp_path):
+def home(tmp_path):
     """Where the env file's venv goes, removed when the test ends, passed or failed: the train
     and build envs hold torch (about 6 GB each), and pytest keeps its last three runs' temporary
     directories, which filled CI's disk; a failure's message carries what went wrong."""
@@ -79,8 +79,7 @@ def venv_home(tmp_path):
 @pytest.mark.envfiles
 @pytest.mark.skipif(not BUILD, reason="builds envs with pip (minutes): NETTEBENCH_ENV_FILES=1")
 @pytest.mark.parametrize("env_file", sorted(p.name for p in ENVS.glob("*.yaml")))
-def test_an_env_file_builds_and_its_rules_commands_start(env_file, venv_home, tmp_path):
-    home = venv_home
+def test_an_env_file_builds_and_its_rules_commands_start(env_file, home, tmp_path):
     venv.create(home, with_pip=True)  # fresh: no system site packages
     python = home / "bin" / "python"
     install = [str(python), "-m", "pip", "install", "-q", "-c", str(ENVS / "constraints.txt"),
