@@ -14,6 +14,7 @@ rule tables_aggregate:
             category="Tables",
         ),
         epochs="results/tables/epochs.csv",
+        comparisons=f"results/tables/{outputs.COMPARISONS_CSV}",
         headline=f"results/tables/{outputs.HEADLINE_FILE}",
         markdown=[f"results/tables/{name}.md" for name in TABLES],
         html=[

@@ -13,6 +13,7 @@ rule library_clone:
         source="results/builds/{library}/{build}/source.json",
     log:
         "results/logs/builds/{library}/{build}.clone.log",
+    priority: PREPARATION_PRIORITY  # before every training round (rules/common.smk)
     localrule: True  # fetches from the network: on a cluster, the login node
     conda:
         "../envs/build.yaml"
@@ -37,6 +38,7 @@ rule library_build:
         "results/logs/builds/{library}/{build}.build.log",
     benchmark:
         "results/benchmarks/builds/{library}/{build}.build.tsv"
+    priority: PREPARATION_PRIORITY  # before every training round (rules/common.smk)
     conda:
         "../envs/build.yaml"
     threads: job_threads(build_resource("cpus"))
@@ -62,6 +64,7 @@ rule library_install:
         manifest=f"results/builds/{{library}}/{{build}}/{INSTALL_MANIFEST}",
     log:
         "results/logs/builds/{library}/{build}.install.log",
+    priority: PREPARATION_PRIORITY  # before every training round (rules/common.smk)
     localrule: True
     conda:
         "../envs/build.yaml"
@@ -84,6 +87,7 @@ rule environment_install:
         "results/logs/environments/{environment}.install.log",
     benchmark:
         "results/benchmarks/environments/{environment}.install.tsv"
+    priority: PREPARATION_PRIORITY  # before every training round (rules/common.smk)
     localrule: True  # fetches from the registry: on a cluster, the login node
     conda:
         "../envs/build.yaml"

@@ -35,7 +35,7 @@ shell.prefix(
 
 from nettebench.vocabulary import outputs
 from nettebench.study import inference_cells as inference
-from nettebench.study import code_groups, config_file, failures, job_signals
+from nettebench.study import code_groups, config_file, failures, job_signals, replicates
 from nettebench.study import stored as stored_study
 from nettebench.study.workflow import Study
 
@@ -186,6 +186,28 @@ def cell_job(wildcards, output):
     if "ceiling" in output.keys():
         return f"benchmarks cell-job --ceiling {output.ceiling} {weights}".strip()
     return f"training {weights}".strip()
+
+
+# -- the order of the timed jobs (nettebench.study.replicates) ----------------------------------
+# Round-robin by replicate: every cell's first seed, then every cell's second, ..., so a drift
+# over the run hits every cell alike. The jobs the cells wait on (datasets, stores, builds) come
+# before any round, or a cell reading a store built late would run after all rounds of the rest.
+TIMED_PRIORITIES = replicates.round_robin_priorities(STUDY.cells)
+PREPARATION_PRIORITY = replicates.preparation_priority(TIMED_PRIORITIES)
+AFTER_TRAINING_PRIORITY = replicates.AFTER_TRAINING
+
+
+def timed_priority(kind):
+    """Priority function of a training job: higher for a lower replicate rank (the index of its
+    seed among its section's seeds), never below 2, so every round runs before the profiles
+    and inference (1) and every timed job before a report job (0)."""
+
+    def priority(wildcards):
+        return TIMED_PRIORITIES[kind][
+            STUDY.cell(kind, wildcards.dataset, wildcards.cell).seed
+        ]
+
+    return priority
 
 
 def cell_store(kind):

@@ -13,6 +13,7 @@ rule dataset_download:
         "results/benchmarks/datasets/{dataset}.download.tsv"
     wildcard_constraints:
         dataset=STUDY.dataset_pattern("download"),
+    priority: PREPARATION_PRIORITY  # before every training round (rules/common.smk)
     localrule: True
     conda:
         "../envs/data.yaml"
@@ -35,6 +36,7 @@ rule dataset_extract:
         "results/benchmarks/datasets/{dataset}.extract.tsv"
     wildcard_constraints:
         dataset=STUDY.dataset_pattern("download", "archive"),
+    priority: PREPARATION_PRIORITY  # before every training round (rules/common.smk)
     conda:
         "../envs/data.yaml"
     # the processes that decode every image once (Snakemake exports them as OMP_NUM_THREADS)
@@ -68,6 +70,7 @@ rule dataset_synthesize:
         "results/benchmarks/datasets/{dataset}.synthesize.tsv"
     wildcard_constraints:
         dataset=STUDY.dataset_pattern("synthetic"),
+    priority: PREPARATION_PRIORITY  # before every training round (rules/common.smk)
     conda:
         "../envs/data.yaml"
     threads: job_threads(data_resource("cpus"))
@@ -90,6 +93,7 @@ rule dataset_register:
         "results/logs/datasets/{dataset}.register.log",
     wildcard_constraints:
         dataset=STUDY.dataset_pattern("directory"),
+    priority: PREPARATION_PRIORITY  # before every training round (rules/common.smk)
     localrule: True
     conda:
         "../envs/data.yaml"
@@ -116,6 +120,7 @@ rule store_build:
         "results/logs/datasets/{dataset}.store-res~{resolution}.log",
     benchmark:
         "results/benchmarks/datasets/{dataset}.store-res~{resolution}.tsv"
+    priority: PREPARATION_PRIORITY  # before every training round (rules/common.smk)
     conda:
         "../envs/data.yaml"
     threads: job_threads(data_resource("cpus"))

@@ -14,7 +14,7 @@ rule inference_measure:
         "results/logs/inference/{dataset}/{cell}.log",
     benchmark:
         "results/benchmarks/inference/{dataset}/{cell}.tsv"
-    priority: 1  # timed: before any report job ready beside it (rules/train.smk)
+    priority: AFTER_TRAINING_PRIORITY  # after every training round, before the reports
     conda:
         "../envs/train.yaml"
     threads: job_threads(inference_resource("cpus"))
@@ -42,7 +42,7 @@ rule inference_accuracy:
         record=f"{inference.ACCURACY_ROOT}/{{dataset}}/{{cell}}/{inference.ACCURACY_FILE}",
     log:
         "results/logs/inference_accuracy/{dataset}/{cell}.log",
-    priority: 1  # timed: before any report job ready beside it (rules/train.smk)
+    priority: AFTER_TRAINING_PRIORITY  # after every training round, before the reports
     conda:
         "../envs/train.yaml"
     threads: job_threads(inference_resource("cpus", accuracy=True))

@@ -20,7 +20,7 @@ rule cell_profile:
         "results/logs/profiles/{dataset}/{cell}.log",
     benchmark:
         "results/benchmarks/profiles/{dataset}/{cell}.tsv"
-    priority: 1  # timed: before any report job ready beside it (rules/train.smk)
+    priority: AFTER_TRAINING_PRIORITY  # after every training round, before the reports
     conda:
         "../envs/train.yaml"
     threads: job_threads(cell_resource("matrix", "cpus", "profile"))

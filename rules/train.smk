@@ -2,9 +2,12 @@
 # measures the cell's compute ceiling (its training step on batches already on the device) right
 # after the epochs, in the same process, so the two are measured in the same conditions. Threads
 # are a runtime knob (--set-threads, profiles/), not study config; the trainer records what it
-# used. Every timed job asks for `timed=1`: the local profiles allow one at a time. And each runs
-# before any report job that is ready beside it (priority 1): the report jobs then share the
-# cores at the end instead of holding up the next timed job one core at a time.
+# used. Every timed job asks for `timed=1`: the local profiles allow one at a time. They run
+# round-robin by replicate (a cell's seeds are its replicates, each a process): every cell's
+# first seed, then every cell's second, ..., so a drift over the run hits every cell alike
+# (priority: higher for a lower rank of the seed, timed_priority in rules/common.smk). Every
+# round runs before any report job that is ready beside it (priority 0): the report jobs then
+# share the cores at the end instead of holding up the next timed job one core at a time.
 
 
 rule cell_train:
@@ -19,7 +22,7 @@ rule cell_train:
         "results/logs/runs/{dataset}/{cell}.log",
     benchmark:
         "results/benchmarks/runs/{dataset}/{cell}.tsv"
-    priority: 1  # timed: before any report job ready beside it (rules/train.smk)
+    priority: timed_priority("matrix")  # round-robin by replicate (above)
     conda:
         "../envs/train.yaml"
     threads: job_threads(cell_resource("matrix", "cpus"))
@@ -58,6 +61,7 @@ use rule cell_train as cpu_baseline_train with:
         "results/logs/cpu/{dataset}/{cell}.log",
     benchmark:
         "results/benchmarks/cpu/{dataset}/{cell}.tsv"
+    priority: timed_priority("cpu_baseline")  # in the matrix's rounds
     threads: job_threads(cell_resource("cpu_baseline", "cpus"))
     resources:
         gpu=cell_resource("cpu_baseline", "gpu"),

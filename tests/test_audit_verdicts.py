@@ -46,9 +46,9 @@ def test_the_caveat_line_counts_a_cell_whose_ceiling_alone_was_disturbed(tmp_pat
 
 
 def test_a_supported_interval_is_printed_on_the_side_of_1_it_was_judged_on(tmp_path):
-    """other = k x the reference's block rates: the log-ratio is log k exactly, both sides have
-    the same spread, Welch's df is 18, and the interval's low end is k exp(-t se): k is chosen
-    so that it is 1.003 (supported, yet 1.00 at two decimals)."""
+    """Ten processes a side, other's steady rates k x the reference's: the log-ratio is log k
+    exactly, both sides have the same spread, Welch's df is 18, and the interval's low end is
+    k exp(-t se): k is chosen so that it is 1.003 (supported, yet 1.00 at two decimals)."""
     logs = [math.log(x) for x in STEADY]
     mean = sum(logs) / len(logs)
     var = sum((x - mean) ** 2 for x in logs) / (len(logs) - 1)
@@ -56,8 +56,9 @@ def test_a_supported_interval_is_printed_on_the_side_of_1_it_was_judged_on(tmp_p
     k = 1.003 * math.exp(T_975_DF18 * se)
     root = tmp_path / "runs"
     paths = [
-        F.make_cell(root, precision=p, device_type="cpu", summary_extra={"train_block_img_s": b})
-        for p, b in (("O0", STEADY), ("O1", [k * r for r in STEADY]))
+        F.make_cell(root, precision=p, device_type="cpu", seed=seed, train_img_s=rate)
+        for p, rates in (("O0", STEADY), ("O1", [k * r for r in STEADY]))
+        for seed, rate in enumerate(rates)
     ]
     out = aggregate(paths, tmp_path / "tables")
     speedups = out["time_by_model_precision"].read_text().split("## Speed-up over O0")[1]

@@ -61,17 +61,23 @@ def test_time_is_the_mean_of_the_seeds_summed_epoch_seconds(study):
     assert _table(text, H200)[LABEL]["O0"] == _ci(_seconds("O0"), _one)
 
 
-def test_a_speedup_of_several_seeds_is_mean_seconds_of_o0_over_mean_seconds(study):
+def _geomean(values):
+    return math.exp(statistics.fmean(map(math.log, values)))
+
+
+def test_a_speedup_is_the_ratio_of_geometric_mean_process_rates(study):
+    """The fakes' steady rate is images / (0.8 x seconds per epoch) in every process, so the
+    ratio of the geometric means of the rates is that of the seconds (geometric, not mean
+    seconds over mean seconds)."""
     text = study["time_by_model_precision"]
-    assert "`Rx`: the ratio of mean seconds" in text
-    assert "`Rx [L-H]`: the ratio of the two cells' steady training rates" in text
-    assert "1.10x [1.04-1.16]" not in text and "docs/honest-numbers.md" in text
+    assert "the ratio of steady training rates over the processes (seeds)" in text
+    assert "Holm's correction" in text and "docs/honest-numbers.md" in text
     speedups = text.split("## Speed-up over O0")[1]
-    ratio = statistics.fmean(_seconds("O0")) / statistics.fmean(_seconds("O1"))
-    assert _table(speedups, H200)[LABEL]["O1"] == f"{ratio:.2f}x"
+    ratio = _geomean(_seconds("O0")) / _geomean(_seconds("O1"))
+    assert _table(speedups, H200)[LABEL]["O1"].startswith(f"{ratio:.2f}x [")
 
 
-def test_a_speedup_of_one_seed_is_the_ratio_of_geometric_mean_block_rates(tmp_path):
+def test_a_speedup_of_one_process_a_side_states_no_verdict_from_its_steps(tmp_path):
     base = [100.0, 104.0, 98.0, 101.0, 99.0, 102.0, 97.0, 100.0, 103.0, 100.0]
     fast = [1.3 * r * (1 + 0.01 * (i % 3)) for i, r in enumerate(base)]
     paths = [
@@ -82,14 +88,8 @@ def test_a_speedup_of_one_seed_is_the_ratio_of_geometric_mean_block_rates(tmp_pa
     text = aggregate(paths, tmp_path / "t")["time_by_model_precision"].read_text()
     speedups = text.split("## Speed-up over O0")[1]
     cell = _table(speedups, H200)["resnet18"]["O1"]
-    geometric = math.exp(
-        statistics.fmean(map(math.log, fast)) - statistics.fmean(map(math.log, base))
-    )
-    assert cell.startswith(f"{geometric:.2f}x [")
-    # ... and not the ratio of the seconds the table above shows (1.82x for these fakes)
-    assert F.time_for("resnet18", "O0", 0, EPOCHS) / F.time_for("resnet18", "O1", 0, EPOCHS) != (
-        pytest.approx(geometric, abs=0.01)
-    )
+    ratio = statistics.fmean(fast) / statistics.fmean(base)
+    assert cell == f"{ratio:.2f}x (n=1)"  # tight steps, yet one process a side: untested
 
 
 def test_accuracy_is_the_mean_top1_after_each_epoch(study):
@@ -164,22 +164,23 @@ def test_timing_conditions_say_how_each_cells_openmp_threads_waited(tmp_path):
     assert "OMP_WAIT_POLICY" not in text
 
 
-def test_machines_and_versions_speedups_are_mean_seconds_of_the_first_over_this(tmp_path):
+def test_machines_and_versions_speedups_are_geometric_mean_seconds_without_rates(tmp_path):
+    """Records without a steady rate are compared by their seconds: the first's geometric mean
+    over this one's."""
     times = {"2.14.1": [100.0, 102.0], "2.15.0": [50.0, 51.0]}
     paths = [
-        F.make_cell(tmp_path / v, seed=s, time_for_epochs_s=t, env={"torch": v})
+        F.make_cell(tmp_path / v, seed=s, time_for_epochs_s=t, env={"torch": v},
+                    summary_extra={"train_img_s": None})
         for v, ts in times.items()
         for s, t in enumerate(ts)
-    ]
+    ]  # fmt: skip
     written = aggregate(paths, tmp_path / "t")
-    ratio = statistics.fmean(times["2.14.1"]) / statistics.fmean(times["2.15.0"])
+    ratio = _geomean(times["2.14.1"]) / _geomean(times["2.15.0"])
     for name in ("time_by_machine", "time_by_library_version"):
         text = written[name].read_text()
-        assert "faster this version is than the first version" in text or (
-            "faster this setup is than the first setup" in text
-        ), name
+        assert "over the first version" in text or "over the first setup" in text, name
         cells = [c for _, rows in md_tables(text) for row in rows[1:] for c in row]
-        assert f"{ratio:.2f}x" in cells, name
+        assert any(c.startswith(f"{ratio:.2f}x [") for c in cells), name
 
 
 CAPTION_WORDS = 90  # what a reader takes in beside a table; formulas live in the docs

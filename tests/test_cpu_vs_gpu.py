@@ -4,6 +4,9 @@ environments), and two machines' baselines are told apart by a machine column.""
 
 from __future__ import annotations
 
+import math
+import statistics
+
 import pytest
 import record_factory as rf
 from test_aggregate import md_tables
@@ -15,7 +18,29 @@ from nettebench.report import stats
 EPOCHS = 3
 
 
-STEADY_BLOCKS = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8, 100.1, 99.9]
+# Three processes a side with the same spread of logs: Welch's degrees of freedom are exactly
+# 2 (n - 1) = 4, whose 97.5 % t quantile the tables give as 2.776.
+BASE_RATES = [96.0, 100.0, 104.0]
+T_975_DF4 = 2.776
+
+
+def _welch_by_hand(other, reference):
+    """other / reference as the ratio of geometric means, and its 95 % interval (Welch on the
+    logs, equal spreads, three processes a side), computed here from the raw rates."""
+    a, b = [math.log(x) for x in other], [math.log(x) for x in reference]
+    assert len(a) == len(b) == 3 and math.isclose(statistics.stdev(a), statistics.stdev(b))
+    se = math.sqrt(statistics.variance(a) / 3 + statistics.variance(b) / 3)
+    diff = statistics.mean(a) - statistics.mean(b)
+    return math.exp(diff), math.exp(diff - T_975_DF4 * se), math.exp(diff + T_975_DF4 * se)
+
+
+def _processes(root, precision, seconds, rates, conditions=None):
+    """One matrix record per process (seed): its seconds for the epochs and its steady rate."""
+    return [
+        rf.make_cell(root, precision=precision, seed=seed, time_for_epochs_s=seconds,
+                     train_img_s=rate, conditions=None if conditions is None else conditions(seed))
+        for seed, rate in enumerate(rates)
+    ]  # fmt: skip
 
 
 def _matrix(root, per_epoch, *, seed=0, extra=None, env=None, precision="O0", device_name=None):
@@ -145,43 +170,48 @@ def test_the_quick_starts_shape_an_extrapolated_bf16_cell_keeps_its_full_o0_twin
         ),  # fmt: skip
     ]
     (row,) = _rows(paths, tmp_path / "out")
-    assert row["precision"] == "bf16 (untested against O0)"  # one seed each, no step times
+    assert row["precision"] == "bf16 (untested against O0)"  # one process a side: not tested
     assert row["s/epoch"] == T.APPROX_MARK + _seeds(3.0)
     assert row["O0 s/epoch"] == _seeds(4.27)
     assert row["O0 speed-up"] == T.fmt_speedup(9.0 / 4.27)
 
 
 @pytest.mark.parametrize(
-    ("bf16_blocks", "word", "front"),
+    ("factor", "side", "word", "front"),
     [
-        ([1.5 * r for r in STEADY_BLOCKS], "faster than O0", "faster than O0"),
-        ([r * (1 + (-1) ** i * 0.08) for i, r in enumerate(STEADY_BLOCKS)],
-         "O0 and it cannot be told apart", "at speeds the noise cannot tell apart"),
+        (1.5, "above", "faster than O0", "bf16 trains resnet18 {ratio:.2f}x faster than O0 ("),
+        (1.02, "holds", "O0 and it cannot be told apart",
+         "bf16 and O0 train resnet18 at speeds their processes cannot tell apart: {ratio:.2f}x ("),
+        (0.6, "below", "slower than O0 by its processes' steady rates",
+         "bf16 trains resnet18 slower than O0: {ratio:.2f}x its speed ("),
     ],
 )  # fmt: skip
 def test_the_table_and_the_front_page_state_one_verdict_on_bf16_against_o0(
-    tmp_path, bf16_blocks, word, front
+    tmp_path, factor, side, word, front
 ):
-    """The quick start's case: bf16 has fewer seconds per epoch than O0 but its steady steps
-    do not tell it from O0. The table may not call it the fastest while the front page says
-    the two cannot be told apart: both state report.answers.direction of the same cells."""
-
-    def cell(precision, seconds, blocks):
-        return rf.make_cell(tmp_path / "m", precision=precision, time_for_epochs_s=seconds,
-                            train_img_s=sum(blocks) / len(blocks),
-                            summary_extra={"train_block_img_s": blocks})  # fmt: skip
-
+    """The quick start's case: bf16 has fewer seconds per epoch than O0 whatever its steady
+    rates say. The table may not call it the fastest while the front page says the two cannot
+    be told apart: both state report.answers.direction of the same cells, three processes a
+    side, each a family of one comparison (the table's against O0, the front page's), so
+    Holm's correction leaves both at the raw p."""
+    bf16_rates = [factor * r for r in BASE_RATES[::-1]]
+    ratio, low, high = _welch_by_hand(bf16_rates, BASE_RATES)
+    assert side == ("above" if low > 1 else "below" if high < 1 else "holds")
     paths = [
-        cell("O0", 12.8 * EPOCHS, STEADY_BLOCKS),
-        cell("bf16", 12.7 * EPOCHS, bf16_blocks),
+        *_processes(tmp_path / "m", "O0", 12.8 * EPOCHS, BASE_RATES),
+        *_processes(tmp_path / "m", "bf16", 12.7 * EPOCHS, bf16_rates),
         rf.make_cell(tmp_path / "c", kind="cpu_baseline", epochs=1, time_for_epochs_s=100.0),
     ]
     written = agg.aggregate(paths, tmp_path / "out")
-    ((_, rows),) = md_tables(written["cpu_vs_gpu"].read_text())
+    table = written["cpu_vs_gpu"].read_text()
+    ((_, rows),) = md_tables(table)
     (row,) = [dict(zip(rows[0], r, strict=True)) for r in rows[1:]]
     assert row["precision"] == f"bf16 ({word})"
-    assert front in written["headline"].read_text()
-    assert "fastest" not in written["cpu_vs_gpu"].read_text()
+    assert "Holm's correction over the 1 tested; n=3 processes a side." in table
+    headline = written["headline"].read_text()
+    assert f"On a GPU ({rf.GPU_NAME}), {front.format(ratio=ratio)}95 % interval " in headline
+    assert "between 3 and 3 processes" in headline and "Holm-corrected" not in headline
+    assert "fastest" not in table
 
 
 def test_a_cpu_only_machine_states_no_speed_up_of_the_cpu_against_itself(tmp_path):
@@ -203,25 +233,24 @@ def test_a_cpu_only_machine_states_no_speed_up_of_the_cpu_against_itself(tmp_pat
 
 
 def test_a_disturbed_bf16_has_no_verdict_against_o0_in_the_table_nor_the_front_page(tmp_path):
-    """The same two cells, bf16 1.5x O0's steady rate, but bf16's epochs ran while other
-    processes took 60 % of the CPUs: neither the table's precision nor the front page may
-    call it faster (docs/honest-numbers.md: a verdict needs quiet evidence)."""
+    """The same two cells, three processes a side, bf16 1.5x O0's steady rates (the processes
+    would support it), but bf16's seed 0 ran while other processes took 60 % of the CPUs:
+    neither the table's precision nor the front page may call it faster
+    (docs/honest-numbers.md: a verdict needs quiet evidence)."""
     loaded = rf.window(0.6, reasons=("other processes took 60 % of the job's CPUs",))
-
-    def cell(precision, seconds, blocks, conditions):
-        return rf.make_cell(tmp_path / "m", precision=precision, time_for_epochs_s=seconds,
-                            train_img_s=sum(blocks) / len(blocks), conditions=conditions,
-                            summary_extra={"train_block_img_s": blocks})  # fmt: skip
-
+    quiet = rf.window(0.01)
+    bf16_rates = [1.5 * r for r in BASE_RATES]
+    assert _welch_by_hand(bf16_rates, BASE_RATES)[1] > 1  # quiet, it would be faster
     paths = [
-        cell("O0", 12.8 * EPOCHS, STEADY_BLOCKS, rf.window(0.01)),
-        cell("bf16", 12.7 * EPOCHS, [1.5 * r for r in STEADY_BLOCKS], loaded),
+        *_processes(tmp_path / "m", "O0", 12.8 * EPOCHS, BASE_RATES, lambda seed: quiet),
+        *_processes(tmp_path / "m", "bf16", 12.7 * EPOCHS, bf16_rates,
+                    lambda seed: loaded if seed == 0 else quiet),
         rf.make_cell(tmp_path / "c", kind="cpu_baseline", epochs=1, time_for_epochs_s=100.0),
-    ]
+    ]  # fmt: skip
     written = agg.aggregate(paths, tmp_path / "out")
     ((_, rows),) = md_tables(written["cpu_vs_gpu"].read_text())
     (row,) = [dict(zip(rows[0], r, strict=True)) for r in rows[1:]]
     assert row["precision"] == "bf16 (no verdict against O0: timed under interference ‡)"
     headline = written["headline"].read_text()
-    assert "no verdict: bf16&#x27;s epochs timed under interference" in headline
+    assert "no verdict: bf16&#x27;s epochs (seed 0) timed under interference" in headline
     assert "faster than O0" not in headline

@@ -1,5 +1,6 @@
 """Figures say what the tables say ([4/5] item 3): the speed-up figure draws the time table's
-speed-up (steady block rates for one seed a side, never a ratio of seconds) with its mark, and
+speed-up (the processes' steady rates, never a ratio of seconds) with its mark and its
+family's verdict, and
 the accuracy curves never average cells the tables keep apart (two loaders), marking partial
 epochs as the tables do. Expected values are computed here from the raw records."""
 
@@ -35,22 +36,46 @@ def _marks(fig):
     return [t.get_text() for ax in fig.axes for t in ax.texts]
 
 
-def test_the_speedup_bar_is_the_tables_block_rate_ratio_with_its_mark(tmp_path):
-    """bf16's seconds say 0.5x (twice the seconds: validation, start-up) while its steady
-    steps ran at 1.01x: the table states the steps' ratio, and so must the bar."""
-    bf16 = [1.01 * r for r in STEADY]
-    o0 = _cell(tmp_path / "runs", "O0", STEADY, time_for_epochs_s=100.0)
-    other = _cell(tmp_path / "runs", "bf16", bf16, time_for_epochs_s=200.0, conditions=LOADED)
-    out = aggregate([o0, other], tmp_path / "tables")
+def test_the_speedup_bar_is_the_tables_rate_ratio_with_its_mark(tmp_path):
+    """bf16's seconds say 0.5x (twice the seconds: validation, start-up) while its processes'
+    steady steps ran at 1.01x: the table states the rates' ratio, and so must the bar, with the
+    table's mark (a disturbed side: no verdict)."""
+    rates = [99.0, 100.0, 101.0]
+    paths = [
+        _cell(tmp_path / "runs", "O0", [r], time_for_epochs_s=100.0, seed=s)
+        for s, r in enumerate(rates)
+    ]
+    paths += [
+        _cell(tmp_path / "runs", "bf16", [1.01 * r], time_for_epochs_s=200.0, seed=s,
+              conditions=LOADED)
+        for s, r in enumerate(rates)
+    ]  # fmt: skip
+    out = aggregate(paths, tmp_path / "tables")
     runs = plotting.read_table(out["runs"], figures._RUN_COLUMNS)
     fig = figures.plot_speedup(runs)
     (bar,) = [p for p in fig.axes[0].patches if p.get_height() > 0]
-    expected = _geomean(bf16) / _geomean(STEADY)
+    expected = _geomean([1.01 * r for r in rates]) / _geomean(rates)
     assert math.isclose(bar.get_height(), expected, rel_tol=1e-9), bar.get_height()
     table = out["time_by_model_precision"].read_text().split("## Speed-up over O0")[1]
     row = next(x for x in table.splitlines() if x.startswith("| resnet18"))
     mark = row.split("|")[2].strip().split("] ", 1)[1]  # what follows the interval
     assert mark == "‡ (no verdict)" and mark in _marks(fig)
+
+
+def test_the_speedup_figure_states_the_tables_holm_corrected_verdicts(tmp_path):
+    """Three precisions against O0, one at a raw p between 0.05 / 3 and 0.05: the table says
+    ``(ns)`` after Holm's correction over its three comparisons, and so does the bar."""
+    base = [96.0, 100.0, 104.0]
+    others = {"O1": [1.12 * r for r in base], "O2": base, "O3": base[::-1]}
+    paths = [_cell(tmp_path / "runs", "O0", [r], seed=s) for s, r in enumerate(base)]
+    for precision, values in others.items():
+        paths += [_cell(tmp_path / precision, precision, [r], seed=s) for s, r in enumerate(values)]
+    out = aggregate(paths, tmp_path / "tables")
+    table = out["time_by_model_precision"].read_text().split("## Speed-up over O0")[1]
+    row = next(x for x in table.splitlines() if x.startswith("| resnet18"))
+    assert row.split("|")[2].strip().endswith("(ns)")  # O1: raw p < 0.05, not after Holm
+    fig = figures.plot_speedup(plotting.read_table(out["runs"], figures._RUN_COLUMNS))
+    assert _marks(fig).count("(ns)") == 3
 
 
 def test_accuracy_curves_keep_loaders_apart_and_mark_partial_epochs(tmp_path):

@@ -33,6 +33,7 @@ PARSE_TIME = (
     "nettebench.study.resources",
     "nettebench.study.stored",
     "nettebench.study.inference_cells",
+    "nettebench.study.replicates",
     "nettebench.vocabulary.outputs",
     "nettebench.vocabulary.dataset_catalog",
     "nettebench.vocabulary.build_catalog",

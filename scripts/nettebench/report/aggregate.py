@@ -41,7 +41,7 @@ from nettebench.report.duplicates import Merge, merge_duplicates
 from nettebench.report.front_page import headline_html
 from nettebench.report.grids import NO_CELLS_NOTE
 from nettebench.report.tables.accuracy import accuracy_markdown
-from nettebench.report.tables.comparisons import comparisons_markdown
+from nettebench.report.tables.comparisons import comparisons_frame, comparisons_markdown
 from nettebench.report.tables.conditions import timing_conditions_markdown
 from nettebench.report.tables.cpu_vs_gpu import cpu_vs_gpu_markdown
 from nettebench.report.tables.energy import energy_markdown
@@ -63,6 +63,7 @@ OUTPUTS = {
     "runs": "runs.csv",
     "runs_html": "runs.html",
     "epochs": "epochs.csv",
+    "comparisons_csv": outputs.COMPARISONS_CSV,
     **{name: f"{name}.md" for name in MARKDOWN_TABLES},
     **{f"{name}_html": f"{name}.html" for name in MARKDOWN_TABLES},
     "headline": outputs.HEADLINE_FILE,
@@ -104,6 +105,7 @@ def aggregate(
     texts = {
         "runs": _csv_text(runs),
         "epochs": _csv_text(epochs),
+        "comparisons_csv": _csv_text(comparisons_frame(runs)),
         "time_by_model_precision": time_markdown(runs),
         "accuracy_by_epoch": accuracy_markdown(runs, epochs),
         "throughput": throughput_markdown(runs),

@@ -4,33 +4,29 @@ For every piece of hardware of the study (dataset, epochs, device, machine) and 
 each loader against the reference loader (``pil``), each precision against O0, and each software
 stack against the one installed (a package environment or a library build, or records merged
 from two stacks: the version question), the other parameters held (:func:`comparisons`, which
-the comparisons table lists whole). A sentence states a difference only where the data support
-it (:func:`nettebench.report.compare.speedup`, the definition the tables and figures use: the
-within-cell interval of two single-seed cells' steady rates; Welch's test on the seeds' times
-where both sides have several); where they do not, it says the two cannot be told apart, with
-the figure and its interval, so a reader never quotes noise as a result; where a side or its
-ceiling was timed under interference it states no verdict, names the side and gives the rerun
-line (:func:`nettebench.report.compare.quiet_evidence`). A precision the CPU emulated says so
+the comparisons table lists whole). A sentence states a difference only where the data support it
+(:func:`nettebench.report.compare.speedup`, the definition the tables and figures use: the
+ratio of the two cells' steady rates with Welch's interval between their processes, and
+Holm's correction over the front page's comparisons); where they do not, it says the two cannot
+be told apart, with the figure and its interval, so a reader never quotes noise as a result;
+with one process a side it says nothing was tested; where a side or its ceiling was timed
+under interference it states no verdict, names the side and gives the rerun line
+(:func:`nettebench.report.compare.quiet_evidence`). A precision the CPU emulated says so
 first."""
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 import pandas as pd
 
 from nettebench.report import format as T
-from nettebench.report import stats
 from nettebench.report.compare import (
     BASELINE_PRECISION,
     Disturbed,
-    ceiling_drift,
-    cells_speedup,
-    interval_text,
-    seconds,
+    Family,
+    Speedup,
     speedup,
 )
 from nettebench.report.grids import device_title, groups, row_keys
@@ -52,49 +48,44 @@ def _where(table: pd.DataFrame) -> str:
     return f"{kind} ({'; '.join(names)})" if names and kind.startswith("a ") else kind
 
 
-class Verdict(NamedTuple):
-    """A comparison in the words' terms: ``ratio`` (above 1: other is faster), how it was
-    tested, whether the data support a difference (None: untested, or withheld), and why it is
-    withheld when a side was timed under interference (:func:`compare.quiet_evidence`)."""
+@dataclass(frozen=True)
+class Verdict:
+    """A comparison in the words' terms, read from its :class:`~compare.Speedup`: ``ratio``
+    (above 1: other is faster), how it was tested, whether the data support a difference after
+    the family's correction (None: untested, or withheld), and why it is withheld when a side
+    was timed under interference (:func:`compare.quiet_evidence`). Read once the family is
+    complete (the comparisons of one table, or of the front page)."""
 
-    ratio: float
-    how: str
-    supported: bool | None
-    disturbed: Disturbed | None = None
+    found: Speedup
+
+    @property
+    def ratio(self) -> float:
+        return self.found.ratio
+
+    @property
+    def how(self) -> str:
+        return self.found.how()
+
+    @property
+    def supported(self) -> bool | None:
+        return self.found.supported
+
+    @property
+    def disturbed(self) -> Disturbed | None:
+        return self.found.disturbed
 
 
 def verdict(
     reference: pd.DataFrame,
     other: pd.DataFrame,
     names: tuple[str, str] = ("the reference", "the other"),
+    family: Family | None = None,
 ) -> Verdict | None:
     """The :class:`Verdict` of ``other`` against ``reference`` (above 1: other is faster),
-    from :func:`nettebench.report.compare.speedup`, the definition the tables and figures use;
-    None when either side has no finished cell."""
-    found = speedup(reference, other, names=names)
-    if found is None:
-        return None
-    supported = {"": True, stats.NOT_SUPPORTED_MARK: False}.get(found.mark)
-    within = cells_speedup(reference, other)
-    if within is not None and within.ratio is not None:
-        if within.low is None:
-            how = "too few steps for an interval"
-        else:
-            interval = interval_text(within.low, within.high)
-            how = f"95 % interval {interval}x over their steady steps"
-            drift = ceiling_drift(reference, other)
-            if drift is not None:
-                how += f", widened by the {math.expm1(drift):.0%} their identical ceilings differed"
-    else:
-        base, seeds = seconds(reference), seconds(other)
-        tested = stats.welch(base, seeds)
-        if tested.supported is None:
-            how = "one seed each and no step times: untested"
-        else:
-            how = f"Welch's t-test over {len(base)} and {len(seeds)} seeds, p = {tested.p:.2g}"
-    if found.disturbed is not None:
-        supported = None
-    return Verdict(found.ratio, how, supported, found.disturbed)
+    from :func:`nettebench.report.compare.speedup`, the definition the tables and figures use,
+    as a member of ``family``; None when either side has no finished cell."""
+    found = speedup(reference, other, names=names, family=family)
+    return None if found is None else Verdict(found)
 
 
 FASTER, SLOWER, ALIKE, UNTESTED = "faster", "slower", "alike", "untested"
@@ -135,8 +126,8 @@ def sentence(where: str, subject: str, other: str, reference: str, found: Verdic
         )
     if word == ALIKE:
         return (
-            f"{where}{other} and {reference} train {subject} at speeds the noise cannot tell "
-            f"apart: {ratio:.2f}x ({how}, which holds 1)."
+            f"{where}{other} and {reference} train {subject} at speeds their processes cannot "
+            f"tell apart: {ratio:.2f}x ({how})."
         )
     return f"{where}{other} against {reference} on {subject}: {ratio:.2f}x ({how})."
 
@@ -197,11 +188,13 @@ def _side(axis: str, value: str, cells: pd.DataFrame, versions: bool) -> str:
 
 def comparisons(runs: pd.DataFrame, axes: Iterable[str] | None = None) -> list[Comparison]:
     """Every comparison of the study's matrix along ``axes`` (default: every axis that varies
-    but the model), in order: per hardware, the axes of :data:`SENTENCE_AXES` first."""
+    but the model), in order: per hardware, the axes of :data:`SENTENCE_AXES` first. They are
+    one family: each verdict is Holm-corrected over all the comparisons returned together."""
     if runs.empty:
         return []
     matrix = runs[runs["kind"] == "matrix"]
     found: list[Comparison] = []
+    family = Family()
     for _, table in groups(matrix, _hardware_keys(matrix)):
         where = _where(table)
         machine = table["machine"].iloc[0] if "machine" in table else None
@@ -219,11 +212,13 @@ def comparisons(runs: pd.DataFrame, axes: Iterable[str] | None = None) -> list[C
                 continue  # the parameter that picked the software compares it already
             versions = axis in VERSION_AXES or axis == SOFTWARE
             held = [k for k in keys if k != axis and not (versions and k == SOFTWARE)]
-            found += _along(where, axis, table, held, versions)
+            found += _along(where, axis, table, held, versions, family)
     return found
 
 
-def _along(where: str, axis: str, table: pd.DataFrame, held: list[str], versions: bool):
+def _along(
+    where: str, axis: str, table: pd.DataFrame, held: list[str], versions: bool, family: Family
+):
     values_of = table[axis].map(T.fmt_value)
     if axis == "precision":
         order = T.sort_precisions(table["precision"])
@@ -240,7 +235,7 @@ def _along(where: str, axis: str, table: pd.DataFrame, held: list[str], versions
             cells = part[names == name]
             first = _side(axis, reference, base, versions)
             second = _side(axis, name, cells, versions)
-            result = verdict(base, cells, names=(first, second))
+            result = verdict(base, cells, names=(first, second), family=family)
             if not result:
                 continue
             emulated = axis == "precision" and (

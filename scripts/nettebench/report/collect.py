@@ -82,6 +82,16 @@ CEILING_COLUMNS = ("ceiling_status", "ceiling_img_s", "ceiling_share")
 COMPARISON_COLUMNS = ("setup", "setup_id", "target_top1", "time_to_target_s", "target_epoch")
 
 
+# Columns after the comparison's: the order the timed processes ran in, so a reader can see
+# that a run interleaved its replicates (the workflow runs every cell's first seed, then every
+# cell's second, ...: nettebench.study.replicates). ``replicate``: the rank (0-based) of the
+# cell's seed among the distinct seeds of its kind's rows, the workflow's own rank when the
+# records are one study's; ``timed_order``: 1-based, the order in which the cells' timing
+# windows opened (metrics.json ``conditions.started_at``, runs.csv ``timed_from``), missing
+# for a record that has none.
+ORDER_COLUMNS = ("replicate", "timed_order")
+
+
 # Identity columns repeated on every row of the tidy epochs.csv (the record's directory, `path`,
 # tells apart two copies of one cell from two machines, which share their cell_id).
 EPOCH_ID_COLUMNS = (
@@ -275,7 +285,7 @@ def comparison_columns(
 
 def runs_frame(cells: Sequence[Cell], *, target_top1: float | None = None) -> pd.DataFrame:
     """One row per cell: parameters, outcome, device, summary, ceiling, setup and time to
-    accuracy, ``env_*``, path.
+    accuracy, replicate and timed order, ``env_*``, path.
 
     Sorted stably (see :func:`sort_runs`).
 
@@ -299,6 +309,7 @@ def runs_frame(cells: Sequence[Cell], *, target_top1: float | None = None) -> pd
         *CAVEAT_COLUMNS,
         *ENERGY_COLUMNS,
         *COMPARISON_COLUMNS,
+        *ORDER_COLUMNS,
         "path",
         *(f"env_{k}" for k in env_keys),
     }
@@ -346,7 +357,31 @@ def runs_frame(cells: Sequence[Cell], *, target_top1: float | None = None) -> pd
     at = frame.columns.get_loc(CEILING_COLUMNS[-1]) + 1
     for offset, name in enumerate(COMPARISON_COLUMNS):
         frame.insert(at + offset, name, extra[name])
+    order = order_columns(frame)
+    at = frame.columns.get_loc(COMPARISON_COLUMNS[-1]) + 1
+    for offset, name in enumerate(ORDER_COLUMNS):
+        frame.insert(at + offset, name, order[name])
     return sort_runs(frame)
+
+
+def order_columns(frame: pd.DataFrame) -> pd.DataFrame:
+    """:data:`ORDER_COLUMNS` for the rows of ``frame``.
+
+    The replicate rank is taken from the rows themselves (the seeds present, per kind), so it
+    needs no config and matches the rank the workflow ordered the jobs by. The order comes from
+    each record's own start time, not from the order the files were listed in: it is what ran,
+    told by the cells.
+    """
+    seeds = pd.to_numeric(frame["seed"], errors="coerce")
+    replicate = seeds.groupby(frame["kind"], dropna=False).rank(method="dense") - 1
+    started = pd.to_numeric(frame["timed_from"], errors="coerce")
+    return pd.DataFrame(
+        {
+            "replicate": replicate.astype("Int64"),
+            "timed_order": started.rank(method="min").astype("Int64"),
+        },
+        index=frame.index,
+    )
 
 
 def sort_runs(frame: pd.DataFrame) -> pd.DataFrame:

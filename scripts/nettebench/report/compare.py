@@ -1,23 +1,26 @@
-"""Comparisons in the tables: how many times faster one cell is than another, and whether the
-seeds support that it is faster at all (:mod:`nettebench.report.stats`).
+"""Comparisons in the tables: how many times faster one cell is than another, whether the
+processes support that it is faster at all, and how many such verdicts a table states at once.
 
-A speed-up is the ratio of mean seconds over seeds, ``reference / other`` (above 1: the other
-cell is faster); it carries ``(ns)`` when Welch's t-test on the per-seed seconds does not
-support a difference. With a single seed on a side the seeds cannot be tested, but the cell's
-own steady steps can: the speed-up is then the ratio of the two cells' steady training rates
-with its 95 % interval (:func:`nettebench.report.stats.ratio_interval` on their block rates,
-``summary.train_block_img_s``), written ``Rx [L-H]``, and ``(ns)`` when the interval holds 1.
-Only records without step times still print ``(n=1)``. Used by the time table (each precision
-against O0), the machines table (each setup against the first), the version table (each
-version against the first) and the report's front page (each loader against the first).
+A speed-up is the ratio of the two cells' steady training rates, one value per process (each
+seed is a process of its own: the cell's replicates), with Welch's 95 % interval on their
+logarithms (:func:`nettebench.report.stats.ratio_interval`), so its spread is the one between
+processes: the steps of one process are far more alike than two processes of the same cell,
+and an interval from them describes the process, not the cell. With one process on a side
+nothing is tested (``(n=1)``), never supported. Records without a steady rate (older records)
+are compared by their seconds for the epochs instead.
+
+The verdicts of one table (or of the front page) are a :class:`Family`: a difference is
+supported only where Holm's correction over the family keeps its p below 5 %, so a table of
+identical cells states a false difference at most 5 % of the time, however many rows it has.
+Used by the time table (each precision against O0), the machines table (each setup against the
+first), the version table (each version against the first), the comparisons table and the
+report's front page.
 """
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
@@ -34,10 +37,14 @@ from nettebench.report.grids import (
     groups,
     row_keys,
 )
-from nettebench.report.setups import SETUP_COLUMNS, title_suffix
+from nettebench.report.setups import title_suffix
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 BASELINE_PRECISION = "O0"
+# The value one process contributes to a comparison: its steady training rate (the median of
+# its steady steps' img/s, summary.train_img_s), which leaves out validation, warm-up and each
+# epoch's loader start-up; a process without one is compared by its seconds for the epochs.
+RATE = "train_img_s"
 
 
 def seconds(cells: pd.DataFrame, value: str = "time_for_epochs_s") -> list[float]:
@@ -46,35 +53,16 @@ def seconds(cells: pd.DataFrame, value: str = "time_for_epochs_s") -> list[float
     return stats.finite(cells[value][cells["status"] == STATUS_OK])
 
 
-def block_rates(value: Any) -> list[float]:
-    """A cell's ``train_block_img_s`` as numbers (a list in a fresh frame, JSON in runs.csv)."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            return []
-    return stats.finite(value) if isinstance(value, list | tuple) else []
-
-
-def single_blocks(cells: pd.DataFrame) -> list[float] | None:
-    """The block rates of the one finished seed among ``cells``; None unless exactly one."""
-    finished = cells["status"] == STATUS_OK
-    if finished.sum() != 1 or "train_block_img_s" not in cells:
-        return None
-    return block_rates(cells["train_block_img_s"][finished].iloc[0]) or None
-
-
 # Where every formula behind a table's numbers is written out once; captions point to it.
 FORMULAS = "docs/honest-numbers.md (Statistics)"
 
 
 def formula_note(reference: str, other: str) -> str:
-    """What a speed-up cell shows and how to read its marks, in a caption's few words: its two
-    forms (:func:`cells_speedup_text`) named, their formulas in ``docs/honest-numbers.md``."""
+    """What a speed-up cell shows and how to read its marks, in a caption's few words; the
+    formulas are in ``docs/honest-numbers.md``."""
     return (
-        f"Speed-up: how many times faster {other} is than {reference}; `Rx [L-H]`: the ratio of "
-        "the two cells' steady training rates with its 95 % Welch interval (one seed a side); "
-        "`Rx`: the ratio of mean seconds (several seeds). "
+        f"Speed-up of {other} over {reference}: the ratio of steady training rates over the "
+        f"processes (seeds), `[L-H]` its 95 % Welch interval between processes. "
         f"{stats.COMPARISON_NOTE}"
     )
 
@@ -82,7 +70,7 @@ def formula_note(reference: str, other: str) -> str:
 def interval_text(low: float, high: float) -> str:
     """``1.04-1.16``: an interval's ends with two decimals, or as many more (up to 6) as it
     takes for the printed ends to sit on the side of 1 the verdict was taken on (from the exact
-    ends): an interval from 1.003 is supported, and printed ``1.00`` it would read as holding
+    ends): an interval from 1.003 excludes 1, and printed ``1.00`` it would read as holding
     1; one from 0.997 to 1.2 holds 1 and prints as such at any precision."""
     for digits in range(2, 7):
         ends = (round(low, digits), round(high, digits))
@@ -91,89 +79,129 @@ def interval_text(low: float, high: float) -> str:
     return f"{low:.{digits}f}-{high:.{digits}f}"
 
 
-def ratio_text(found: stats.Ratio) -> str:
-    """``1.10x [1.04-1.16]`` or ``0.98x [0.91-1.05] (ns)`` (just ``1.10x`` without an
-    interval)."""
-    if found.ratio is None:
-        return ""
-    if found.low is None:
-        return f"{found.ratio:.2f}x {stats.UNTESTED_MARK}"
-    text = f"{found.ratio:.2f}x [{interval_text(found.low, found.high)}]"
-    return text if found.supported else f"{text} {stats.NOT_SUPPORTED_MARK}"
-
-
-# What makes two cells' compute ceilings the same measurement (their ratio should be 1): the
-# step the ceiling times (model, precision, batch, image size, memory format, compile, processes)
-# on the same machine and software (the setup: device, driver, CUDA, cuDNN, torch, CPU capability;
-# the libraries that build the step). Only what the ceiling ignores may differ (the loader, its
-# workers, a Pillow version): a comparison of setups or versions changes the ceiling itself, so
-# the ceilings' ratio there is the result, not drift between two jobs.
-SAME_CEILING = (
-    "model",
-    "precision",
-    "batch_size",
-    "image_size",
-    "channels_last",
-    "compile",
-    "processes",
-    "device_type",
-    *SETUP_COLUMNS,
-    "setup_id",
-    "env_torchvision",
-    "env_apex",
-    "torchvision",
-    "apex",
-)
-
-
-def ceiling_drift(reference: pd.DataFrame, other: pd.DataFrame) -> float | None:
-    """|log| of the ratio of two single-seed cells' compute ceilings when both measured the
-    same thing (every :data:`SAME_CEILING` column alike: a loader comparison), so any difference
-    between them is the machine drifting between the two jobs; else None (a comparison of
-    precisions, setups or library versions, whose ceilings differ by what is compared)."""
+def process_ratio(
+    reference: pd.DataFrame, other: pd.DataFrame, value: str = "time_for_epochs_s"
+) -> tuple[stats.Ratio, int, int] | None:
+    """Other's rate over the reference's (above 1: other is faster) from one value per
+    finished process, with Welch's interval between processes, and how many processes each
+    side had; None when a side has nothing finished. Steady rates where every finished process
+    of both sides has one, else ``value`` (seconds: the reference's over other's)."""
     a, b = (cells[cells["status"] == STATUS_OK] for cells in (reference, other))
-    if len(a) != 1 or len(b) != 1 or "ceiling_img_s" not in a:
+    if a.empty or b.empty:
         return None
-    if any(str(a[k].iloc[0]) != str(b[k].iloc[0]) for k in SAME_CEILING if k in a):
+    if RATE in a and RATE in b:
+        rates_a, rates_b = stats.finite(a[RATE]), stats.finite(b[RATE])
+        if len(rates_a) == len(a) and len(rates_b) == len(b):
+            return stats.ratio_interval(rates_b, rates_a), len(rates_a), len(rates_b)
+    base, found = seconds(reference, value), seconds(other, value)
+    if not base or not found:
         return None
-    ceilings = pd.to_numeric(pd.concat([a["ceiling_img_s"], b["ceiling_img_s"]]), errors="coerce")
-    if ceilings.isna().any() or (ceilings <= 0).any():
-        return None
-    return abs(math.log(ceilings.iloc[0] / ceilings.iloc[1]))
+    return stats.ratio_interval(base, found), len(base), len(found)
 
 
-def cells_speedup(reference: pd.DataFrame, other: pd.DataFrame) -> stats.Ratio | None:
-    """The within-cell comparison of two single-seed cells (other's steady rate over the
-    reference's: above 1, other is faster); None when a side has several seeds or no steps.
+class Family:
+    """The verdicts one table (or the front page) states, corrected together: a verdict is
+    supported only where Holm's correction over the family's tested comparisons keeps its p
+    below :data:`stats.ALPHA`. Members are added while the table is built and read when it is
+    rendered, so every member sees the whole family."""
 
-    The steps' interval says what the noise within the two jobs allows; between the jobs the
-    machine itself may drift (another tenant, the clock). Where both cells measured the same
-    compute ceiling in their own jobs, the ceilings' disagreement is that drift, and the
-    interval is widened by it on both sides (``stats.widen``)."""
-    base, found = single_blocks(reference), single_blocks(other)
-    if base is None or found is None:
-        return None
-    result = stats.ratio_interval(found, base)
-    drift = ceiling_drift(reference, other)
-    return result if drift is None else stats.widen(result, drift)
+    def __init__(self) -> None:
+        self.members: list[Speedup] = []
+
+    def add(self, found: Speedup | None) -> Speedup | None:
+        if found is not None:
+            found.family = self
+            self.members.append(found)
+        return found
+
+    def tested(self) -> list[Speedup]:
+        return [m for m in self.members if m.tested]
+
+    @property
+    def size(self) -> int:
+        """How many comparisons of the family were tested (the m of Holm's correction)."""
+        return len(self.tested())
+
+    def corrected(self, member: Speedup) -> float:
+        tested = self.tested()
+        adjusted = stats.holm([m.p for m in tested])
+        return adjusted[next(i for i, m in enumerate(tested) if m is member)]
+
+    def note(self) -> str:
+        """The caption's sentence on the family: its size, the method, the processes a side."""
+        counts = sorted({n for m in self.members for n in m.n})
+        n = "-".join(dict.fromkeys(str(c) for c in (counts[:1] + counts[-1:])))
+        if not self.size:
+            return f"Nothing tested (n={n} processes a side)." if n else ""
+        return f"Holm's correction over the {self.size} tested; n={n} processes a side."
 
 
-@dataclass(frozen=True)
+def render(rows: Iterable[Sequence[Any]]) -> list[list[str]]:
+    """A table's rows with every :class:`Speedup` written out, once its family is complete."""
+    return [[c.text() if isinstance(c, Speedup) else c for c in row] for row in rows]
+
+
+@dataclass(eq=False)
 class Speedup:
-    """One comparison as every output states it (table cell, figure bar, its mark): ``ratio``
-    (above 1: other is faster), its interval where there is one, the mark (``""`` supported,
-    ``(ns)``, ``(n=1)``, or :data:`NO_VERDICT_MARK`) and, when a side was disturbed, why."""
+    """One comparison as every output states it (table cell, figure bar, sentence): ``ratio``
+    (above 1: other is faster), its 95 % interval between processes, the raw p of Welch's test,
+    the processes a side (``n``), and, when a side was disturbed, why. Its verdict is read
+    through its :class:`Family` (Holm), so it is only final once the table is complete."""
 
     ratio: float
     low: float | None
     high: float | None
-    mark: str
+    p: float | None
+    n: tuple[int, int]
     disturbed: Disturbed | None = None
+    approx: bool = False
+    family: Family | None = field(default=None, repr=False)
 
-    def text(self, *, approx: bool = False) -> str:
+    @property
+    def tested(self) -> bool:
+        """Tested and stated: a process-level p exists and no side was disturbed."""
+        return self.p is not None and self.disturbed is None
+
+    @property
+    def p_corrected(self) -> float | None:
+        """The p after Holm's correction over the family (the raw p without a family)."""
+        if not self.tested:
+            return None
+        return self.p if self.family is None else self.family.corrected(self)
+
+    @property
+    def supported(self) -> bool | None:
+        """True / False where tested (after Holm), None where untested or withheld."""
+        corrected = self.p_corrected
+        return None if corrected is None else corrected < stats.ALPHA
+
+    @property
+    def mark(self) -> str:
+        if self.disturbed is not None:
+            return NO_VERDICT_MARK
+        if self.p is None:
+            return stats.UNTESTED_MARK
+        return "" if self.supported else stats.NOT_SUPPORTED_MARK
+
+    def text(self, *, approx: bool | None = None) -> str:
         interval = "" if self.low is None else f" [{interval_text(self.low, self.high)}]"
         text = f"{self.ratio:.2f}x{interval}" + (f" {self.mark}" if self.mark else "")
-        return T.APPROX_MARK + text if approx else text
+        return T.APPROX_MARK + text if (self.approx if approx is None else approx) else text
+
+    def how(self) -> str:
+        """How it was tested, in words (the comparisons table, the front page)."""
+        n_a, n_b = self.n
+        if self.p is None:
+            if min(self.n) == 1:
+                return f"n={n_a} and {n_b} processes: one process a side, not tested"
+            return f"n={n_a} and {n_b} processes: no spread to test"
+        text = (
+            f"95 % interval {interval_text(self.low, self.high)}x between {n_a} and {n_b} "
+            f"processes, Welch's p = {self.p:.2g}"
+        )
+        if self.tested and self.family is not None and self.family.size > 1:
+            text += f", Holm-corrected {self.p_corrected:.2g} over {self.family.size}"
+        return text
 
 
 def speedup(
@@ -182,50 +210,41 @@ def speedup(
     value: str = "time_for_epochs_s",
     *,
     names: tuple[str, str] = ("the reference", "the other"),
+    family: Family | None = None,
 ) -> Speedup | None:
-    """THE speed-up of ``other`` over ``reference`` (groups of seeds), the one definition the
-    tables, the figures and the front page use: the within-cell ratio of steady rates and its
-    interval where a side has one seed (:func:`cells_speedup`), else mean ``value`` of the
-    reference over that of other with Welch's test on the seeds. Its verdict is withheld
-    (:data:`NO_VERDICT_MARK`) where :func:`quiet_evidence` finds a side disturbed (``names``
-    name the sides in the reason). None when a side has nothing finished."""
-    within = cells_speedup(reference, other)
-    if within is not None and within.ratio is not None:
-        ratio, low, high = within.ratio, within.low, within.high
-        if low is None:
-            mark = stats.UNTESTED_MARK
-        else:
-            mark = "" if within.supported else stats.NOT_SUPPORTED_MARK
-    else:
-        base, found = seconds(reference, value), seconds(other, value)
-        if not base or not found:
-            return None
-        ratio = (sum(base) / len(base)) / (sum(found) / len(found))
-        low = high = None
-        mark = stats.comparison_mark(base, found).strip()
+    """THE speed-up of ``other`` over ``reference`` (their processes), the one definition the
+    tables, the figures and the front page use (:func:`process_ratio`), added to ``family``.
+    Its verdict is withheld (:data:`NO_VERDICT_MARK`) where :func:`quiet_evidence` finds a side
+    disturbed (``names`` name the sides in the reason). None when a side has nothing finished."""
+    found = process_ratio(reference, other, value)
+    if found is None or found[0].ratio is None:
+        return None
+    ratio, n_a, n_b = found
     disturbed = quiet_evidence({names[0]: reference, names[1]: other})
-    if disturbed is not None:
-        mark = NO_VERDICT_MARK
-    return Speedup(ratio, low, high, mark, disturbed)
+    result = Speedup(ratio.ratio, ratio.low, ratio.high, ratio.p, (n_a, n_b), disturbed)
+    return result if family is None else family.add(result)
 
 
-def cells_speedup_text(
+def cells_speedup(
     reference: pd.DataFrame,
     other: pd.DataFrame,
     value: str = "time_for_epochs_s",
     *,
     approx: bool = False,
     names: tuple[str, str] = ("the reference", "the other"),
+    family: Family,
     withheld: list[Disturbed] | None = None,
-) -> str:
-    """:func:`speedup` as a table cell's text (``~`` first when ``approx``); a withheld verdict's
-    reason is appended to ``withheld``, for the table's footnote (:func:`no_verdict_note`)."""
-    found = speedup(reference, other, value, names=names)
+) -> Speedup | None:
+    """:func:`speedup` as a table cell, rendered by :func:`render` once ``family`` is complete
+    (``~`` first when ``approx``); a withheld verdict's reason is appended to ``withheld``, for
+    the table's footnote (:func:`no_verdict_note`)."""
+    found = speedup(reference, other, value, names=names, family=family)
     if found is None:
-        return ""
+        return None
+    found.approx = approx
     if found.disturbed is not None and withheld is not None:
         withheld.append(found.disturbed)
-    return found.text(approx=approx)
+    return found
 
 
 # ------------------------------------------------- the rule: a verdict needs quiet evidence
@@ -256,7 +275,7 @@ def quiet_evidence(sides: Mapping[str, pd.DataFrame]) -> Disturbed | None:
     epochs and its compute ceiling alike; else what was disturbed. A comparison with a disturbed
     side is never supported, whatever its interval says: the load on one side, not the
     difference compared, can make the ratio (a cell slowed 100x by another process), and the
-    ceiling is part of the evidence where its drift widens the interval (``ceiling_drift``).
+    ceiling is part of the evidence: it is measured in the cell's own process.
     A window whose conditions were never measured (older records) counts as quiet: the caveats
     line says those records carry none. Which sides, and the rerun command, are said."""
     parts, paths = [], []
@@ -287,16 +306,6 @@ def no_verdict_note(withheld: Sequence[Disturbed]) -> str:
     )
 
 
-def speedup_text(reference: Iterable[Any], other: Iterable[Any], *, approx: bool = False) -> str:
-    """``1.8x``, ``1.02x (ns)`` or ``1.8x (n=1)``: mean reference / mean other, and its mark."""
-    reference, other = stats.finite(reference), stats.finite(other)
-    if not reference or not other:
-        return ""
-    ratio = (sum(reference) / len(reference)) / (sum(other) / len(other))
-    text = f"{ratio:.2f}x" + stats.comparison_mark(reference, other)
-    return T.APPROX_MARK + text if approx else text
-
-
 def speedup_approx(base: pd.DataFrame, seeds: pd.DataFrame, value: str) -> bool:
     """Whether a speed-up is marked ``~``: a side was extrapolated and both sides finished."""
     both = bool(seconds(base, value) and seconds(seeds, value))
@@ -305,11 +314,12 @@ def speedup_approx(base: pd.DataFrame, seeds: pd.DataFrame, value: str) -> bool:
 
 def speedup_grids(
     runs: pd.DataFrame, value: str = "time_for_epochs_s", baseline: str = BASELINE_PRECISION
-) -> list[Grid]:
+) -> tuple[list[Grid], Family]:
     """Each precision's speed-up over ``baseline`` (same model, setup and parameters), as
-    model x precision tables like the time table's; none where no baseline cell finished."""
+    model x precision tables like the time table's; none where no baseline cell finished. Every
+    grid's verdicts are one family (the table's), corrected together."""
     matrix = runs[runs["kind"] == "matrix"]
-    grids = []
+    grids, family = [], Family()
     for (dataset, epochs, _, _), table in groups(matrix, GROUP_KEYS):
         precisions = [p for p in T.sort_precisions(table["precision"]) if p != baseline]
         if baseline not in set(table["precision"]) or not precisions:
@@ -319,27 +329,27 @@ def speedup_grids(
         withheld: list[Disturbed] = []
         for label in labels.unique():
             base = table[(labels == label) & (table["precision"] == baseline)]
-            reference = seconds(base, value)
             row = [label]
             for precision in precisions:
                 seeds = table[(labels == label) & (table["precision"] == precision)]
-                values = seconds(seeds, value)
                 extrapolated = speedup_approx(base, seeds, value)
-                text = cells_speedup_text(
+                found = cells_speedup(
                     base,
                     seeds,
                     value,
                     approx=extrapolated,
                     names=(f"{label} {baseline}", f"{label} {precision}"),
+                    family=family,
                     withheld=withheld,
                 )
-                if not text:
+                if found is None:
                     text = T.outcome_cell(list(seeds["status"]), None, str)
                     not_ok |= text in T.OUTCOME_TEXT.values()
+                    row.append(text)
                 else:
-                    counts += [len(reference), len(values)]
+                    counts += list(found.n)
+                    row.append(found)
                 approx |= extrapolated
-                row.append(text)
             rows.append(row)
         title = (
             f"{dataset}, {T.fmt_value(epochs)} epochs, {device_title(table)}"
@@ -357,7 +367,9 @@ def speedup_grids(
                 extra_notes=[no_verdict_note(withheld)] if withheld else None,
             )
         )
-    return grids
+    for grid in grids:  # the family is complete: every verdict can be stated
+        grid.rows = render(grid.rows)
+    return grids, family
 
 
 @dataclass

@@ -1,11 +1,12 @@
 """The speed-up figure: each precision's speed-up over O0, as the time table's "Speed-up over O0"
 states it.
 
-One definition (:func:`nettebench.report.compare.speedup`): with one seed a side the ratio of the
-two cells' steady block rates with its interval (the whisker), with several seeds the ratio of
-mean seconds; over each bar the table's own mark (``~``, ``(ns)``, ``(n=1)``, ``‡ (no
-verdict)``). It never divides seconds where the table divides rates (the figure once drew bf16 at
-0.78, a ratio of seconds, where the table said ``~1.01x [0.41-2.49] (ns)``).
+One definition (:func:`nettebench.report.compare.speedup`): the ratio of the two cells' steady
+rates over their processes, with its interval between processes (the whisker); over each bar
+the table's own mark (``~``, ``(ns)``, ``(n=1)``, ``‡ (no verdict)``), its verdict corrected
+over the same family as the table's (every bar of the figure). It never divides seconds where
+the table divides rates (the figure once drew bf16 at 0.78, a ratio of seconds, where the table
+said ``~1.01x [0.41-2.49] (ns)``).
 """
 
 from __future__ import annotations
@@ -29,11 +30,14 @@ from nettebench.report.plotting import (
 BASELINE_PRECISION = compare.BASELINE_PRECISION  # the study's pure-fp32 level
 
 
-def speedup_frame(frame: pd.DataFrame) -> pd.DataFrame:
+def speedup_frame(frame: pd.DataFrame, family: compare.Family | None = None) -> pd.DataFrame:
     """One bar per (row label, precision) of a facet: the speed-up over O0 as the time table's
-    speed-up grid states it (:func:`nettebench.report.compare.speedup`, the one definition:
-    steady block rates for one seed a side, mean seconds for several), its interval as the
-    whisker, and the table's mark over it (``~``, ``(ns)``, ``(n=1)``, ``‡ (no verdict)``)."""
+    speed-up grid states it (:func:`nettebench.report.compare.speedup`, the one definition),
+    its interval as the whisker, and the table's mark over it (``~``, ``(ns)``, ``(n=1)``,
+    ``‡ (no verdict)``). The marks are read from ``family`` (every bar of the figure: the time
+    table's family) once it is complete; without one, the facet is its own family."""
+    own = family is None
+    family = compare.Family() if own else family
     rows = []
     for label in frame["label"].unique():
         base = frame[(frame["label"] == label) & (frame["precision"] == BASELINE_PRECISION)]
@@ -46,7 +50,7 @@ def speedup_frame(frame: pd.DataFrame) -> pd.DataFrame:
             if seeds.empty:
                 continue
             names = (f"{label} {BASELINE_PRECISION}", f"{label} {precision}")
-            found = compare.speedup(base, seeds, names=names)
+            found = compare.speedup(base, seeds, names=names, family=family)
             approx = (
                 T.APPROX_MARK if compare.speedup_approx(base, seeds, "time_for_epochs_s") else ""
             )
@@ -60,11 +64,22 @@ def speedup_frame(frame: pd.DataFrame) -> pd.DataFrame:
                         "value": found.ratio if found else np.nan,
                         "low": found.low if found and found.low is not None else np.nan,
                         "high": found.high if found and found.high is not None else np.nan,
-                        "mark": (approx + (found.mark if found else "")) or np.nan,
+                        "mark": (approx, found),
                     }
                 )
     columns = ["label", "hue", "status", "value", "low", "high", "mark"]
-    return pd.DataFrame(rows, columns=columns)
+    bars = pd.DataFrame(rows, columns=columns)
+    return finish_marks(bars) if own else bars
+
+
+def finish_marks(bars: pd.DataFrame) -> pd.DataFrame:
+    """``bars`` with each mark written out, once the family of its verdicts is complete."""
+
+    def mark(pair):
+        approx, found = pair
+        return (approx + (found.mark if found else "")) or np.nan
+
+    return bars.assign(mark=bars["mark"].map(mark)) if len(bars) else bars
 
 
 def plot_speedup(runs: pd.DataFrame) -> Figure:
@@ -73,7 +88,9 @@ def plot_speedup(runs: pd.DataFrame) -> Figure:
     matrix_facets = F.matrix_facets(runs)
     if not matrix_facets:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
-    facets = [(t, speedup_frame(frame), frame) for t, frame in matrix_facets]
+    family = compare.Family()  # every bar of the figure, as every verdict of the table
+    facets = [(t, speedup_frame(frame, family), frame) for t, frame in matrix_facets]
+    facets = [(t, finish_marks(bars), frame) for t, bars, frame in facets]
     facets = [facet for facet in facets if not facet[1].empty]
     if not facets:
         return empty_figure(title, f"no {BASELINE_PRECISION} cells to compare against")

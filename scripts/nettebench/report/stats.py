@@ -1,20 +1,23 @@
-"""Statistics over seeds and within cells: mean and 95 % confidence interval, whether two cells
-differ, and the ratio of two cells' rates with its interval.
+"""Statistics over processes: mean and 95 % confidence interval, whether two cells differ, and
+how many of a table's verdicts may be stated at once.
 
-Each seed of a cell is an independent training run (a process of its own), so its seconds,
-img/s or accuracy are samples of what the cell measures. Tables print the mean over seeds with
-the half-width of its 95 % confidence interval (Student's t with n - 1 degrees of freedom:
-``mean ± t(0.975, n-1) * sd / sqrt(n)``), and say n.
+Each seed of a cell is an independent training run, a process of its own, so its seconds,
+img/s or accuracy are samples of what the cell measures: the seeds are the cell's replicates.
+Tables print the mean over seeds with the half-width of its 95 % confidence interval (Student's
+t with n - 1 degrees of freedom: ``mean ± t(0.975, n-1) * sd / sqrt(n)``), and say n.
 
-A comparison (a precision against O0, one machine against another, one library version against
-another) is called supported by the seeds only when Welch's t-test rejects "same mean" at the
-5 % level (two-sided). Welch's test and not Student's: two machines or two library versions need
-not have the same run-to-run spread. Not a rank test (Mann-Whitney, as airspeed velocity uses):
-with the 2-3 seeds a training study affords, no rank test can reach p < 0.05 (two seeds a side
-give p >= 1/3), so it would call every difference unsupported. With a single seed on either side
-nothing can be tested across runs; the cells' own steady steps then give the comparison
-(:func:`ratio_interval` on each cell's block rates, :mod:`nettebench.records.spread`), which
-says what the noise within the two runs allows.
+A comparison of two cells is the ratio of their processes' steady rates, tested with Welch's t
+on the logarithms of one value per process (:func:`ratio_interval`): the spread that decides is
+the one between processes, never the steps of one process, which are far more alike than two
+processes of the same cell. Welch's test and not Student's: two machines or two library
+versions need not have the same run-to-run spread. Not a rank test (Mann-Whitney, as airspeed
+velocity uses): with the 2-3 processes a training study affords, no rank test can reach
+p < 0.05 (two a side give p >= 1/3). With one process on a side nothing is tested.
+
+A table states several verdicts at once, and each has its 5 % chance of a false alarm; so the
+verdicts of one table are a family, and a difference is supported only when its p survives
+Holm's step-down correction over the family (:func:`holm`): the chance that a table of
+identical cells states any difference stays at 5 %.
 
 The t distribution comes from the regularised incomplete beta function (no SciPy): its values
 match the published t tables to the digits shown (``tests/test_stats.py``). Pure Python, no
@@ -24,7 +27,7 @@ pandas.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,16 +35,17 @@ from nettebench.records.spread import finite
 
 CONFIDENCE = 0.95
 ALPHA = 0.05  # two-sided level of the comparisons
-NOT_SUPPORTED_MARK = "(ns)"  # the seeds do not support a difference
-UNTESTED_MARK = "(n=1)"  # a single seed on a side: no test possible
+NOT_SUPPORTED_MARK = "(ns)"  # the processes do not support a difference (after Holm)
+UNTESTED_MARK = "(n=1)"  # one process on a side: no test possible
 
 CI_NOTE = (
     "Each number is the mean over seeds ± the half-width of its 95 % confidence interval "
     "(Student's t, n - 1 degrees of freedom); a cell with one seed shows its value alone."
 )
 COMPARISON_NOTE = (
-    f"{NOT_SUPPORTED_MARK}: the data do not support a difference; {UNTESTED_MARK}: nothing to "
-    "test. Formulas: docs/honest-numbers.md (Statistics)."
+    f"{NOT_SUPPORTED_MARK}: not supported after Holm's correction over the table; "
+    f"{UNTESTED_MARK}: one process a side, untested. Formulas: docs/honest-numbers.md "
+    "(Statistics)."
 )
 
 
@@ -175,7 +179,7 @@ def welch_df(var_a: float, n_a: int, var_b: float, n_b: int) -> float:
     )
 
 
-# ------------------------------------------------------------------ within-cell comparisons
+# ------------------------------------------------------------------------ two cells compared
 
 
 @dataclass(frozen=True)
@@ -183,7 +187,7 @@ class Ratio:
     """How many times ``a`` is ``b`` (rates: above 1, a is faster), with its interval.
 
     ``supported`` is True when the interval excludes 1, False when it includes it, None when a
-    side has fewer than two samples (no interval)."""
+    side has fewer than two samples, or neither side any spread (no interval)."""
 
     ratio: float | None
     low: float | None
@@ -191,13 +195,6 @@ class Ratio:
     df: float | None
     p: float | None
     supported: bool | None
-
-
-RATIO_NOTE = (
-    "ratio of the geometric means of the two cells' block rates (img/s of 10 consecutive runs of "
-    "steady steps each, batch means, so bursts of noise that span several steps count once), "
-    "with Welch's 95 % interval on their logarithms"
-)
 
 
 def ratio_interval(a: Iterable[Any], b: Iterable[Any], confidence: float = CONFIDENCE) -> Ratio:
@@ -215,24 +212,14 @@ def ratio_interval(a: Iterable[Any], b: Iterable[Any], confidence: float = CONFI
     if sa.n < 2 or sb.n < 2:
         return Ratio(ratio, None, None, None, None, None)
     va, vb = sa.sd**2 / sa.n, sb.sd**2 / sb.n
-    if va + vb == 0:  # no spread on either side: the ratio is exact
-        exact = ratio != 1
-        return Ratio(ratio, ratio, ratio, None, 0.0 if exact else 1.0, exact)
+    if va + vb == 0:  # no spread between processes on either side: nothing to test it against
+        return Ratio(ratio, None, None, None, None, None)
     df = welch_df(sa.sd**2, sa.n, sb.sd**2, sb.n)
     se = math.sqrt(va + vb)
     half = t_quantile(1 - (1 - confidence) / 2, df) * se
     p = t_two_sided_p((sa.mean - sb.mean) / se, df)
     low, high = math.exp(sa.mean - sb.mean - half), math.exp(sa.mean - sb.mean + half)
     return Ratio(ratio, low, high, df, p, not low <= 1 <= high)
-
-
-def widen(found: Ratio, log_margin: float) -> Ratio:
-    """``found`` with its interval widened by ``log_margin`` on the log scale on both sides
-    (a known systematic uncertainty, such as drift between two jobs), its verdict redone."""
-    if found.low is None or log_margin <= 0:
-        return found
-    low, high = found.low * math.exp(-log_margin), found.high * math.exp(log_margin)
-    return Ratio(found.ratio, low, high, found.df, found.p, not low <= 1 <= high)
 
 
 # ------------------------------------------------------------------------------------ as text
@@ -247,10 +234,19 @@ def with_ci(summary: Summary, fmt: Callable[[Any], str]) -> str:
     return f"{fmt(summary.mean)} ± {fmt(summary.half_width)}"
 
 
-def comparison_mark(a: Iterable[Any], b: Iterable[Any]) -> str:
-    """`` (ns)`` when the seeds do not support a difference, `` (n=1)`` when it cannot be
-    tested, nothing when Welch's test supports it."""
-    result = welch(a, b)
-    if result.supported is None:
-        return f" {UNTESTED_MARK}"
-    return "" if result.supported else f" {NOT_SUPPORTED_MARK}"
+# ------------------------------------------------------------------- a family of verdicts
+
+
+def holm(ps: Sequence[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order of ``ps``: sorted ascending, the i-th
+    smallest (from 0) is multiplied by ``m - i`` and the running maximum kept (capped at 1).
+    Rejecting where the adjusted p is below ALPHA keeps the chance of any false rejection in
+    the family at ALPHA, whatever the dependence between the tests (Holm 1979)."""
+    m = len(ps)
+    order = sorted(range(m), key=lambda i: ps[i])
+    adjusted = [1.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * ps[i]))
+        adjusted[i] = running
+    return adjusted

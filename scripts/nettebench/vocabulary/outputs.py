@@ -40,6 +40,8 @@ FIGURE_NAMES += ("scaling",)
 CODE_MANIFEST_DIR = ".snakemake/nettebench/code"
 # The front page's comparisons as a table (report.tables.comparisons): cached / pil, bf16 / O0.
 TABLE_NAMES += ("comparisons",)
+# Its rows as CSV, with each comparison's raw p and the p after Holm's correction over the table.
+COMPARISONS_CSV = "comparisons.csv"
 # Energy per trained image by model x precision (report.tables.energy; NVML on a GPU, RAPL on a
 # CPU), and published throughputs beside the study's own (report.tables.references).
 TABLE_NAMES += ("energy", "published_references")

@@ -3,9 +3,10 @@ precision, package environment, library build, records from two software stacks,
 ...), each value against its reference, with the ratio, how it was tested and whether the data
 support it.
 
-The same verdicts as the front page's sentences (:func:`nettebench.report.answers.comparisons`),
-one row each, so a ratio such as cached / pil can be read (and diffed) in a Markdown file. A
-comparison with a side timed under interference states no verdict
+The same comparisons as the front page's sentences (:func:`nettebench.report.answers.comparisons`),
+one row each, so a ratio such as cached / pil can be read (and diffed) in a Markdown file. The
+table's verdicts are one family, Holm-corrected together; ``comparisons.csv`` keeps each row's
+raw and corrected p. A comparison with a side timed under interference states no verdict
 (:func:`nettebench.report.compare.quiet_evidence`): it says which side, and the footnote gives
 the one command that measures exactly those cells again.
 """
@@ -21,51 +22,102 @@ from nettebench.report.grids import no_matrix
 
 NOTE = (
     "Along every axis that varies, each value against its reference (loader `pil`, precision "
-    "O0, package environment or build `installed`, else the first), the other parameters and "
-    "the hardware held: the ratio of steady img/s (above 1: faster), how it was tested, and "
-    "whether the data support a difference (`no`: the interval holds 1; `no verdict`: a side "
-    "or its ceiling was timed under interference)."
+    "O0, build `installed`, else the first), all else held: the ratio of steady img/s (above "
+    "1: faster), processes a side, Welch's 95 % interval between processes and its p, and the "
+    "verdict (`no`: not after Holm's correction over this table; `untested`: one process a "
+    "side; `no verdict`: a side timed under interference). Raw and corrected p: "
+    "`comparisons.csv`."
 )
 _SUPPORTED = {True: "yes", False: "no", None: "untested"}
 NOTHING_VARIES = (
     "No comparison: every matrix cell on the same hardware has the same parameters and "
     "software (add a second value to an axis, e.g. `loader: [pil, cached]`)."
 )
+# comparisons.csv: one row per comparison of the table, its family's correction included
+CSV_COLUMNS = (
+    "where",
+    "axis",
+    "compared",
+    "reference",
+    "subject",
+    "ratio",
+    "low",
+    "high",
+    "n_reference",
+    "n_compared",
+    "p",
+    "p_holm",
+    "family_size",
+    "supported",
+    "disturbed",
+)
 
 
-def comparison_sections(runs: pd.DataFrame) -> tuple[dict[str, list[list[str]]], list]:
-    """Per hardware, ``[compared, ratio, test, supported]`` for every comparison, and the
-    reasons of those whose verdict is withheld."""
+def comparison_sections(runs: pd.DataFrame) -> tuple[dict[str, list[list[str]]], list, str]:
+    """Per hardware, ``[compared, ratio, processes, test, supported]`` for every comparison,
+    the reasons of those whose verdict is withheld, and the family's sentence."""
     sections: dict[str, list[list[str]]] = {}
     withheld = []
-    for c in answers.comparisons(runs):
+    found = answers.comparisons(runs)
+    for c in found:
         supported = _SUPPORTED[c.found.supported]
         if c.found.disturbed is not None:
             supported = f"no verdict: {c.found.disturbed.what} ‡"
             withheld.append(c.found.disturbed)
         rows = sections.setdefault(c.where, [])
+        n_reference, n_compared = c.found.found.n
         rows.append(
             [
                 f"{c.name} / {c.reference}, {c.subject}",
                 f"{c.found.ratio:.2f}x",
+                f"{n_compared} / {n_reference}",
                 c.found.how,
                 supported,
             ]
         )
-    return sections, withheld
+    family = found[0].found.found.family.note() if found else ""
+    return sections, withheld, family
 
 
 def comparisons_markdown(runs: pd.DataFrame) -> str:
-    found, withheld = comparison_sections(runs)
+    found, withheld, family = comparison_sections(runs)
     if not found:
         has_matrix = not runs.empty and (runs["kind"] == "matrix").any()
         empty = NOTHING_VARIES if has_matrix else no_matrix(runs)
         return T.document("Comparisons", NOTE, [], empty=empty)
-    header = ["compared", "ratio", "test", "supported"]
+    header = ["compared", "ratio", "processes", "test", "supported"]
     sections = [
-        T.section(where[0].upper() + where[1:], T.pipe_table(header, rows, "lrll"), level=2)
+        T.section(where[0].upper() + where[1:], T.pipe_table(header, rows, "lrrll"), level=2)
         for where, rows in found.items()
     ]
     if withheld:
         sections.append(no_verdict_note(withheld) + "\n")
-    return T.document("Comparisons", NOTE, sections)
+    return T.document("Comparisons", f"{NOTE} {family}", sections)
+
+
+def comparisons_frame(runs: pd.DataFrame) -> pd.DataFrame:
+    """The table's comparisons, one row each, with the raw p of Welch's test between
+    processes and the p after Holm's correction over the table (``p_holm``)."""
+    rows = []
+    for c in answers.comparisons(runs):
+        s = c.found.found
+        rows.append(
+            {
+                "where": c.where,
+                "axis": c.axis,
+                "compared": c.name,
+                "reference": c.reference,
+                "subject": c.subject,
+                "ratio": s.ratio,
+                "low": s.low,
+                "high": s.high,
+                "n_reference": s.n[0],
+                "n_compared": s.n[1],
+                "p": s.p,
+                "p_holm": s.p_corrected,
+                "family_size": s.family.size if s.family is not None else None,
+                "supported": s.supported,
+                "disturbed": None if s.disturbed is None else s.disturbed.what,
+            }
+        )
+    return pd.DataFrame(rows, columns=list(CSV_COLUMNS))

@@ -8,6 +8,7 @@ package environments or setups.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -21,10 +22,12 @@ from nettebench.report.answers import (
     FASTER,
     SLOWER,
     UNTESTED,
+    Verdict,
     direction,
     verdict,
 )
 from nettebench.report.collect import cell_keys
+from nettebench.report.compare import Family
 from nettebench.report.duplicates import identity_columns
 from nettebench.report.grids import APPROX_NOTE, LEGEND, NO_CELLS_NOTE, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, describe, varying
@@ -36,16 +39,31 @@ from nettebench.vocabulary.record_keys import STATUS_OK
 # environment, ...) is preferred equal, and named in the table where the match differs.
 _BY_DESIGN = ("dataset", "model", "device", "precision", "epochs", "max_steps", "seed", "machine")
 
-# How the precision column states the fewest-seconds cell against O0: the verdict the front
-# page states on the same two cells (report.answers.direction), never "fastest" beside "cannot
-# be told apart".
+# How the precision column states the fewest-seconds cell against O0: the verdict on the same
+# two cells in the words the front page uses (report.answers.direction), corrected over this
+# table's verdicts, never "fastest" beside "cannot be told apart".
 _VERSUS_O0 = {
     FASTER: " (faster than O0)",
-    SLOWER: " (slower than O0 by its steady steps)",
+    SLOWER: " (slower than O0 by its processes' steady rates)",
     ALIKE: " (O0 and it cannot be told apart)",
     UNTESTED: " (untested against O0)",
     DISTURBED: " (no verdict against O0: timed under interference ‡)",
 }
+
+
+@dataclass(frozen=True)
+class _PrecisionCell:
+    """The precision column: the fastest precision, its verdict against O0 (read once the
+    table's family is complete) and what differs from the baseline."""
+
+    precision: str
+    versus: Verdict | None
+    differences: list[str]
+
+    def text(self) -> str:
+        text = self.precision + _VERSUS_O0.get(direction(self.versus), "")
+        return text + (f" ({', '.join(self.differences)})" if self.differences else "")
+
 
 NO_GPU = "no GPU cell"
 NO_GPU_NOTE = (
@@ -107,10 +125,12 @@ def _o0_of(best: tuple, columns: list[str], means: dict[tuple, Any]) -> tuple | 
     return twins[0] if twins else None
 
 
-def _fastest_matrix(matrix_ok: pd.DataFrame, cpu: pd.Series) -> dict[str, Any] | None:
+def _fastest_matrix(
+    matrix_ok: pd.DataFrame, cpu: pd.Series, family: Family
+) -> dict[str, Any] | None:
     """The precision with the fewest seconds per epoch of the CPU baseline's model in the
-    matrix (``versus_o0``: the front page's verdict on it against O0), and O0 of the same cell
-    otherwise.
+    matrix (``versus_o0``: the verdict on it against O0, a member of the table's ``family``), and
+    O0 of the same cell otherwise.
 
     Only cells of the CPU baseline's own run count (the same machine label, or none), so a
     merged study compares each machine's CPU with its own GPU. Cells like the baseline in every
@@ -160,7 +180,7 @@ def _fastest_matrix(matrix_ok: pd.DataFrame, cpu: pd.Series) -> dict[str, Any] |
 
     versus = None
     if o0 in means and o0 != best:  # the front page's verdict on the same two cells
-        versus = direction(verdict(same.loc[groups[o0]], same.loc[groups[best]]))
+        versus = verdict(same.loc[groups[o0]], same.loc[groups[best]], family=family)
     return {
         "device": first["device_name"],
         "precision": first["precision"],
@@ -216,6 +236,7 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         "O0 speed-up",
     ]
     rows, unmatched, approx, not_ok, disturbed = [], 0, False, False, False
+    family = Family()  # the table's verdicts against O0, corrected together
     for index, cpu in baselines.iterrows():
         cpu_ok = cpu["status"] == STATUS_OK
         cpu_s = cpu["epoch_s_median"] if cpu_ok else None
@@ -239,14 +260,12 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
             "" if T.is_missing(cpu.get("env_cpu_model")) else cpu["env_cpu_model"],
             cpu_text,
         ]
-        match = _fastest_matrix(matrix_ok, cpu)
+        match = _fastest_matrix(matrix_ok, cpu, family)
         if match is None:
             unmatched += 1
             rows.append([*row, NO_GPU if cpu_only else "no matching matrix cell"])
             continue
-        precision = match["precision"] + _VERSUS_O0.get(match["versus_o0"], "")
-        if match["differences"]:
-            precision += f" ({', '.join(match['differences'])})"
+        precision = _PrecisionCell(match["precision"], match["versus_o0"], match["differences"])
         o0 = match["o0_epoch_s"]
         rows.append(
             [
@@ -288,6 +307,9 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         notes.append(LEGEND)
     if disturbed:
         notes.append(C.interference_note("cell"))
+    rows = [[c.text() if isinstance(c, _PrecisionCell) else c for c in row] for row in rows]
+    if family.size:
+        notes.append(family.note())
     table = T.pipe_table(header, rows, "ll" + ("l" if several_setups else "") + "rrlrllrrrr")
     return T.document(
         "CPU versus GPU", note, [T.section("CPU baselines", table, notes=notes, level=2)]

@@ -12,7 +12,14 @@ import pandas as pd
 
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.compare import Marks, cells_speedup_text, formula_note, seconds_cell
+from nettebench.report.compare import (
+    Family,
+    Marks,
+    cells_speedup,
+    formula_note,
+    render,
+    seconds_cell,
+)
 from nettebench.report.grids import groups, no_matrix, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, varying
 from nettebench.vocabulary.record_keys import STATUS_OK
@@ -68,7 +75,8 @@ def machines_markdown(runs: pd.DataFrame) -> str:
             "(`snakemake --workflow-profile profiles/aggregate`) to see them side by side."
         )
         return T.document("Machines side by side", note, [_setups_section(matrix)], empty=empty)
-    sections, counts = [], []
+    sections, counts, family = [], [], Family()
+    pending = []  # (title, header, rows, notes): written once the family is complete
     for (dataset, epochs), table in groups(matrix, ["dataset", "epochs"]):
         setups = sorted(set(table["setup"].map(T.fmt_value)))
         if len(setups) < 2:
@@ -91,18 +99,22 @@ def machines_markdown(runs: pd.DataFrame) -> str:
                     pair = pd.concat([by_setup[reference], by_setup[setup]])
                     extrapolated = any(map(T.as_bool, pair["extrapolated"]))
                     row.append(
-                        cells_speedup_text(
+                        cells_speedup(
                             by_setup[reference],
                             by_setup[setup],
                             approx=extrapolated,
                             names=(f"{row[0]} on {reference}", f"{row[0]} on {setup}"),
+                            family=family,
                             withheld=marks.withheld,
                         )
+                        or ""
                     )
                 rows.append(row)
         notes = marks.notes()
-        body = T.pipe_table(header, rows, "l" + "r" * (len(header) - 1))
-        title = f"{dataset}, {T.fmt_value(epochs)} epochs"
+        pending.append((f"{dataset}, {T.fmt_value(epochs)} epochs", header, rows, notes))
+    for title, header, rows, notes in pending:
+        body = T.pipe_table(header, render(rows), "l" + "r" * (len(header) - 1))
         sections.append(T.section(title, body, notes=notes, level=2))
     note = note.replace(T.SEEDS_TEXT, T.seeds_note(counts))
+    note += f" {family.note()}" if family.members else ""
     return T.document("Machines side by side", note, [*sections, _setups_section(matrix)])

@@ -28,11 +28,11 @@ def time_markdown(runs: pd.DataFrame) -> str:
 
 def speedup_sections(runs: pd.DataFrame) -> list[str]:
     """The speed-up of every precision over O0, per table of the time grids above."""
-    grids = speedup_grids(runs)
+    grids, family = speedup_grids(runs)
     if not grids:
         return []
     intro = (
         f"Each precision against {BASELINE_PRECISION} for the same model, parameters and setup. "
-        f"{formula_note(BASELINE_PRECISION, 'the precision')}\n"
+        f"{formula_note(BASELINE_PRECISION, 'the precision')} {family.note()}\n"
     )
     return [f"## Speed-up over {BASELINE_PRECISION}\n", intro, *grid_sections(grids, level=3)]

@@ -17,7 +17,14 @@ import pandas as pd
 
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.compare import Marks, cells_speedup_text, formula_note, seconds_cell
+from nettebench.report.compare import (
+    Family,
+    Marks,
+    cells_speedup,
+    formula_note,
+    render,
+    seconds_cell,
+)
 from nettebench.report.grids import device_title, groups, no_matrix, row_keys
 from nettebench.report.setups import HARDWARE_COLUMNS, SETUP_COLUMNS, describe, varying
 from nettebench.vocabulary.record_keys import STATUS_OK
@@ -99,7 +106,8 @@ def library_versions_markdown(runs: pd.DataFrame) -> str:
     show them.
     """
     matrix = runs[runs["kind"] == "matrix"] if len(runs) else runs
-    sections, counts, recorded = [], [], []
+    sections, counts, recorded, family = [], [], [], Family()
+    pending = []  # (title, header, rows, notes): written once the family is complete
     group_keys = ["dataset", "epochs", "device_type", *(c for c in HARDWARE_COLUMNS if c in runs)]
     for library in [] if matrix.empty else _libraries(matrix):
         labels = matrix.apply(version_label, axis=1, library=library)
@@ -130,13 +138,15 @@ def library_versions_markdown(runs: pd.DataFrame) -> str:
                     for version in versions[1:]:
                         pair = pd.concat([by_version[first], by_version[version]])
                         row.append(
-                            cells_speedup_text(
+                            cells_speedup(
                                 by_version[first],
                                 by_version[version],
                                 approx=any(map(T.as_bool, pair["extrapolated"])),
                                 names=(f"{row[0]} at {first}", f"{row[0]} at {version}"),
+                                family=family,
                                 withheld=marks.withheld,
                             )
+                            or ""
                         )
                     rows.append(row)
             notes = marks.notes()
@@ -148,14 +158,17 @@ def library_versions_markdown(runs: pd.DataFrame) -> str:
                 f"{device_title(table)}{where}"
             )
             header = ["model", *versions, *(f"{v}: speed-up over {first}" for v in versions[1:])]
-            body = T.pipe_table(header, rows, "l" + "r" * (len(header) - 1))
-            sections.append(T.section(title, body, notes=notes, level=2))
+            pending.append((title, header, rows, notes))
         for version in dict.fromkeys(labels):
             recorded.append([library, version, str(int((labels == version).sum()))])
+    for title, header, rows, notes in pending:
+        body = T.pipe_table(header, render(rows), "l" + "r" * (len(header) - 1))
+        sections.append(T.section(title, body, notes=notes, level=2))
     note = (
         "Seconds for all epochs of a cell by the library version it imported (`@commit`: the "
         f"build's commit), {T.seeds_note(counts)}; then speed-ups over the first version. "
         f"{formula_note('the first version', 'this version')}"
+        + (f" {family.note()}" if family.members else "")
     )
     if recorded:
         table = T.pipe_table(["library", "version", "matrix cells"], recorded, "llr")
