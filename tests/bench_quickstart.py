@@ -101,9 +101,10 @@ def cell_text(row: dict) -> str:
 
 
 def cell_name(row: dict) -> str:
+    """``cell bf16 `pil` seed 1 (max_steps 4)``: each process (seed) of a cell a row of its own."""
     kind = "CPU baseline" if row.get("kind") == "cpu_baseline" else "cell"
     steps = f" (max_steps {row['max_steps']})" if row.get("max_steps") not in ("", None) else ""
-    return f"{kind} {row.get('precision')} `{row.get('loader')}`{steps}"
+    return f"{kind} {row.get('precision')} `{row.get('loader')}` seed {row.get('seed')}{steps}"
 
 
 def answers(workdir: Path) -> list[str]:
@@ -121,7 +122,7 @@ SUPPORTED = re.compile(
 
 
 def directions(sentences: list[str]) -> dict[str, str]:
-    """Per supported comparison ("`cached` vs `pil` on resnet18 ..."), faster or slower."""
+    """Per supported comparison ("bf16 vs O0 on resnet18"), faster or slower."""
     found = {}
     for line in sentences:
         match = SUPPORTED.match(line)

@@ -5,20 +5,24 @@ from __future__ import annotations
 
 from tests import bench_quickstart as B
 
-PIL_FASTER = (
-    "On a CPU (X), `pil` trains resnet18 (precision O0) 1.12x faster than `cached` "
-    "(95 % interval 1.05-1.19x over their steady steps)."
+# The quick start's one comparison (report/answers.py's sentences), bf16 against O0
+BF16_FASTER = (
+    "On a CPU (X), bf16 trains resnet18 1.32x faster than O0 (95 % interval 1.12-1.55x "
+    "between 3 and 3 processes, Welch's p = 0.0042)."
 )
-PIL_SLOWER = (
-    "On a CPU (X), `pil` trains resnet18 (precision O0) slower than `cached`: 0.90x its speed "
-    "(95 % interval 0.85-0.95x over their steady steps)."
+BF16_SLOWER = (
+    "On a CPU (X), bf16 trains resnet18 slower than O0: 0.75x its speed (95 % interval "
+    "0.61-0.92x between 3 and 3 processes, Welch's p = 0.018)."
 )
-NOISE = "On a CPU (X), `pil` and `cached` train resnet18 at speeds the noise cannot tell apart"
+NOISE = (
+    "On a CPU (X), `cached` and `pil` train resnet18 at speeds their processes cannot tell "
+    "apart: 1.04x (95 % interval 0.90-1.20x between 3 and 3 processes, Welch's p = 0.45)."
+)
 
 
 def _run(answers, rate="127", marks=None):
     row = {
-        "kind": "matrix", "precision": "O0", "loader": "pil", "max_steps": "",
+        "kind": "matrix", "precision": "O0", "loader": "pil", "seed": "1", "max_steps": "",
         "time_for_epochs_s": "13.2", "train_img_s": rate, "train_img_s_low": "120",
         "train_img_s_high": "133", "extrapolated": "False", "implausible": marks or "",
         "interference": "False", "ceiling_interference": "False", "unstable": "",
@@ -37,16 +41,14 @@ def _run(answers, rate="127", marks=None):
 
 
 def test_directions_read_only_supported_comparisons():
-    assert B.directions([PIL_FASTER, NOISE]) == {
-        "`pil` vs `cached` on resnet18 (precision O0)": "faster"
-    }
-    assert B.directions([PIL_SLOWER]) == {"`pil` vs `cached` on resnet18 (precision O0)": "slower"}
+    assert B.directions([BF16_FASTER, NOISE]) == {"bf16 vs O0 on resnet18": "faster"}
+    assert B.directions([BF16_SLOWER]) == {"bf16 vs O0 on resnet18": "slower"}
 
 
 def test_the_side_by_side_table_names_flips_and_impossible_cells():
-    table = B.side_by_side([_run([PIL_FASTER]), _run([PIL_SLOWER], marks="above its ceiling")])
+    table = B.side_by_side([_run([BF16_FASTER]), _run([BF16_SLOWER], marks="above its ceiling")])
     assert (
-        "| cell O0 `pil` | 13.2 s, 127 [120-133] img/s | 13.2 s, 127 [120-133] img/s **✗** |"
+        "| cell O0 `pil` seed 1 | 13.2 s, 127 [120-133] img/s | 13.2 s, 127 [120-133] img/s **✗** |"
         in (table)
     )
     assert (
@@ -54,7 +56,7 @@ def test_the_side_by_side_table_names_flips_and_impossible_cells():
         "| 100 s: 96 + 4 (0.50 0.40 0.30; 0.4 %, 18.0 %) |"
     ) in table
     assert "directions that flip between runs: 1" in table and "cells with ✗: 1" in table
-    steady = B.side_by_side([_run([PIL_FASTER]), _run([PIL_FASTER, NOISE])])
+    steady = B.side_by_side([_run([BF16_FASTER]), _run([BF16_FASTER, NOISE])])
     assert "directions that flip between runs: 0" in steady and "cells with ✗: 0" in steady
 
 

@@ -29,6 +29,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from nettebench.study import grid
 from tests.workflow_helpers import REPO, copy_workflow, run_study, write_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
@@ -47,7 +48,7 @@ SLURM_ARGS = (
     "5",
 )
 REMOTE_RULES = {
-    "dataset_synthesize", "store_build", "cell_train", "cell_profile",
+    "dataset_synthesize", "cell_train", "cell_profile",  # no store: no `cached` cell
     "inference_measure", "inference_accuracy",  # the quick start's inference cells ([6/7])
 }  # fmt: skip
 LOCAL_RULES = {
@@ -113,9 +114,12 @@ def test_every_job_ran_under_slurm_and_says_where(slurm_run):
         for path in sorted((workdir / "results").rglob("*.json"))
         if path.name in ("metrics.json", "ceiling.json")
     ]
-    assert len(records) == 6  # 3 cells + their 3 ceilings (the quick start has no CPU baseline)
+    # each cell (6: O0 and bf16, three seeds each) and its ceiling; no CPU baseline here
+    study = yaml.safe_load((workdir / QUICKSTART).read_text())
+    cells = len(grid.expand(study["matrix"], section="matrix", datasets=list(study["datasets"])))
+    assert len(records) == 2 * cells == 12
     job_ids = [int(r["environment"]["slurm_job_id"]) for r in records if "summary" in r]
-    assert len(set(job_ids)) == len(job_ids) == 3 and set(job_ids) <= set(submitted)
+    assert len(set(job_ids)) == len(job_ids) == cells and set(job_ids) <= set(submitted)
     # a ceiling is measured in its cell's own job (benchmarks/cell_job.py), on the same node
     for path in (workdir / "results" / "runs").rglob("ceiling.json"):
         ceiling = json.loads(path.read_text())
@@ -166,8 +170,10 @@ def test_a_killed_and_requeued_training_job_resumes_from_its_checkpoint(slurm_ru
     the same job again (restart count 1), and the cell continues after its last epoch."""
     workdir, _ = slurm_run
     study = yaml.safe_load((workdir / QUICKSTART).read_text())
-    study["matrix"].update(precision="O0", loader="pil", epochs=6, seed=1)
+    study["matrix"].update(precision="O0", epochs=6, seed=1)
     study["matrix"].pop("include", None)
+    # the quick start profiles seed 0, which this matrix lacks (a config error): profile this cell
+    study["profile"]["cells"] = {"precision": "O0"}
     study["ceiling"] = False
     config = write_config(workdir, study, "requeue.yaml")
     args = [a if a != QUICKSTART else str(config) for a in SLURM_ARGS]

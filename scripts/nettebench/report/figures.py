@@ -101,7 +101,6 @@ _RUN_COLUMNS = (
     "setup",
     "target_top1",
     "time_to_target_s",
-    "train_block_img_s",  # the speed-up's block rates (report.compare.speedup)
     "path",
     "j_per_img",  # the energy figure (report.energy_figure)
     "j_per_img_low",

@@ -181,7 +181,8 @@ def steady_steps(rows: list[dict[str, Any]]) -> tuple[list[float], list[int]]:
 
 def step_spread(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """The summary's img/s figures from the steady steps: the median per-step rate with its
-    interval, the steps' sd / mean, and the block rates comparisons test."""
+    interval, the steps' sd / mean, and the block rates (the within-process spread: a
+    verdict is tested on the spread between processes, report.compare)."""
     seconds, images = steady_steps(rows)
     if not seconds:
         return {}

@@ -79,7 +79,8 @@ SUMMARY_KEYS = (
     "store_mem_mb",
     # the spread of train_img_s (records.spread): its 95 % order-statistic interval (None with
     # fewer than 6 steady steps), how many steady steps, their sd / mean, and the img/s of 10
-    # consecutive blocks of them (the samples comparisons test: report.stats.ratio_interval)
+    # consecutive blocks of them (the spread within the process; comparisons test the spread
+    # between processes, one train_img_s each: report.compare)
     "train_img_s_low",
     "train_img_s_high",
     "train_steps_steady",
