@@ -1,14 +1,22 @@
 """End to end: the profile rules through the real Snakemake on a tiny synthetic study, asking
-for the profiles only (nothing is trained), and a backend that cannot run here."""
+for the profiles only (nothing is trained), what a new window or a profiling-code edit reruns,
+and a backend that cannot run here. (The quick start profiles nothing: its time.)"""
 
 from __future__ import annotations
 
 import json
+import os
 
 import pandas as pd
 import pytest
 
-from tests.workflow_helpers import copy_workflow, planned_jobs, run_study, write_config
+from tests.workflow_helpers import (
+    copy_workflow,
+    edit_module,
+    planned_jobs,
+    run_study,
+    write_config,
+)
 
 pytestmark = pytest.mark.workflow
 
@@ -65,10 +73,14 @@ def test_every_profiled_cell_has_every_file(profiled):
             assert (summary.parent / name).stat().st_size > 0, name
         record = json.loads(summary.read_text())
         assert record["status"] == "ok"
-        assert record["window"]["steps_profiled"] == 2
+        assert record["window"]["steps_profiled"] == STUDY["profile"]["steps"]
+        assert record["window"]["warmup_steps"] == STUDY["profile"]["warmup"]
         assert record["device"]["threads"] == 2  # the rule's threads
     categories = pd.read_csv(workdir / "results" / "tables" / "kernel_categories.csv")
+    assert len(categories) == 6 * len(summaries)  # every category, each profiled cell
     assert sorted(set(categories["precision"])) == ["O0", "bf16"]
+    shares = categories.groupby("precision")["share_pct"].sum()
+    assert shares.round(3).eq(100).all(), shares
     for target in TARGETS:
         assert (workdir / target).stat().st_size > 500, target
 
@@ -85,6 +97,31 @@ def test_a_cpu_profile_log_holds_no_kineto_gpu_error(profiled):
 def test_nothing_to_do_afterwards(profiled):
     workdir, config, _ = profiled
     assert planned_jobs(run_study(workdir, config, *TARGETS, "-n")) == {}
+
+
+# What reruns: the profiles and their aggregate and figure, nothing else (dry runs; before the
+# backend test below, whose failed run leaves the profiles to be made again).
+RERUN = {"cell_profile": 2, "profiles_aggregate": 1, "profiles_plot": 1}
+
+
+def test_a_new_profile_window_reruns_only_the_profiles(profiled):
+    workdir, _, _ = profiled
+    study = {**STUDY, "profile": {**STUDY["profile"], "steps": STUDY["profile"]["steps"] + 1}}
+    longer = write_config(workdir, study, "longer_window.yaml")
+    assert planned_jobs(run_study(workdir, longer, *TARGETS, "-n")) == RERUN
+
+
+def test_editing_profiling_code_reruns_only_the_profiles(profiled):
+    workdir, config, _ = profiled
+    module = workdir / "scripts" / "nettebench" / "profiling" / "trace.py"
+    text, status = module.read_text(), module.stat()
+    edit_module(module)
+    try:
+        jobs = planned_jobs(run_study(workdir, config, *TARGETS, "-n"))
+    finally:  # leave the copy as it was, for the tests after this one
+        module.write_text(text)
+        os.utime(module, ns=(status.st_atime_ns, status.st_mtime_ns))
+    assert jobs == RERUN
 
 
 def test_a_backend_that_cannot_run_fails_saying_why_and_what_can(profiled):

@@ -40,6 +40,12 @@ def write_config(workdir: Path, config: dict, name: str = "study.yaml") -> Path:
     return path
 
 
+def edit_module(path: Path) -> None:
+    """Change a module the way a developer would (Snakemake compares content, not just mtime)."""
+    with open(path, "a", encoding="utf-8") as handle:
+        handle.write("\n# edited by a test\n")
+
+
 def _snakemake_env() -> dict[str, str]:
     # The virtual environment's bin/ is taken off PATH: the rules must run the interpreter that
     # runs Snakemake, not whatever `python` a user's shell happens to find.
