@@ -133,7 +133,9 @@ def test_machines_side_by_side_with_confidence_intervals(merged):
     both = table["resnet18 (environment pillow11) O0"]
     assert " ± " in both["m1"] and " ± " in both["m2"]  # two seeds each: a 95 % interval
     # (ns), or no verdict where a side ran under interference (docs/honest-numbers.md)
-    assert re.fullmatch(r"\d+\.\d\dx( \(ns\)| ‡ \(no verdict\))?", both["m2: speed-up over m1"])
+    # two processes a side: a ratio with its interval between them, and its verdict
+    speedup = both["m2: speed-up over m1"]
+    assert re.fullmatch(r"\d+\.\d\dx \[[\d.]+-[\d.]+\]( \(ns\)| ‡ \(no verdict\))?", speedup)
     only_m1 = table["resnet18 (environment pillow12) O0"]
     assert re.fullmatch(r"\d+\.\d[‡§]*", only_m1["m1"]) and only_m1["m2"] == ""  # one seed
     assert "(n=1-2)" in text
