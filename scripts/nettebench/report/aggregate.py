@@ -36,6 +36,7 @@ import pandas as pd
 
 from nettebench.records import files as records
 from nettebench.report import format as T
+from nettebench.report.answers import comparisons
 from nettebench.report.collect import RecordError, epochs_frame, read_cells, runs_frame
 from nettebench.report.duplicates import Merge, merge_duplicates
 from nettebench.report.front_page import headline_html
@@ -102,10 +103,11 @@ def aggregate(
         merged.extend(merges)
     epochs = epochs_frame(cells, runs)
     runs = runs.reset_index(drop=True)
+    compared = comparisons(runs)  # one family: comparisons.md and comparisons.csv
     texts = {
         "runs": _csv_text(runs),
         "epochs": _csv_text(epochs),
-        "comparisons_csv": _csv_text(comparisons_frame(runs)),
+        "comparisons_csv": _csv_text(comparisons_frame(runs, compared)),
         "time_by_model_precision": time_markdown(runs),
         "accuracy_by_epoch": accuracy_markdown(runs, epochs),
         "throughput": throughput_markdown(runs),
@@ -115,7 +117,7 @@ def aggregate(
         "time_by_machine": machines_markdown(runs),
         "time_to_accuracy": time_to_accuracy_markdown(runs),
         "scaling": scaling_markdown(runs),
-        "comparisons": comparisons_markdown(runs),
+        "comparisons": comparisons_markdown(runs, compared),
         "energy": energy_markdown(runs),
         "published_references": references_markdown(runs),
     }

@@ -107,11 +107,13 @@ class Family:
 
     def __init__(self) -> None:
         self.members: list[Speedup] = []
+        self._adjusted: dict[int, float] | None = None  # id(member) -> Holm's p, once complete
 
     def add(self, found: Speedup | None) -> Speedup | None:
         if found is not None:
             found.family = self
             self.members.append(found)
+            self._adjusted = None  # the family grew: correct again when next read
         return found
 
     def tested(self) -> list[Speedup]:
@@ -123,9 +125,12 @@ class Family:
         return len(self.tested())
 
     def corrected(self, member: Speedup) -> float:
-        tested = self.tested()
-        adjusted = stats.holm([m.p for m in tested])
-        return adjusted[next(i for i, m in enumerate(tested) if m is member)]
+        """``member``'s p after Holm's correction over the family (computed once per family)."""
+        if self._adjusted is None:
+            tested = self.tested()
+            adjusted = stats.holm([m.p for m in tested])
+            self._adjusted = {id(m): q for m, q in zip(tested, adjusted, strict=True)}
+        return self._adjusted[id(member)]
 
     def note(self) -> str:
         """The caption's sentence on the family: its size, the method, the processes a side."""
@@ -137,8 +142,9 @@ class Family:
 
 
 def render(rows: Iterable[Sequence[Any]]) -> list[list[str]]:
-    """A table's rows with every :class:`Speedup` written out, once its family is complete."""
-    return [[c.text() if isinstance(c, Speedup) else c for c in row] for row in rows]
+    """A table's rows with every cell whose verdict waits on its family (a :class:`Speedup`, or
+    anything else with a ``text()``) written out, once the family is complete."""
+    return [[c.text() if hasattr(c, "text") else c for c in row] for row in rows]
 
 
 @dataclass(eq=False)

@@ -53,12 +53,13 @@ CSV_COLUMNS = (
 )
 
 
-def comparison_sections(runs: pd.DataFrame) -> tuple[dict[str, list[list[str]]], list, str]:
+def comparison_sections(
+    found: list[answers.Comparison],
+) -> tuple[dict[str, list[list[str]]], list, str]:
     """Per hardware, ``[compared, ratio, processes, test, supported]`` for every comparison,
     the reasons of those whose verdict is withheld, and the family's sentence."""
     sections: dict[str, list[list[str]]] = {}
     withheld = []
-    found = answers.comparisons(runs)
     for c in found:
         supported = _SUPPORTED[c.found.supported]
         if c.found.disturbed is not None:
@@ -79,8 +80,12 @@ def comparison_sections(runs: pd.DataFrame) -> tuple[dict[str, list[list[str]]],
     return sections, withheld, family
 
 
-def comparisons_markdown(runs: pd.DataFrame) -> str:
-    found, withheld, family = comparison_sections(runs)
+def comparisons_markdown(runs: pd.DataFrame, found: list[answers.Comparison] | None = None) -> str:
+    """The table; ``found`` is :func:`answers.comparisons` of ``runs`` when the caller has it
+    (the aggregate writes the CSV from the same family)."""
+    found, withheld, family = comparison_sections(
+        answers.comparisons(runs) if found is None else found
+    )
     if not found:
         has_matrix = not runs.empty and (runs["kind"] == "matrix").any()
         empty = NOTHING_VARIES if has_matrix else no_matrix(runs)
@@ -95,11 +100,13 @@ def comparisons_markdown(runs: pd.DataFrame) -> str:
     return T.document("Comparisons", f"{NOTE} {family}", sections)
 
 
-def comparisons_frame(runs: pd.DataFrame) -> pd.DataFrame:
+def comparisons_frame(
+    runs: pd.DataFrame, found: list[answers.Comparison] | None = None
+) -> pd.DataFrame:
     """The table's comparisons, one row each, with the raw p of Welch's test between
     processes and the p after Holm's correction over the table (``p_holm``)."""
     rows = []
-    for c in answers.comparisons(runs):
+    for c in answers.comparisons(runs) if found is None else found:
         s = c.found.found
         rows.append(
             {

@@ -27,7 +27,7 @@ from nettebench.report.answers import (
     verdict,
 )
 from nettebench.report.collect import cell_keys
-from nettebench.report.compare import Family
+from nettebench.report.compare import Family, render
 from nettebench.report.duplicates import identity_columns
 from nettebench.report.grids import APPROX_NOTE, LEGEND, NO_CELLS_NOTE, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, describe, varying
@@ -307,7 +307,7 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
         notes.append(LEGEND)
     if disturbed:
         notes.append(C.interference_note("cell"))
-    rows = [[c.text() if isinstance(c, _PrecisionCell) else c for c in row] for row in rows]
+    rows = render(rows)
     if family.size:
         notes.append(family.note())
     table = T.pipe_table(header, rows, "ll" + ("l" if several_setups else "") + "rrlrllrrrr")
