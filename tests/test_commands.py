@@ -395,3 +395,22 @@ def test_an_old_form_run_for_real_names_the_new_form(tmp_path):
         "nettebench.report is not run by its path: use python -m nettebench report tables "
         "(see --help)\n"
     )
+
+
+# What a user gets: everything but the developers' pages (development, measurements) and tests.
+_PRODUCT = ("README.md", "config.yaml", "Snakefile", "Makefile", "docs", "rules", "scripts")
+_PRODUCT += ("report", "profiles", "schemas", "envs")
+_DEVELOPERS_PAGES = {"development.md", "measurements.md"}
+
+
+def test_nothing_in_the_product_points_outside_the_project():
+    """A user's clone holds no ../shared: no user-facing file may cite it."""
+    pointing = []
+    for name in _PRODUCT:
+        top = ROOT / name
+        for path in [top] if top.is_file() else sorted(p for p in top.rglob("*") if p.is_file()):
+            if path.name in _DEVELOPERS_PAGES or path.suffix in {".pyc", ".png"}:
+                continue
+            if "../shared" in path.read_text(errors="ignore"):
+                pointing.append(str(path.relative_to(ROOT)))
+    assert not pointing, pointing
