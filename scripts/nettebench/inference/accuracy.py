@@ -6,6 +6,8 @@ them on the full validation split, as the trainer validates (the reference's res
 crop), once per variant (precision, channels_last, compile) of the inference cells of the same
 model and dataset. fp32 comes first: every other variant is reported as its difference from it
 (percentage points of top-1 and top-5) and as the share of images whose top-1 class changed.
+Both read one ranking (:func:`nettebench.training.loop.predicted_classes`: equal logits go to the
+lower class index), so a variant whose every prediction is fp32's has fp32's top-1 exactly.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any
 import torch
 
 from nettebench.inference.model import InferenceModel
-from nettebench.training.loop import pad_batch, topk_correct
+from nettebench.training.loop import pad_batch, predicted_classes, topk_correct
 from nettebench.vocabulary import precision
 
 
@@ -80,7 +82,7 @@ def _evaluate(model: InferenceModel, loader, *, pad: bool) -> tuple[float, float
             images, targets = pad_batch(images, targets, size)
         logits = model(model.prepare(images)).float().cpu()
         correct += topk_correct(logits, targets, ks=(1, 5))
-        predicted.append(logits[:real].argmax(1))
+        predicted.append(predicted_classes(logits[:real])[:, 0])
         samples += real
     top1, top5 = (correct * 100.0 / max(samples, 1)).tolist()
     return top1, top5, torch.cat(predicted) if predicted else torch.empty(0)

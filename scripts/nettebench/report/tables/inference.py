@@ -60,8 +60,9 @@ ACCURACY_NOTE = (
     "The final weights of each finished matrix cell (`weights.pt`), evaluated on the whole "
     "validation split in each inference precision of its model (the reference's resize and "
     "centre crop). Differences are from the fp32 evaluation of the same weights, in percentage "
-    "points; *changed* is the share of images whose top-1 class differs from fp32's. One image "
-    "is 100 / images points."
+    "points; *changed* is the share of images whose top-1 class differs from fp32's. Equal "
+    "logits rank by class index, the lower first, in top-1, top-5 and *changed* alike. One "
+    "image is 100 / images points."
 )
 
 
@@ -355,10 +356,12 @@ def headline(cells: pd.DataFrame, accuracy: pd.DataFrame) -> str:
         diffs = accuracy[accuracy["top1_diff"].notna()]
         if not diffs.empty:
             worst = diffs.loc[diffs["top1_diff"].astype(float).abs().idxmax()]
+            share = worst.get("changed_share")  # ranked as top-1 is: equal logits alike
+            changed = f", {T.fmt_percent(share)} % of predictions changed"
             parts.append(
-                f"the largest top-1 change from fp32 is {_signed(worst['top1_diff'])} points "
-                f"({worst['model']} trained as {worst['trained_precision']}, served in "
-                f"{_variant(worst)})"
+                f"the largest top-1 change from fp32 is {_signed(worst['top1_diff'])} points"
+                f"{'' if T.is_missing(share) else changed} ({worst['model']} trained as "
+                f"{worst['trained_precision']}, served in {_variant(worst)})"
             )
     text = "; ".join(parts) + " (tables Inference and Accuracy by inference precision)."
     return f'<p class="inference">{html.escape(text)}</p>\n'
