@@ -24,8 +24,9 @@ from types import ModuleType
 import torch
 from torch import nn
 
+from nettebench.models.torch_precision import TorchPrecision
 from nettebench.records.environment import apex_package_dirs, is_nvidia_apex
-from nettebench.training.step import main_logits, set_tf32
+from nettebench.training.step import main_logits
 from nettebench.vocabulary import precision
 
 
@@ -129,9 +130,12 @@ class ApexTrainingStep:
         self.device = torch.device(device)
         self.amp = require_apex_amp()
         self.mode = precision.get(name)
-        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
-        set_tf32(self.device, self.mode.allow_tf32)  # off: the study's T4 had no TF32
-        model = model.to(self.device, memory_format=self.memory_format)
+        # The native modes' TF32 and memory format; dtypes and casts are apex's own (below).
+        self.precision = TorchPrecision.for_mode(
+            self.mode, self.device, channels_last=channels_last
+        )
+        self.precision.apply_tf32()  # off: the study's T4 had no TF32
+        model = model.to(self.device, memory_format=self.precision.memory_format)
         optimizer = torch.optim.SGD(
             model.parameters(), lr=lr, momentum=momentum, weight_decay=weight_decay
         )
@@ -166,7 +170,7 @@ class ApexTrainingStep:
         return images.to(
             self.device,
             dtype=torch.float32,
-            memory_format=self.memory_format,
+            memory_format=self.precision.memory_format,
             non_blocking=True,
         )
 

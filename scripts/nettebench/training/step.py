@@ -1,56 +1,23 @@
 """Turn a precision mode into a model, an optimiser and one training step.
 
-:mod:`nettebench.vocabulary.precision` says what a mode means; this module is where that meaning
-becomes torch objects: the model's dtype (batch-norm kept fp32 for O2), the autocast context, the
-loss scaler and, for O2, fp32 master weights that the optimiser updates and copies back into the
-fp16 model. The training loop only calls :meth:`TrainingStep.step` and
-:meth:`TrainingStep.autocast`, so no loop code branches on precision names.
+:mod:`nettebench.vocabulary.precision` says what a mode means;
+:mod:`nettebench.models.torch_precision` makes it torch objects (the model's dtype with batch-norm
+kept fp32 for O2, the memory format, the autocast context, TF32), the same for the inference
+model. This module adds what only training has: the loss scaler and, for O2, fp32 master weights
+that the optimiser updates and copies back into the fp16 model. The training loop only calls
+:meth:`TrainingStep.step` and :meth:`TrainingStep.autocast`, so no loop code branches on
+precision names.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
 
 import torch
 from torch import nn
 
+from nettebench.models.torch_precision import TorchPrecision
 from nettebench.vocabulary.precision import PrecisionMode
-
-
-def torch_dtype(dtype_name: str | None) -> torch.dtype | None:
-    """The torch dtype a dtype name of the precision table means (None: no cast, no autocast)."""
-    return None if dtype_name is None else getattr(torch, dtype_name)
-
-
-def set_tf32(device: torch.device, allow: bool) -> None:
-    """Set TF32 explicitly for every run on CUDA, so no mode inherits it from a global default."""
-    if device.type == "cuda":
-        apply_tf32(torch.backends, allow)
-
-
-def apply_tf32(backends, allow: bool) -> None:
-    """TF32 on or off for CUDA matmuls and cuDNN convolutions, chosen by what this torch has:
-    ``fp32_precision`` (``"tf32"`` or ``"ieee"``) where it exists, the ``allow_tf32`` flags it
-    replaced (and which newer releases warn about) before it."""
-    matmul, cudnn = backends.cuda.matmul, backends.cudnn
-    if hasattr(matmul, "fp32_precision") and hasattr(cudnn, "conv"):
-        precision = "tf32" if allow else "ieee"
-        matmul.fp32_precision = precision
-        cudnn.conv.fp32_precision = precision
-    else:
-        matmul.allow_tf32 = allow
-        cudnn.allow_tf32 = allow
-
-
-def cast_model(model: nn.Module, mode: PrecisionMode) -> nn.Module:
-    """Cast the parameters to the mode's dtype, keeping batch-norm in fp32 where it asks."""
-    model = model.to(torch_dtype(mode.model_dtype))
-    if mode.keep_batchnorm_fp32:
-        for module in model.modules():
-            if isinstance(module, nn.modules.batchnorm._BatchNorm):
-                module.float()
-    return model
 
 
 def dtype_groups(
@@ -105,11 +72,9 @@ class TrainingStep:
     ) -> None:
         self.mode = mode
         self.device = device
-        self.input_dtype = torch_dtype(mode.model_dtype)
-        self.autocast_dtype = torch_dtype(mode.autocast_dtype)
-        self.memory_format = torch.channels_last if channels_last else torch.contiguous_format
-        set_tf32(device, mode.allow_tf32)
-        self.model = cast_model(model.to(device, memory_format=self.memory_format), mode)
+        self.precision = TorchPrecision.for_mode(mode, device, channels_last=channels_last)
+        self.precision.apply_tf32()
+        self.model = self.precision.cast(model)
         if compile:
             # In place (nn.Module.compile): calls go through the compiled forward while the
             # state_dict keeps its plain keys, so checkpoints do not depend on compilation.
@@ -135,23 +100,13 @@ class TrainingStep:
         )  # fmt: skip
         self.scaler = torch.amp.GradScaler(device.type) if mode.loss_scaling else None
 
-    @contextlib.contextmanager
-    def autocast(self) -> Iterator[None]:
+    def autocast(self) -> contextlib.AbstractContextManager[None]:
         """The forward-pass context of this mode (a no-op for modes without autocast)."""
-        if self.autocast_dtype is None:
-            yield
-            return
-        with torch.autocast(self.device.type, dtype=self.autocast_dtype):
-            yield
+        return self.precision.autocast()
 
     def prepare_inputs(self, images: torch.Tensor) -> torch.Tensor:
         """Move a batch to the device in the dtype the model's first layer expects."""
-        return images.to(
-            self.device,
-            dtype=self.input_dtype,
-            memory_format=self.memory_format,
-            non_blocking=True,
-        )
+        return self.precision.prepare(images)
 
     def step(self, images: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
         """Train on one batch; returns the (detached, fp32) loss without synchronising."""

@@ -2,7 +2,8 @@
 
 Every other module asks this table what a precision name means; nothing else branches on the
 names. The table itself imports no torch (the workflow validates precision names when it parses
-the config), and :mod:`nettebench.training.step` turns a mode into torch objects.
+the config); :mod:`nettebench.models.torch_precision` turns a mode into torch objects, for the
+trainer and the inference model alike.
 
 apex's historical opt-levels map onto PyTorch's native tools:
 
