@@ -251,6 +251,9 @@ def _time_steps(
     # torchvision, and a cell's torchvision build must be first on the path before that.
     from nettebench.training.fit import make_runner
 
+    # The probe first (nvidia-smi -L, NVML's handle): nothing but the warm-up's own
+    # synchronisation lies between the warm-up and the first timed step.
+    probe = conditions.Probe(gpu=conditions.gpu_target(device), pid=parallel.job_pid)
     runner = make_runner(cell, device, num_classes, batch)
     runner.model.train()
     batch = parallel.local_batch(batch)  # processes > 1: each one's share, steps in DDP
@@ -269,7 +272,6 @@ def _time_steps(
         if parallel.any(not on_gpu and warmed >= MIN_WARMUP_STEPS and late):
             break
     synchronize(device)
-    probe = conditions.Probe(gpu=conditions.gpu_target(device), pid=parallel.job_pid)
     window = probe.start(gpu=True)
     if on_gpu:
         seconds = _time_cuda(runner, images, targets, steps)
