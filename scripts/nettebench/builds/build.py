@@ -21,10 +21,11 @@ apex from source by hand. These are the same steps, made safe to repeat::
   (:func:`nettebench.builds.activate.activate`), and writes
   :data:`nettebench.vocabulary.build_catalog.BUILD_MANIFEST` into it.
 
-Each step works in a temporary folder beside its output and renames it into place only when it
-succeeded, so a failed or killed step leaves nothing half-made. Every command's output goes to
-``--log``; on failure the last lines (a compiler's error, git's complaint) are printed as well, so
-they show in Snakemake's error and not only in the log.
+Each step works in a temporary folder beside its output and swaps it into place only when it
+succeeded (:func:`nettebench.vocabulary.atomic.install_tree`), so a failed or killed step leaves
+nothing half-made and the output folder holds the complete old tree or the complete new one.
+Every command's output goes to ``--log``; on failure the last lines (a compiler's error, git's
+complaint) are printed as well, so they show in Snakemake's error and not only in the log.
 
 Imports nothing heavy: git and pip run as subprocesses.
 """
@@ -46,7 +47,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nettebench.vocabulary.atomic import write_text_atomic
+from nettebench.vocabulary.atomic import install_tree, recover_tree, write_text_atomic
 from nettebench.vocabulary.build_catalog import BUILD_MANIFEST, LIBRARIES, is_url
 from nettebench.vocabulary.commands import moved
 
@@ -325,7 +326,7 @@ def install(
             "version": dists[0].version if dists else None,
             "installed_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }
-        (tmp / BUILD_MANIFEST).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        write_text_atomic(tmp / BUILD_MANIFEST, json.dumps(record, indent=2) + "\n")
         _replace(tmp, prefix)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -338,8 +339,9 @@ def install(
 
 
 def _fresh_tmp(final: Path) -> Path:
-    """An empty temporary folder beside ``final`` (left-overs of killed runs are removed)."""
+    """An empty temporary folder beside ``final``, once what a killed run left is undone."""
     final.parent.mkdir(parents=True, exist_ok=True)
+    recover_tree(final)
     for stale in final.parent.glob(f".{final.name}.tmp-*"):
         shutil.rmtree(stale, ignore_errors=True)
     tmp = final.parent / f".{final.name}.tmp-{os.getpid()}"
@@ -348,10 +350,9 @@ def _fresh_tmp(final: Path) -> Path:
 
 
 def _replace(tmp: Path, final: Path) -> None:
-    """Move a finished folder into place (the old one, if any, goes first)."""
-    if final.exists():
-        shutil.rmtree(final)
-    os.replace(tmp, final)
+    """Swap a finished folder into place: ``final`` holds the whole old tree or the whole new
+    one (:func:`~nettebench.vocabulary.atomic.install_tree`)."""
+    install_tree(tmp, final)
 
 
 def _installed_version(distribution: str) -> str | None:

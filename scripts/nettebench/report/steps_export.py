@@ -33,6 +33,7 @@ from typing import Any
 from nettebench.records import files, spread
 from nettebench.study.cell_options import CommandParser
 from nettebench.vocabulary import commands
+from nettebench.vocabulary.atomic import open_text_atomic, write_text_atomic
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 STEPS_COLUMNS = ("cell_id", "cell", "epoch", "step", "phase", "seconds", "images")
@@ -140,11 +141,11 @@ def pyperf_document(record: dict[str, Any], rows: Sequence[dict[str, Any]]) -> d
 
 
 def export(metrics_paths: Iterable[str | Path], steps_csv: Path, pyperf_dir: Path) -> Iterator[str]:
-    """Write steps.csv and the pyperf files; yield one log line per cell."""
-    steps_csv.parent.mkdir(parents=True, exist_ok=True)
+    """Write steps.csv and the pyperf files; yield one log line per cell. Each file is written
+    all-or-nothing: steps.csv is replaced only once every cell's rows are in it."""
     pyperf_dir.mkdir(parents=True, exist_ok=True)
     written: set[Path] = set()
-    with open(steps_csv, "w", newline="", encoding="utf-8") as handle:
+    with open_text_atomic(steps_csv, newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=STEPS_COLUMNS, lineterminator="\n")
         writer.writeheader()
         for metrics_path in map(Path, metrics_paths):
@@ -158,8 +159,7 @@ def export(metrics_paths: Iterable[str | Path], steps_csv: Path, pyperf_dir: Pat
             if target in written:  # the same cell path from two result trees
                 target = target.with_name(f"{target.stem}.{str(record.get('cell_id'))[:12]}.json")
             written.add(target)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(pyperf_document(record, rows), indent=1) + "\n")
+            write_text_atomic(target, json.dumps(pyperf_document(record, rows), indent=1) + "\n")
             steady = sum(row["phase"] == "steady" for row in rows)
             yield f"{target}: {steady} steady steps of {len(rows)}"
 

@@ -20,6 +20,8 @@ import hashlib
 import os
 from pathlib import Path
 
+from nettebench.vocabulary.atomic import write_text_atomic
+
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 
 # What every group that reads or writes records runs: the ground floor, the parse-time core and
@@ -155,8 +157,9 @@ def manifest(group: str) -> str:
 
 def write_manifest(group: str, path: str | os.PathLike[str]) -> bool:
     """Write the group's :func:`manifest` to ``path`` unless it already holds that text (so its
-    mtime moves only when the code did); True when it wrote. All-or-nothing (a temporary file
-    replaced into place): several Snakemake processes may parse the workflow at once."""
+    mtime moves only when the code did); True when it wrote. All-or-nothing
+    (:func:`~nettebench.vocabulary.atomic.write_text_atomic`): several Snakemake processes may
+    parse the workflow at once."""
     path = Path(path)
     text = manifest(group)
     try:
@@ -164,8 +167,5 @@ def write_manifest(group: str, path: str | os.PathLike[str]) -> bool:
             return False
     except (FileNotFoundError, UnicodeDecodeError):
         pass
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    write_text_atomic(path, text)
     return True

@@ -18,9 +18,11 @@ the two as one request.
 
 Cluster executors keep Snakemake's own handling (Ctrl-C cancels the cluster jobs, whose
 scheduler then signals the trainers); jobs Snakemake runs inside a cluster job skip the
-``onstart:`` handler. Linux only (it reads /proc); elsewhere nothing is forwarded.
+``onstart:`` handler. The jobs are found and signalled through psutil, which checks that a pid
+still names the process it found before it signals it.
 
-Imports only the standard library: Snakemake imports it while it parses the workflow.
+Imports the standard library and psutil, which Snakemake itself requires: Snakemake imports this
+module while it parses the workflow, and no job imports it.
 """
 
 from __future__ import annotations
@@ -31,49 +33,32 @@ import sys
 import threading
 from collections.abc import Callable
 
+import psutil
+
 FORWARDED = (signal.SIGINT, signal.SIGTERM)
 
 
-def child_map() -> dict[int, list[int]]:
-    """pid -> pids of its children, for every process /proc shows."""
-    children: dict[int, list[int]] = {}
+def _processes_below(pid: int) -> list[psutil.Process]:
+    """Every process below ``pid``, each before its own descendants; none if ``pid`` is gone."""
     try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return children
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
-                # "pid (comm) state ppid ...": the command name may hold spaces and parentheses.
-                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue  # gone meanwhile, or not readable
-        children.setdefault(ppid, []).append(int(entry))
-    return children
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:  # gone meanwhile (ZombieProcess is one too)
+        return []
 
 
 def descendants(pid: int) -> list[int]:
-    """Every process below ``pid`` (children first), found through /proc."""
-    tree = child_map()
-    found: list[int] = []
-    stack = list(tree.get(pid, ()))
-    while stack:
-        child = stack.pop(0)
-        found.append(child)
-        stack.extend(tree.get(child, ()))
-    return found
+    """The pid of every process below ``pid``, each before its own descendants."""
+    return [process.pid for process in _processes_below(pid)]
 
 
 def signal_descendants(pid: int, signum: int) -> list[int]:
     """Send ``signum`` to every process below ``pid``; return the pids it reached."""
     reached = []
-    for child in descendants(pid):
+    for process in _processes_below(pid):
         try:
-            os.kill(child, signum)
-            reached.append(child)
-        except (ProcessLookupError, PermissionError):
+            process.send_signal(signum)  # refused where the pid now names another process
+            reached.append(process.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return reached
 

@@ -9,7 +9,8 @@ with work to do. So every successful run stores its resolved config (defaults fi
 (:func:`for_aggregate`): what the user gives on top of it (``--configfile compare.yaml``,
 ``--config target_top1=60``) still wins, as "unless told otherwise" should.
 
-PyYAML and the config file's merge only (it runs while Snakemake parses).
+PyYAML, the config file's merge and the ground floor's atomic writes only (it runs while
+Snakemake parses).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import yaml
 
 from nettebench.study.config_file import merge_config
+from nettebench.vocabulary.atomic import write_text_atomic
 from nettebench.vocabulary.outputs import STUDY_FILE
 
 # Keys of a run, not of its study: never stored, never taken from the stored file.
@@ -41,11 +43,7 @@ def save(config: Mapping[str, Any], path: str | os.PathLike[str] = STUDY_FILE) -
     )
     if path.is_file() and path.read_text(encoding="utf-8") == text:
         return path
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_text_atomic(path, text)
 
 
 def for_aggregate(
