@@ -1,7 +1,9 @@
-# The two commands of README.md's Quick start, each setting up the project first:
+# README.md's commands (the Quick start's two, and a GPU user's check), each setting up first:
 #
 #   make quickstart   the quick-start study, then its HTML report (results/report.html)
 #   make test         the test suite (what .ci/run runs)
+#   make check        on a machine with an NVIDIA GPU: the stack, the goal cells, their table
+#                     (python -m nettebench check; docs/gpu.md)
 #
 # Set-up: a virtual environment in the checkout (.venv) with the package and the versions this
 # project tests (envs/constraints.txt); made once, again when pyproject.toml or the constraints
@@ -17,7 +19,7 @@ BIN := $(VENV)/bin
 QUICKSTART := --workflow-profile profiles/quickstart
 STUDY := profiles/quickstart/study.yaml
 
-.PHONY: quickstart test setup
+.PHONY: quickstart test check setup
 
 setup: $(STAMP)
 
@@ -43,3 +45,6 @@ quickstart: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/pytest
+
+check: $(STAMP)
+	$(BIN)/python -m nettebench check

@@ -1,7 +1,8 @@
 """tests/device/prepare_carry.py builds apex's Python-only wheel with nothing but the standard
 library (a fresh virtual environment without pip, torch, setuptools or wheel runs it), and the
 wheel holds what setuptools' own ``find_packages`` finds in the vendored source, each file with
-its RECORD hash; pip installs it."""
+its RECORD hash; pip installs it. In a plain clone, without the vendored source, it builds
+nothing, says so and ends well (the device run's apex cases are then skipped)."""
 
 from __future__ import annotations
 
@@ -20,11 +21,30 @@ import setuptools
 sys.path.insert(0, str(Path(__file__).parent / "device"))
 import prepare_carry  # noqa: E402 - tests/device/prepare_carry.py
 
-pytestmark = pytest.mark.skipif(
+vendored = pytest.mark.skipif(
     not prepare_carry.VENDORED_APEX.is_file(), reason="no vendored apex in ../shared/vendor"
 )
 
 
+def test_a_plain_clone_carries_nothing_and_says_so(tmp_path):
+    """The script in a checkout with no ``../shared/vendor`` beside it: exit 0, one line saying
+    the apex cases will be skipped, an empty carry list, nothing built."""
+    script = tmp_path / "clone" / "tests" / "device" / "prepare_carry.py"
+    script.parent.mkdir(parents=True)
+    script.write_text(Path(prepare_carry.__file__).read_text())
+    dest = tmp_path / "vendor"
+    done = subprocess.run(
+        [sys.executable, script, "--dest", dest], capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    missing = tmp_path / "shared" / "vendor" / "apex-25.05-git.tar.gz"
+    assert f"no vendored apex at {missing}:" in done.stdout
+    assert "the device run's apex cases will be skipped" in done.stdout
+    assert "carry: []  timeout_s: 480" in done.stdout
+    assert not dest.exists() or not any(dest.iterdir())
+
+
+@vendored
 def test_a_bare_python_builds_the_carry_and_says_its_size(tmp_path):
     bare = tmp_path / "bare"
     venv.create(bare, with_pip=False)  # no pip, torch, setuptools or wheel
@@ -40,6 +60,7 @@ def test_a_bare_python_builds_the_carry_and_says_its_size(tmp_path):
     assert f"{wheel.name}: {mib:.2f} MiB" in done.stdout and mib < 64
 
 
+@vendored
 def test_the_wheel_holds_what_setuptools_finds_and_pip_installs_it(tmp_path):
     source = tmp_path / "source"
     with tarfile.open(prepare_carry.VENDORED_APEX) as archive:

@@ -5,10 +5,10 @@ efficientnet-pytorch, snakemake or pyperf (../shared/DEVICE.md): a job that impo
 fails there before it measures anything. Here every Python the test starts imports with those
 modules blocked (a ``sitecustomize`` on ``PYTHONPATH``, inherited by the processes it starts),
 and the device command's own smoke run (tests/device/run.py) drives the job entry points on tiny
-data: the dataset and store commands, a cell (trainer and ceiling in one job,
-``nettebench.benchmarks.cell_job``: the first goal cell, at the smoke's sizes), a profile and an
-inference measurement. Each must get to work: its case ``ok`` with its numbers read back, not an
-import error; the cell's row holds what the device command reports of a goal cell.
+data: the GPU check's stack, the dataset and store commands, a cell (trainer and ceiling in one
+job, ``nettebench.benchmarks.cell_job``: the first goal cell, at the smoke's sizes), a profile
+and an inference process. Each must get to work: its case ``ok`` with its numbers read back,
+not an import error; the cell's row holds what the device command reports of a goal cell.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ sys.meta_path.insert(0, AbsentOnTheH200)
 '''
 # One of each job entry point, in the device command's plan order (its case names).
 CELL = "resnet18-O1-cached-10ep"  # the first goal cell (O0 in a smoke run)
-CASES = ("data", "store", CELL, "profile-O0", "inference-modes-largest")
+CASES = ("stack", "data", "store", CELL, "profile-O0", "inference-fp32")
 
 
 def _blocked_env(folder: Path) -> dict[str, str]:

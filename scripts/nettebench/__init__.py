@@ -7,7 +7,7 @@ its own floor or of a floor below, and the ground floor imports nothing of the p
 2. builds, datasets, models
 3. records, study, data
 4. training
-5. benchmarks, inference, profiling
+5. benchmarks, check, inference, profiling
 6. report
 
 ``tests/test_layout.py`` reads this list and checks every import against it. What each

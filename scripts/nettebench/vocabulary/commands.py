@@ -75,6 +75,7 @@ SINGLE: dict[str, tuple[str, str]] = {
     "training": ("training.cli", "train one cell (the trainer)"),
     "profiling": ("profiling.cli", "profile one cell"),
     "inference": ("inference.cli", "measure or evaluate one inference cell: measure, accuracy"),
+    "check": ("check.cli", "a GPU user's check: the stack, the goal cells, their table"),
 }
 GROUPS: dict[str, str] = {
     "datasets": "download, extract, use in place or generate a dataset",
