@@ -59,21 +59,21 @@ def test_a_quiet_window_has_its_clocks_power_temperature_and_counter_energy():
     assert gpu_reasons == []
 
 
-def test_a_window_at_its_power_cap_is_throttled_and_marked_as_interference():
+def test_a_window_with_a_hardware_thermal_event_is_throttled_its_power_cap_is_state():
     raw = _raw("throttled")
     masks = [row[5] for row in raw["readings"]]
     found = _window("throttled")
     assert found["gpu_throttled"] is True and found["interference"] is True
     power_cap = sum(bool(m & 0x4) for m in masks) / len(masks)  # 6 of 11 name the power cap
     hot = sum(bool(m & 0x40) for m in masks) / len(masks)  # 1 of 11: hardware thermal
-    assert found["gpu_throttle_reasons"] == {
-        "power cap": pytest.approx(power_cap),
-        "thermal slowdown (hardware)": pytest.approx(hot),
-    }
+    assert found["gpu_throttle_reasons"] == {"thermal slowdown (hardware)": pytest.approx(hot)}
+    assert found["gpu_power_cap_share"] == pytest.approx(power_cap)  # no idle reading: all busy
     assert found["gpu_clock_events"] == ["power cap", "thermal slowdown (hardware)"]
     assert found["gpu_sm_clock_min_mhz"] == min(row[1] for row in raw["readings"])
     reason = next(r for r in found["interference_reasons"] if "GPU throttled" in r)
-    assert f"power cap in {100 * power_cap:.0f}% of readings" in reason
+    assert (
+        reason == f"the GPU throttled (thermal slowdown (hardware) in {100 * hot:.0f}% of readings)"
+    )
     # the per-epoch columns carry the verdict too (the epochs' ‡)
     assert C.epoch_columns(found)["interference"] is True
 
@@ -156,8 +156,8 @@ def test_nvml_is_imported_only_by_its_module():
 
 
 def test_a_throttled_cell_carries_the_interference_mark_in_the_tables(tmp_path):
-    """A cell whose CPUs were quiet but whose GPU sat at its power cap: ‡ on its number, and
-    its reason in runs.csv; the same cell with the quiet stream's GPU state: no GPU reason."""
+    """A cell whose CPUs were quiet but whose GPU slowed for heat: ‡ on its number, and its
+    reason in runs.csv; the same cell with the quiet stream's GPU state: no GPU reason."""
     import pandas as pd
     import record_factory as F
 
@@ -173,7 +173,7 @@ def test_a_throttled_cell_carries_the_interference_mark_in_the_tables(tmp_path):
     paths = [cell("throttled", "O1"), cell("quiet", "O0")]
     written = aggregate(paths, tmp_path / "tables")
     runs = pd.read_csv(written["runs"]).set_index("precision")
-    assert "the GPU throttled (power cap" in runs.loc["O1", "interference_reasons"]
+    assert "the GPU throttled (thermal slowdown" in runs.loc["O1", "interference_reasons"]
     assert not runs.loc["O0", "interference"]
     time_table = written["time_by_model_precision"].read_text()
     seconds = F.time_for("resnet18", "O1", 0, F.STUDY_EPOCHS)
@@ -213,6 +213,7 @@ def _fake_pynvml(**overrides):
         ],
         "nvmlDeviceGetPowerManagementLimit": lambda handle: 500_000,
         "nvmlDeviceGetPowerManagementDefaultLimit": lambda handle: 700_000,
+        "nvmlDeviceGetMaxClockInfo": lambda handle, clock: {1: 1980, 2: 2619}[clock],
         "nvmlSystemGetDriverVersion": lambda: b"580.95.05",
         "nvmlDeviceGetName": lambda handle: "NVIDIA H200",
     }
@@ -241,6 +242,7 @@ def test_the_device_reads_nvmls_units_and_asks_the_whole_gpu_under_mig():
     identity = device.identity()
     assert identity["driver"] == "580.95.05" and identity["mig"] is True
     assert (identity["power_limit_w"], identity["power_default_limit_w"]) == (500.0, 700.0)
+    assert identity["sm_clock_max_mhz"] == 1980  # NVML_CLOCK_SM's maximum, of the whole GPU
 
 
 def test_unsupported_calls_read_none_and_no_samples_mean_no_kernels_ran():

@@ -15,14 +15,16 @@ A timed window (an epoch, a whole cell, a ceiling's steps) is bracketed by two s
 
 The difference gives the CPU time *other* processes took on the job's CPUs (busy time there
 minus the job's own), the share of those CPUs' time stolen by the hypervisor, and a verdict:
-``interference`` with its reasons, or not; a window in which the GPU throttled (power, heat, a
-hardware slowdown: :data:`.nvml.THROTTLE_REASONS`) is interference too, so the report's ‡ marks
-it wherever its number is shown. Thresholds are the constants below. Reading the files costs
-well under a millisecond and happens outside the timed regions; the process listing is asked
-only at the edges of a job's whole window, never per epoch, and with ``background=True`` (the
-trainer's probe) in a thread of its own: the window's summary is returned at once and its GPU
-part filled in when the query is back; :func:`settle` waits for every such query (the trainer
-calls it before writing its record).
+``interference`` with its reasons, or not; a window in which the GPU throttled (heat, a
+hardware slowdown, a power brake: :data:`.nvml.THROTTLE_REASONS`) is interference too, so the
+report's ‡ marks it wherever its number is shown. A GPU at its power limit (the software power
+cap) is not: that is how a GPU runs under full load, recorded as its state
+(``gpu_power_cap_share``, ``gpu_power_of_limit``, ...) and never a reason. Thresholds are the
+constants below. Reading the files costs well under a millisecond and happens outside the
+timed regions; the process listing is asked only at the edges of a job's whole window, never
+per epoch, and with ``background=True`` (the trainer's probe) in a thread of its own: the
+window's summary is returned at once and its GPU part filled in when the query is back;
+:func:`settle` waits for every such query (the trainer calls it before writing its record).
 
 Only the standard library: the trainer, the ceiling and the profiler use this without the
 report, and the report reads the resulting dictionaries without torch.
@@ -38,10 +40,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nettebench.records import energy, gpu_processes, nvml
-from nettebench.records.gpu_processes import (  # noqa: F401 - gpu_target: this module's API
+from nettebench.records.gpu_processes import (  # noqa: F401 - resolve_gpu_target: the tests'
     GpuProcess,
     GpuTarget,
-    gpu_target,
     resolve_gpu_target,
 )
 from nettebench.records.proc_reading import (  # noqa: F401 - parse_proc_stat .. : the tests'
@@ -73,6 +74,24 @@ GPU_SAMPLE_S = 0.1
 NO_NVML = "not visible: NVML (nvidia-ml-py) not installed or the driver did not answer"
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def gpu_target(device: Any) -> GpuTarget | None:
+    """The job's GPU (a torch device; None for a CPU or when torch cannot name it), found by
+    the UUID torch reports in NVML's listing (:func:`find_gpu`)."""
+    uuid = gpu_processes.cuda_uuid(device)
+    return None if uuid is None else find_gpu(uuid)
+
+
+def find_gpu(device_uuid: str, module: Any = None) -> GpuTarget:
+    """The :class:`GpuTarget` whose CUDA UUID is ``device_uuid``, from NVML's listing of the
+    GPUs (``module``: pynvml, loaded when not given; :func:`.gpu_processes.list_gpus`), and
+    only where NVML is absent or does not answer from ``nvidia-smi -L``'s. Asked once, before
+    any window opens."""
+    listing = gpu_processes.list_gpus(nvml.load() if module is None else module)
+    if listing is None:
+        listing = gpu_processes.nvidia_smi_listing()
+    return resolve_gpu_target(device_uuid, listing)
 
 
 # ----------------------------------------------------------------------------------- snapshots

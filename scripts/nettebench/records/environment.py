@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from nettebench.builds.activate import active_environment, find_build
-from nettebench.records import cpu, nvml
+from nettebench.records import conditions, cpu, nvml
 from nettebench.vocabulary.build_catalog import LIBRARIES
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -159,6 +159,15 @@ def nvidia_driver() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip().splitlines()[0].strip() if out.stdout.strip() else None
+
+
+def lowered_power_limit(device: Any) -> float | None:
+    """The enforced power limit (W) of ``device`` (a torch CUDA device) where it is set below
+    the card's default (:func:`.nvml.lowered_power_limit`), read through NVML: the one
+    definition the result key's ``hardware.power_limit_w`` uses, as the record's windows carry
+    ``gpu_power_limit_w``. None for a CPU, at the default, or without NVML."""
+    gpu = nvml.open_device(conditions.gpu_target(device))
+    return None if gpu is None else nvml.lowered_power_limit(gpu.identity())
 
 
 def _git(*args: str) -> str | None:

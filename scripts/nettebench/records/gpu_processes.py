@@ -1,9 +1,11 @@
-"""Which GPU is a job's, as ``nvidia-smi`` and NVML name it, and a process on it.
+"""Which GPU is a job's, as NVML and ``nvidia-smi`` name it, and a process on it.
 
-:func:`gpu_target` finds the job's GPU (its UUID, and for a MIG instance the parent GPU's too)
-from ``nvidia-smi -L``, once, before any window opens; the processes on it during a window are
-read through NVML (:mod:`.nvml`, in this process), never by an ``nvidia-smi`` child inside a
-timed window, whose CPU time would land in the window. Only the standard library.
+:func:`resolve_gpu_target` finds the job's GPU (its UUID, and for a MIG instance the parent
+GPU's too) in a listing of the GPUs (:class:`ListedGpu`): NVML's (:func:`list_gpus`, in this
+process), or where NVML is absent ``nvidia-smi -L``'s (:func:`nvidia_smi_listing`), once,
+before any window opens (:func:`.conditions.gpu_target`); the processes on it during a window
+are read through NVML (:mod:`.nvml`), never by an ``nvidia-smi`` child inside a timed window,
+whose CPU time would land in the window. Only the standard library.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ class GpuProcess:
     pid: int
     gpu_uuid: str
     used_mib: float | None
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 def _nvidia_smi(*args: str, timeout: float = 10) -> str | None:
@@ -41,41 +47,107 @@ class GpuTarget:
     parent_uuid: str | None = None
 
 
-def resolve_gpu_target(device_uuid: str, listing: str | None) -> GpuTarget:
-    """The :class:`GpuTarget` of the CUDA device whose UUID torch reports as ``device_uuid``
-    (bare hex groups, or already prefixed), from ``nvidia-smi -L``'s ``listing``.
+@dataclass(frozen=True)
+class ListedGpu:
+    """One GPU as NVML or ``nvidia-smi -L`` lists it: its index (NVML's and nvidia-smi's, the
+    same, and not CUDA's under ``CUDA_VISIBLE_DEVICES``), its ``GPU-`` UUID, and its MIG
+    instances' ``MIG-`` UUIDs."""
 
-    torch reports a MIG instance's UUID without nvidia-smi's ``MIG-`` prefix; matched as
-    ``GPU-`` (what was done before) a MIG job found no process at all, not even its own. A MIG
-    line belongs to the ``GPU n:`` line above it, whose UUID and index are the parent's.
-    """
-    bare = device_uuid.removeprefix("GPU-").removeprefix("MIG-")
-    parent: tuple[int, str] | None = None
+    index: int | None
+    uuid: str
+    migs: tuple[str, ...] = ()
+
+
+def parse_listing(listing: str | None) -> list[ListedGpu]:
+    """``nvidia-smi -L``'s lines as :class:`ListedGpu`: a MIG line belongs to the ``GPU n:``
+    line above it."""
+    found: list[ListedGpu] = []
     for line in (listing or "").splitlines():
         uuid = line.rpartition("(UUID: ")[2].rstrip(") \t")
         head = line.strip()
         if head.startswith("GPU ") and uuid.startswith("GPU-"):
             number = head[4:].partition(":")[0]
-            parent = (int(number) if number.isdigit() else None, uuid)
-            if uuid == f"GPU-{bare}":
-                return GpuTarget(uuid, parent[0])
-        elif head.startswith("MIG ") and uuid == f"MIG-{bare}" and parent is not None:
-            return GpuTarget(uuid, parent[0], parent_uuid=parent[1])
+            found.append(ListedGpu(int(number) if number.isdigit() else None, uuid))
+        elif head.startswith("MIG ") and uuid.startswith("MIG-") and found:
+            last = found[-1]
+            found[-1] = ListedGpu(last.index, last.uuid, (*last.migs, uuid))
+    return found
+
+
+def nvidia_smi_listing() -> list[ListedGpu]:
+    """The GPUs as ``nvidia-smi -L`` lists them (none where it cannot be run)."""
+    return parse_listing(_nvidia_smi("-L"))
+
+
+def list_gpus(nvml: Any) -> list[ListedGpu] | None:
+    """Every GPU the driver knows, by NVML's index (the one ``nvidia-smi`` shows, whatever
+    ``CUDA_VISIBLE_DEVICES`` says), with its UUID and, where MIG is on, its instances' UUIDs:
+    what ``nvidia-smi -L`` prints, read in this process through ``nvml`` (pynvml, initialised:
+    :func:`.nvml.load`). None without it, or where the driver does not answer."""
+    if nvml is None:
+        return None
+    try:
+        count = nvml.nvmlDeviceGetCount()
+    except Exception:  # NVMLError: uninitialised, no driver
+        return None
+    found = []
+    for index in range(count):
+        try:
+            handle = nvml.nvmlDeviceGetHandleByIndex(index)
+            uuid = _text(nvml.nvmlDeviceGetUUID(handle))
+        except Exception:  # a GPU that does not answer (lost, no permission): not listed
+            continue
+        found.append(ListedGpu(index, uuid, tuple(_mig_uuids(nvml, handle))))
+    return found
+
+
+def _mig_uuids(nvml: Any, handle: Any) -> list[str]:
+    """The UUIDs of a GPU's MIG instances (none where MIG is off or unsupported)."""
+    try:
+        current, _pending = nvml.nvmlDeviceGetMigMode(handle)
+        slots = nvml.nvmlDeviceGetMaxMigDeviceCount(handle) if current else 0
+    except Exception:  # NVML_ERROR_NOT_SUPPORTED: a GPU without MIG
+        return []
+    found = []
+    for slot in range(slots):
+        try:  # an empty slot answers NVML_ERROR_NOT_FOUND
+            instance = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+            found.append(_text(nvml.nvmlDeviceGetUUID(instance)))
+        except Exception:
+            continue
+    return found
+
+
+def resolve_gpu_target(device_uuid: str, listing: str | list[ListedGpu] | None) -> GpuTarget:
+    """The :class:`GpuTarget` of the CUDA device whose UUID torch reports as ``device_uuid``
+    (bare hex groups, or already prefixed), in ``listing`` (NVML's GPUs, or ``nvidia-smi -L``'s
+    text). Matched by UUID, so ``CUDA_VISIBLE_DEVICES`` (which renumbers CUDA's devices, not
+    NVML's) needs no mapping.
+
+    torch reports a MIG instance's UUID without nvidia-smi's ``MIG-`` prefix; matched as
+    ``GPU-`` (what was done before) a MIG job found no process at all, not even its own. An
+    instance's index and parent UUID are its GPU's.
+    """
+    bare = device_uuid.removeprefix("GPU-").removeprefix("MIG-")
+    gpus = parse_listing(listing) if isinstance(listing, str) or listing is None else listing
+    for gpu in gpus:
+        if gpu.uuid == f"GPU-{bare}":
+            return GpuTarget(gpu.uuid, gpu.index)
+        if f"MIG-{bare}" in gpu.migs:
+            return GpuTarget(f"MIG-{bare}", gpu.index, parent_uuid=gpu.uuid)
     return GpuTarget(f"GPU-{bare}")
 
 
-def gpu_target(device) -> GpuTarget | None:
-    """The nvidia-smi identity of a torch CUDA device (None for a CPU or when unknown)."""
+def cuda_uuid(device: Any) -> str | None:
+    """The UUID torch reports for a CUDA device (None for a CPU, or when torch cannot say)."""
     if getattr(device, "type", None) != "cuda":
         return None
     try:
-        import torch
+        import torch  # a GPU job's: the report and the workflow's parse never get here
 
-        props = torch.cuda.get_device_properties(device)
-        uuid = str(props.uuid)
+        return str(torch.cuda.get_device_properties(device).uuid)
     except Exception:  # best effort: an old torch without .uuid, no driver
         return None
-    return resolve_gpu_target(uuid, _nvidia_smi("-L"))
 
 
 @dataclass

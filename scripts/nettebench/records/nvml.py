@@ -1,18 +1,26 @@
 """The GPU's own state through NVML: the one module that imports ``pynvml``.
 
-On a GPU the biggest source of a wrong number is the GPU itself: a power cap, a hot card,
-clocks held low, another tenant. NVML (the library nvidia-smi itself reads, through the official
-binding ``nvidia-ml-py``, imported as ``pynvml``) answers in microseconds, in this process: no
-``nvidia-smi`` child whose CPU time would land in a timed window.
+On a GPU the biggest source of a wrong number is the GPU itself: a hot card, a hardware
+slowdown, clocks held low, another tenant. NVML (the library nvidia-smi itself reads, through
+the official binding ``nvidia-ml-py``, imported as ``pynvml``) answers in microseconds, in this
+process: no ``nvidia-smi`` child whose CPU time would land in a timed window.
 
+- :func:`load` gives pynvml, initialised, also to name the job's GPU: the GPUs and their MIG
+  instances by UUID (:func:`.gpu_processes.list_gpus`, asked by :func:`.conditions.gpu_target`;
+  ``nvidia-smi -L`` only without NVML).
 - :func:`open_device` finds the job's GPU (a :class:`~.gpu_processes.GpuTarget`) and returns a
   :class:`Device`, or None where ``pynvml`` is not installed, the driver does not answer, or the
   job runs on a CPU: everything here is best effort and absent-safe.
 - A :class:`Device` gives one :class:`Reading` at a time (SM and memory clocks, power,
   temperature, the clock-event reasons), the energy counter (mJ since the driver loaded), the
-  compute processes and their SM utilisation, and its identity (driver, name, MIG, power limit).
+  compute processes and their SM utilisation, and its identity (driver, name, MIG, the power
+  limits, the SM clock's maximum).
 - :func:`summarize` turns a window's readings and the counter at its edges into the window's GPU
   state (:data:`GPU_STATE_KEYS`), pure arithmetic that the tests drive with recorded streams.
+  Throttling (heat, a hardware slowdown, a power brake) is interference; running at the power
+  limit (the software power cap) is the GPU's state under full load, recorded and shown as such
+  (:func:`at_power_limit`), and a limit set below the default is a hardware setting
+  (:func:`lowered_power_limit`).
 
 Under MIG, clocks, power and energy exist only for the whole GPU (the parent): they are read
 there and said to be the whole GPU's, so a job's joules are not attributed to its instance.
@@ -29,25 +37,37 @@ from typing import Any
 
 from nettebench.records.gpu_processes import GpuProcess, GpuTarget
 
-# Clock-event reasons that mean the GPU ran slower than it could for power, heat or a hardware
-# slowdown (NVML's nvmlClocksEventReason* bits): a window with any of them is throttled.
+# Clock-event reasons that mean the GPU ran slower than it could for heat, a hardware slowdown
+# or a power brake (NVML's nvmlClocksEventReason* bits): a window with any of them is throttled.
 THROTTLE_REASONS = {
-    0x4: "power cap",
     0x8: "hardware slowdown",
     0x20: "thermal slowdown (software)",
     0x40: "thermal slowdown (hardware)",
     0x80: "power brake (hardware)",
 }
-# ... and those that are not (idle, clocks set by the application, sync boost, display).
+# The software power cap: the GPU holds its clocks so that its power stays at the enforced
+# limit. Under full load a datacenter GPU runs there by design (a measured RTX 3090 run named it
+# in 161-168 of its 162-168 busy readings, with no thermal event), so it is the GPU's state, said
+# apart (:data:`GPU_STATE_KEYS`), never interference.
+POWER_CAP = 0x4
+IDLE = 0x1
+# ... the reasons that are not throttling (idle, clocks set by the application, the power
+# limit, sync boost, display).
 OTHER_REASONS = {
-    0x1: "idle",
+    IDLE: "idle",
     0x2: "application clocks",
+    POWER_CAP: "power cap",
     0x10: "sync boost",
     0x100: "display clocks",
 }
 # A window is throttled when at least this share of its readings name a throttle reason (one
 # reading in a window of two is enough: a short window has no more).
 THROTTLED_READINGS_SHARE = 0.05
+# A window ran at its power limit when the power cap is named by more than this share of its
+# busy readings (those not naming idle).
+AT_POWER_LIMIT_SHARE = 0.05
+NVML_CLOCK_SM = 1
+NVML_CLOCK_MEM = 2
 
 ENERGY_COUNTER = "NVML energy counter"
 ENERGY_FROM_POWER = "NVML power readings (trapezoid)"
@@ -125,8 +145,8 @@ class Device:
         power = self._ask("nvmlDeviceGetPowerUsage", self.whole)
         return Reading(
             unix=time.time(),
-            sm_mhz=self._ask("nvmlDeviceGetClockInfo", self.whole, 1),  # NVML_CLOCK_SM
-            mem_mhz=self._ask("nvmlDeviceGetClockInfo", self.whole, 2),  # NVML_CLOCK_MEM
+            sm_mhz=self._ask("nvmlDeviceGetClockInfo", self.whole, NVML_CLOCK_SM),
+            mem_mhz=self._ask("nvmlDeviceGetClockInfo", self.whole, NVML_CLOCK_MEM),
             power_w=None if power is None else power / 1000,  # mW
             temp_c=self._ask("nvmlDeviceGetTemperature", self.whole, 0),  # NVML_TEMPERATURE_GPU
             reasons=None if reasons is None else int(reasons),
@@ -169,7 +189,8 @@ class Device:
         return found
 
     def identity(self) -> dict[str, Any]:
-        """The driver, the device, MIG and the power limits (W) the window ran under."""
+        """The driver, the device, MIG, the power limits (W) the window ran under (the enforced
+        one and the card's default) and the SM clock's maximum (MHz)."""
         limit = self._ask("nvmlDeviceGetPowerManagementLimit", self.whole)
         default = self._ask("nvmlDeviceGetPowerManagementDefaultLimit", self.whole)
         driver = self._ask("nvmlSystemGetDriverVersion")
@@ -182,7 +203,28 @@ class Device:
             "mig_parent_uuid": self.target.parent_uuid,
             "power_limit_w": None if limit is None else limit / 1000,
             "power_default_limit_w": None if default is None else default / 1000,
+            "sm_clock_max_mhz": self._ask("nvmlDeviceGetMaxClockInfo", self.whole, NVML_CLOCK_SM),
         }
+
+
+def at_power_limit(cap_share: Any) -> bool:
+    """Whether a window ran at its power limit: the power cap named by more than
+    :data:`AT_POWER_LIMIT_SHARE` of its busy readings (``gpu_power_cap_share``)."""
+    try:
+        return float(cap_share) > AT_POWER_LIMIT_SHARE
+    except (TypeError, ValueError):  # None: no reasons read
+        return False
+
+
+def lowered_power_limit(identity: dict[str, Any] | None) -> float | None:
+    """The enforced power limit (W) where it is set below the card's default: a hardware
+    setting (``nvidia-smi -pl``, a site's policy) that a result measured under it depends on;
+    None at the default, above it, or where either limit is unreadable."""
+    limit = (identity or {}).get("power_limit_w")
+    default = (identity or {}).get("power_default_limit_w")
+    if limit is None or default is None or limit >= default:
+        return None
+    return limit
 
 
 def _mib(process: Any) -> float | None:
@@ -283,6 +325,13 @@ GPU_STATE_KEYS = (
     "gpu_clock_events",  # every clock-event reason named by a reading of the window
     "gpu_throttled",  # bool: THROTTLE_REASONS in more than THROTTLED_READINGS_SHARE of readings
     "gpu_throttle_reasons",  # the throttle reasons seen, with the share of readings naming each
+    # The power limit, the GPU's state (never interference), over the busy readings (those not
+    # naming idle; all readings where NVML reads no reasons):
+    "gpu_power_cap_share",  # the share naming the power cap (None: no reasons read)
+    "gpu_power_of_limit",  # their mean power / the enforced limit
+    "gpu_power_limit_w",  # the enforced limit (W)
+    "gpu_power_default_limit_w",  # the card's default limit (W): above the enforced, lowered
+    "gpu_sm_clock_of_max",  # their median SM clock / the SM clock's maximum
     "gpu_device",  # Device.identity(): driver, name, MIG, power limits
     "gpu_readings",  # every reading of the window: [unix, sm, mem, W, °C, reasons]
 )
@@ -345,6 +394,11 @@ def summarize(
     joules, source = energy_j(readings, start_mj, end_mj)
     if identity and identity.get("mig") and joules is not None:
         source += " (MIG: the whole GPU's, shared with its other instances)"
+    known = identity or {}
+    limit, top = known.get("power_limit_w"), known.get("sm_clock_max_mhz")
+    busy = [r for r in readings if r.reasons is None or not r.reasons & IDLE]
+    busy_masks = [r.reasons for r in busy if r.reasons is not None]
+    busy_power, busy_sm = _values(busy, "power_w"), _values(busy, "sm_mhz")
     return {
         "gpu_sm_clock_min_mhz": min(sm, default=None),
         "gpu_sm_clock_median_mhz": statistics.median(sm) if sm else None,
@@ -361,6 +415,17 @@ def summarize(
         "gpu_throttle_reasons": {
             name: count / len(masks) for name, count in throttle_counts.items() if count
         },
+        "gpu_power_cap_share": (
+            sum(bool(mask & POWER_CAP) for mask in busy_masks) / len(busy_masks)
+            if busy_masks
+            else None
+        ),
+        "gpu_power_of_limit": statistics.fmean(busy_power) / limit
+        if busy_power and limit
+        else None,
+        "gpu_power_limit_w": limit,
+        "gpu_power_default_limit_w": known.get("power_default_limit_w"),
+        "gpu_sm_clock_of_max": statistics.median(busy_sm) / top if busy_sm and top else None,
         "gpu_device": identity,
         "gpu_readings": [list(asdict(r).values()) for r in readings],
     }

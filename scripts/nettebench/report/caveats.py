@@ -18,6 +18,12 @@ into marks in the tables (by :mod:`nettebench.report.grids`) and the report:
 - **Emulated** precision: bf16 on a CPU without native bf16 arithmetic
   (:func:`nettebench.vocabulary.precision.emulated_reason`), marked in the column header.
 
+Beside them, a state that is no caveat: a GPU **at its power limit** (``¤``, the timing
+conditions table): the software power cap named in over 5 % of a window's busy NVML readings,
+which is how a GPU runs under full load. It never makes a window disturbed, so it withholds no
+verdict; a limit set below the card's default is a hardware setting, part of the cell's setup
+(``gpu_power_limit_lowered_w``, the machines table).
+
 pandas-free helpers on plain dictionaries, so the tests can feed them records directly.
 """
 
@@ -28,12 +34,14 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nettebench.records.nvml import AT_POWER_LIMIT_SHARE, lowered_power_limit
 from nettebench.vocabulary.precision import PRECISIONS, emulated_reason
 
 INTERFERENCE_MARK = "‡"  # suffix: timed under interference
 IMPOSSIBLE_MARK = "✗"  # in place of a figure that cannot be true as measured
 UNSTABLE_MARK = "§"  # suffix: the cell's steps spread by a tenth of their mean or more
 WITHIN_NOISE_MARK = "≈"  # suffix: above its ceiling, but within both their spreads
+POWER_LIMIT_MARK = "¤"  # the GPU ran at its power limit: its state, not interference
 EMULATED_LABEL = "(emulated)"  # after a precision's name in a column header
 
 # The columns runs.csv gets, after the ceiling's (report.collect.CEILING_COLUMNS).
@@ -56,6 +64,18 @@ CAVEAT_COLUMNS = (
     "ceiling_exceeded",  # text | None: above the ceiling's median img/s, within both spreads
     "implausible",  # text | None: every figure of this cell that cannot be true, and why
     "precision_emulated",  # text | None: why the precision ran emulated
+    # The GPU's power state over the epochs (records.nvml's keys; None: a CPU, or no NVML),
+    # never a caveat: the share of busy readings at the power cap, their mean power over the
+    # enforced limit, their median SM clock over its maximum, and the limits (W)
+    "gpu_power_cap_share",
+    "gpu_power_of_limit",
+    "gpu_sm_clock_of_max",
+    "gpu_power_limit_w",
+    "gpu_power_default_limit_w",
+    "gpu_power_limit_lowered_w",  # the enforced limit where below the default: a setup column
+    "ceiling_gpu_power_cap_share",  # the same over the ceiling's timed steps
+    "ceiling_gpu_power_of_limit",
+    "ceiling_gpu_sm_clock_of_max",
 )
 
 # The trainer's anomaly text for a first epoch faster than the later ones, as records made
@@ -117,6 +137,8 @@ def caveat_columns(record: Mapping[str, Any], ceiling: Mapping[str, Any] | None)
         "ceiling_exceeded": None,
         "implausible": None,
         "precision_emulated": None,
+        **power_state(found),
+        **{f"ceiling_{k}": v for k, v in power_state(ceiling_found).items() if k in _CEILING_STATE},
     }
     anomalies = [str(text) for text in summary.get("anomalies") or []]
     reasons = [text for text in anomalies if not text.startswith(_OLD_VARIATION_START)]
@@ -130,6 +152,28 @@ def caveat_columns(record: Mapping[str, Any], ceiling: Mapping[str, Any] | None)
     if precision in PRECISIONS and device:
         row["precision_emulated"] = emulated_reason(precision, device, env.get("bf16_native"))
     return row
+
+
+_CEILING_STATE = ("gpu_power_cap_share", "gpu_power_of_limit", "gpu_sm_clock_of_max")
+
+
+def power_state(found: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A window's GPU power columns (``gpu_power_*``, ``gpu_sm_clock_of_max``) from its
+    conditions; the limits from ``gpu_device`` where a record has only that."""
+    found = found or {}
+    device = found.get("gpu_device") or {}
+    limit = found.get("gpu_power_limit_w", device.get("power_limit_w"))
+    default = found.get("gpu_power_default_limit_w", device.get("power_default_limit_w"))
+    return {
+        "gpu_power_cap_share": found.get("gpu_power_cap_share"),
+        "gpu_power_of_limit": found.get("gpu_power_of_limit"),
+        "gpu_sm_clock_of_max": found.get("gpu_sm_clock_of_max"),
+        "gpu_power_limit_w": limit,
+        "gpu_power_default_limit_w": default,
+        "gpu_power_limit_lowered_w": lowered_power_limit(
+            {"power_limit_w": limit, "power_default_limit_w": default}
+        ),
+    }
 
 
 def ceiling_verdict(
@@ -294,6 +338,17 @@ def interference_note(subject: str) -> str:
         f"{what} ran, so {effect} (`interference_reasons` in runs.csv, and the timing "
         "conditions table)."
     )
+
+
+POWER_LIMIT_NOTE = (
+    f"{POWER_LIMIT_MARK} at its power limit: NVML named the software power cap in more than "
+    f"{100 * AT_POWER_LIMIT_SHARE:.0f} % of the window's busy readings, so the GPU held its "
+    "clocks to stay at its enforced power limit, as a GPU under full load does by design. It is "
+    f"the GPU's state, not interference: no {INTERFERENCE_MARK}, and no verdict is withheld "
+    f"for it (heat, a hardware slowdown or a power brake are {INTERFERENCE_MARK}). A limit set "
+    "below the card's default is a hardware setting: the machines table names it, and a result "
+    "measured under it is never restored for the default limit."
+)
 
 
 IMPOSSIBLE_NOTE = (

@@ -51,8 +51,16 @@ INCIDENTAL_ENV = (
     "slurm_restart_count",
     "slurm_log",
 )
-# Other columns of runs that identify the measurement: the device it ran on.
-DEVICE_COLUMNS = ("kind", "cell_id", "device_type", "device_name", "threads")
+# Other columns of runs that identify the measurement: the device it ran on (a GPU's power
+# limit set below its default is part of it: report.caveats).
+DEVICE_COLUMNS = (
+    "kind",
+    "cell_id",
+    "device_type",
+    "device_name",
+    "threads",
+    "gpu_power_limit_lowered_w",
+)
 
 
 @dataclass(frozen=True)

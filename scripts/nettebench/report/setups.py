@@ -5,7 +5,8 @@ measurements of the same cell; averaging them as if they were seeds gives one nu
 true of neither. A setup is the run's machine label (``machine:`` in the config) together with
 what the record says about the hardware and the software that decide speed: the device
 (the GPU's model, or the CPU's for a CPU cell), the NVIDIA driver, CUDA, cuDNN, torch and
-torch's CPU capability (``environment.cpu_capability``: AVX2, AVX512, ...). Every table and
+torch's CPU capability (``environment.cpu_capability``: AVX2, AVX512, ...), and a GPU power
+limit set below the card's default (a hardware setting, not the GPU's state). Every table and
 figure that averages over seeds groups by setup first; two copies of one cell from a T4 and an
 A100 stay two numbers even when nobody labelled them.
 
@@ -32,16 +33,20 @@ SETUP_COLUMNS = (
     "env_cudnn",
     "env_torch",
     "env_cpu_capability",
+    "gpu_power_limit_lowered_w",  # a GPU power limit set below its default (report.caveats)
 )
 # The hardware part: what a library-version table keeps fixed while its columns vary software.
-HARDWARE_COLUMNS = ("machine", "device_name", "env_cpu_capability")
+HARDWARE_COLUMNS = ("machine", "device_name", "env_cpu_capability", "gpu_power_limit_lowered_w")
 _NAMES = {
     "env_driver": "driver",
     "env_cuda": "CUDA",
     "env_cudnn": "cuDNN",
     "env_torch": "torch",
     "env_cpu_capability": "CPU",
+    "gpu_power_limit_lowered_w": "power limit (W)",
 }
+# What a missing value means, where not "unknown": a power limit not lowered is the default.
+_MISSING = {"gpu_power_limit_lowered_w": "default"}
 UNLABELLED = "this machine"  # the label of the only setup when nothing tells setups apart
 
 
@@ -85,7 +90,7 @@ def describe(
         if field == "machine" or (field == "device_name" and not device):
             continue
         value = _value(row.get(field))
-        text = value if value is not None else "unknown"
+        text = value if value is not None else _MISSING.get(field, "unknown")
         details.append(text if field == "device_name" else f"{_NAMES[field]} {text}")
     if machine:
         return f"{machine} ({', '.join(details)})" if details else machine

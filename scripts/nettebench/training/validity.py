@@ -41,6 +41,9 @@ parts, in the order :func:`first_difference` reports them, and why each is in:
     the resolved device's type and model (GPU name and compute capability, CUDA, cuDNN and
     driver versions; the CPU's model and the kernels torch picks for it), never its index or
     UUID: a result measured where no GPU was visible, or on another card, is not this device's.
+    A GPU's power limit set below its default is a hardware setting too (``power_limit_w``,
+    present only then, so a result at the default limit keeps its key): a result measured under
+    a lowered limit is not the default card's, nor the other way round.
 
 Only results whose status a rerun on this hardware would repeat are restored
 (:data:`RESTORABLE_STATUSES`): ``ok``, and ``unsupported`` (the device refused the precision).
@@ -69,7 +72,7 @@ from nettebench.builds.activate import (
     read_environment_manifest,
 )
 from nettebench.datasets.info import IMAGE_EXTENSIONS, INFO_FILE
-from nettebench.records.environment import cpu_model, nvidia_driver
+from nettebench.records.environment import cpu_model, lowered_power_limit, nvidia_driver
 from nettebench.study import code_groups
 from nettebench.vocabulary.cell import INSTALLED, LIBRARY_PARAMETERS, CellSpec
 from nettebench.vocabulary.record_keys import STATUS_OK, STATUS_UNSUPPORTED
@@ -197,8 +200,9 @@ def packages() -> dict[str, str]:
 
 
 def hardware(device: torch.device) -> dict[str, Any]:
-    """The device's type and model; the CPU's model and torch's CPU kernels (always: the host
-    feeds the device and times the epochs). No index, no UUID (see the module docstring)."""
+    """The device's type and model, and a GPU's power limit where lowered; the CPU's model and
+    torch's CPU kernels (always: the host feeds the device and times the epochs). No index, no
+    UUID (see the module docstring)."""
     found: dict[str, Any] = {
         "device": device.type,
         "cpu": cpu_model(),
@@ -215,6 +219,9 @@ def hardware(device: torch.device) -> dict[str, Any]:
             cudnn=torch.backends.cudnn.version(),
             driver=nvidia_driver(),
         )
+        lowered = lowered_power_limit(device)
+        if lowered is not None:  # absent at the default: those results keep their keys
+            found["power_limit_w"] = lowered
     return found
 
 

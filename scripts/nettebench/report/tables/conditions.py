@@ -3,10 +3,12 @@ overlapped.
 
 One row per timed window of the study: each cell's epochs and, beside a matrix cell, its
 compute ceiling's timed steps. Columns: the CPUs the job had, the share of them other processes
-took, the hypervisor's steal share, other processes on the GPU, and the verdict with its
-reasons; then any other timed window on the same host that overlapped it in time (two timed
-jobs at once spoil each other's numbers, so the workflow runs them one at a time locally: this
-column shows whether that held).
+took, the hypervisor's steal share, other processes on the GPU, the GPU's power state (its
+mean power against its enforced limit, its SM clock against its maximum, and ``¤`` when it ran
+at its power limit: a state, never interference), and the verdict with its reasons; then any
+other timed window on the same host that overlapped it in time (two timed jobs at once spoil
+each other's numbers, so the workflow runs them one at a time locally: this column shows
+whether that held).
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from nettebench.records.nvml import at_power_limit
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.grids import NO_CELLS_NOTE, row_keys, tell_apart
@@ -22,8 +25,10 @@ from nettebench.report.grids import NO_CELLS_NOTE, row_keys, tell_apart
 _NOTE = (
     "Every timed window: each cell's epochs and, beside a matrix cell, its compute ceiling's "
     "timed steps. *Others' CPU*: other processes' share of the job's CPUs; *steal*: the "
-    f"hypervisor's. {C.INTERFERENCE_MARK}: others took over a tenth of the CPUs, steal passed "
-    "5 %, the cgroup was throttled, another process used the GPU or the GPU throttled. "
+    "hypervisor's. *GPU power*: busy readings' mean power against the enforced limit, SM "
+    f"clock against its maximum. {C.INTERFERENCE_MARK}: others took over a tenth of the CPUs, "
+    "steal passed 5 %, the cgroup was throttled, another process used the GPU, or the GPU "
+    "slowed (heat, hardware slowdown, power brake). "
     "*Overlapped*: another timed window on this host at the same time. Details: "
     "docs/honest-numbers.md (Timing conditions)."
 )
@@ -62,6 +67,7 @@ def _windows(runs: pd.DataFrame) -> list[dict[str, Any]]:
                 "reasons": C.reasons_of(row.get("interference_reasons")),
                 "from": row.get("timed_from"),
                 "to": row.get("timed_to"),
+                "power": _power(row, ""),
             }
         )
         if not T.is_missing(row.get("ceiling_status")):
@@ -79,9 +85,35 @@ def _windows(runs: pd.DataFrame) -> list[dict[str, Any]]:
                     "reasons": C.reasons_of(row.get("ceiling_interference_reasons")),
                     "from": row.get("ceiling_timed_from"),
                     "to": row.get("ceiling_timed_to"),
+                    "power": _power(row, "ceiling_"),
                 }
             )
     return found
+
+
+def _power(row: pd.Series, prefix: str) -> tuple[str, bool]:
+    """A window's GPU power state (``prefix``: ``ceiling_`` for its ceiling's steps) in words,
+    and whether it ran at its power limit (:data:`~nettebench.report.caveats.POWER_LIMIT_MARK`);
+    empty for a CPU or a window NVML did not read."""
+
+    def value(name: str) -> float | None:
+        found = row.get(name)
+        return None if T.is_missing(found) else float(found)
+
+    share, of_limit = value(f"{prefix}gpu_power_cap_share"), value(f"{prefix}gpu_power_of_limit")
+    sm, limit = value(f"{prefix}gpu_sm_clock_of_max"), value("gpu_power_limit_w")
+    lowered, default = value("gpu_power_limit_lowered_w"), value("gpu_power_default_limit_w")
+    parts = []
+    if of_limit is not None and limit is not None:
+        parts.append(f"{100 * of_limit:.0f} % of {limit:.0f} W")
+        if lowered is not None and default is not None:
+            parts[-1] += f" (lowered from {default:.0f} W)"
+    if sm is not None:
+        parts.append(f"SM clock {100 * sm:.0f} % of max")
+    at_limit = at_power_limit(share)
+    if at_limit:
+        parts.insert(0, f"{C.POWER_LIMIT_MARK} power cap in {100 * share:.0f} % of busy readings")
+    return ", ".join(parts), at_limit
 
 
 def overlaps(windows: list[dict[str, Any]]) -> dict[int, list[int]]:
@@ -137,6 +169,7 @@ def timing_conditions_markdown(runs: pd.DataFrame) -> str:
                 T.fmt_percent(w["share"]),
                 T.fmt_percent(w["steal"]),
                 "" if T.is_missing(w["gpu"]) else f"{float(w['gpu']):.0f}",
+                w["power"][0],
                 verdict,
                 ", ".join(
                     f"{windows[j]['name']} {windows[j]['part']}" for j in overlapping.get(i, [])
@@ -149,11 +182,13 @@ def timing_conditions_markdown(runs: pd.DataFrame) -> str:
         f"{len(disturbed)} of {len(measured)} measured timed windows ran under interference; "
         f"{len(overlapping)} overlapped another timed window on the same host."
     )
-    policies = wait_policies(runs)
-    header = ["cell", "timed", "CPUs", "others' CPU %", "steal %", "GPU others SM %", "verdict"]
-    table = T.pipe_table([*header, "overlapped"], rows, "llrrrrll")
+    at_limit = sum(w["power"][1] for w in windows)
+    if at_limit:
+        summary += f" {at_limit} ran at their GPU's power limit ({C.POWER_LIMIT_MARK})."
+    notes = [summary, *filter(None, [wait_policies(runs)])]
+    notes += [C.POWER_LIMIT_NOTE] if at_limit else []
+    header = ["cell", "timed", "CPUs", "others' CPU %", "steal %", "GPU others SM %", "GPU power"]
+    table = T.pipe_table([*header, "verdict", "overlapped"], rows, "llrrrrlll")
     return T.document(
-        "Timing conditions",
-        _NOTE,
-        [T.section("Timed windows", table, notes=[summary, *filter(None, [policies])], level=2)],
+        "Timing conditions", _NOTE, [T.section("Timed windows", table, notes=notes, level=2)]
     )

@@ -3,7 +3,8 @@
 What a user of two clusters (a T4 partition and an A100 partition), or of one machine before and
 after an upgrade, asks first: for the same cell, how long on each, and how many times faster. A
 setup is the run's machine label with the hardware and software its records name
-(:mod:`nettebench.report.setups`); a cell that ran on one setup only is blank elsewhere.
+(:mod:`nettebench.report.setups`), a GPU power limit set below its default among them; a cell
+that ran on one setup only is blank elsewhere.
 """
 
 from __future__ import annotations
@@ -32,12 +33,22 @@ _FIELD_HEADERS = {
     "env_cudnn": "cuDNN",
     "env_torch": "torch",
     "env_cpu_capability": "CPU capability",
+    "gpu_power_limit_lowered_w": "GPU power limit, lowered (W)",
 }
 
 
+# Setup columns shown only where some setup has a value: a lowered power limit is rare.
+_WHEN_SET = ("gpu_power_limit_lowered_w",)
+
+
 def _setups_section(matrix: pd.DataFrame) -> str:
-    """Every setup and what its records say, so a column header can be looked up."""
-    columns = [c for c in SETUP_COLUMNS if c in matrix.columns]
+    """Every setup and what its records say, so a column header can be looked up; a GPU power
+    limit set below its default is named there (hardware, like the device)."""
+    columns = [
+        c
+        for c in SETUP_COLUMNS
+        if c in matrix.columns and (c not in _WHEN_SET or not matrix[c].map(T.is_missing).all())
+    ]
     rows = []
     for setup, cells in groups(matrix, ["setup"]):
         first = cells.iloc[0]
