@@ -77,23 +77,32 @@ def test_the_probe_reads_rapl_at_each_edge(tmp_path):
     assert found["cpu_energy_source"] == E.RAPL_SOURCE
 
 
-def _gpu_conditions(name: str, wall_s: float) -> dict:
-    """A quiet CPU window whose GPU state is a recorded stream's, with ``wall_s``."""
+def _gpu_conditions(name: str, wall_s: float, img_s: float = 1000.0) -> dict:
+    """A quiet CPU window whose GPU state is a recorded stream's, with ``wall_s``, all of it
+    steady training steps at ``img_s`` (one span: the stream's energy, ``img_s x wall_s``
+    images)."""
     readings, energy, identity = stream(name)
     probe = C.Probe(
         gpu=C.GpuTarget("GPU-aaaa", 0),
         device=Replay(readings, energy, identity=identity),
         sample_s=3600,
     )
-    state = probe.stop(probe.start())
+    started = probe.start()
+    for _ in readings[2:]:  # the sampling thread's readings between the edges: all the stream
+        probe.sampler.read()
+    state = probe.stop(started)
     found = {**F.window(wall_s=wall_s), **{k: state[k] for k in C.nvml.GPU_STATE_KEYS}}
     found.update(C.verdict(found))
+    span = {"epoch": 1, "steps": [5, 100], "seconds": wall_s, "images": img_s * wall_s,
+            "energy_j": state["gpu_energy_j"], "source": state["gpu_energy_source"]}  # fmt: skip
+    found.update(E.steady_totals([span]))
     return found
 
 
 def test_joules_per_image_from_the_counter_with_the_img_s_interval(tmp_path):
-    """530 J (the quiet stream's counter: 4,000,530,000 - 4,000,000,000 mJ) over a 10 s window
-    is 53 W; at 1,000 img/s [900-1,100] that is 0.053 J/img [0.0482-0.0589]."""
+    """530 J (the quiet stream's counter: 4,000,530,000 - 4,000,000,000 mJ) over 10 s of
+    steady steps is 53 W; their 10,000 images at 1,000 img/s [900-1,100] cost 0.053 J/img
+    [0.0482-0.0589]."""
     path = F.make_cell(
         tmp_path,
         precision="O1",
@@ -135,6 +144,9 @@ def test_energy_from_power_readings_has_no_interval(tmp_path):
 
 def test_a_cpu_study_without_a_counter_says_not_measured_and_writes_no_zero(tmp_path):
     window = {**F.window(), "cpu_energy_j": None, "cpu_energy_source": E.NO_RAPL}
+    span = {"epoch": 1, "steps": [1, 8], "seconds": 1.0, "images": 42, "energy_j": None,
+            "source": E.NO_RAPL}  # fmt: skip
+    window.update(E.steady_totals([span, span]))
     paths = [
         F.make_cell(tmp_path, precision=p, device_type="cpu", conditions=window)
         for p in ("fp32", "bf16")
@@ -154,7 +166,7 @@ def test_a_cpu_study_without_a_counter_says_not_measured_and_writes_no_zero(tmp_
 
 
 def test_the_figure_draws_the_tables_values_and_marks_a_throttled_cell(tmp_path):
-    quiet, throttled = _gpu_conditions("quiet", 10.0), _gpu_conditions("throttled", 10.0)
+    quiet, throttled = _gpu_conditions("quiet", 10.0, 500.0), _gpu_conditions("throttled", 10.0)
     paths = [
         F.make_cell(tmp_path, precision="O0", train_img_s=500.0, conditions=quiet),
         F.make_cell(tmp_path, precision="O1", train_img_s=1000.0, conditions=throttled),

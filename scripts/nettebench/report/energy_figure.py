@@ -1,10 +1,11 @@
 """The energy figure: joules per trained image by model and precision, with their intervals.
 
-Drawn from runs.csv's ``j_per_img`` with the energy table's own statistics (the mean over seeds
-and its 95 % interval, :func:`nettebench.report.stats.summarize`; a one-seed cell's own
-interval), one panel per setup as the table's sections; a bar timed under interference or on a
-throttled GPU carries ‡ as in the table. With no energy measured it says so instead of drawing
-zeros.
+Joules per image of each cell's steady training steps (validation, the warm-up and the
+loader's start-up apart: :func:`nettebench.records.energy.energy_columns`), drawn from runs.csv's
+``j_per_img`` with the energy table's own statistics (the mean over seeds and its 95 %
+interval, :func:`nettebench.report.stats.summarize`; a one-seed cell's own interval), one panel
+per setup as the table's sections; a bar timed under interference or on a throttled GPU carries
+‡ as in the table. With no energy measured it says so instead of drawing zeros.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from nettebench.report.plotting import MARK_COLOR, empty_figure, new_figure
 from nettebench.report.tables.energy import measured
 from nettebench.vocabulary.record_keys import STATUS_OK
 
-TITLE = "Energy per trained image (J/img)"
+TITLE = "Energy per trained image (J/img, steady training steps)"
 
 
 def energy_bars(runs: pd.DataFrame) -> list[tuple[str, list[dict]]]:

@@ -35,7 +35,7 @@ from nettebench.data.cached import (
 from nettebench.data.pil import build_pil_loaders
 from nettebench.datasets.info import load_data_root
 from nettebench.models.build import build_model
-from nettebench.records import conditions
+from nettebench.records import conditions, energy
 from nettebench.records import files as records
 from nettebench.training import checkpoint, startup
 from nettebench.training.apex import ApexTrainingStep, require_apex_amp
@@ -404,6 +404,7 @@ def _epoch(run: RunContext, ready: _Prepared, batches, epoch: int, warmup: int) 
     lr = lr_at(cell, epoch, ready.batch_size)
     runner.set_lr(lr)
     reset_peak_memory(device)
+    span = energy.SpanMeter(run.probe, device.type) if run.probe else None
     with tqdm(
         total=step_limit(steps_per_epoch, cell.max_steps),
         desc=f"epoch {epoch + 1}/{cell.epochs}",
@@ -418,7 +419,9 @@ def _epoch(run: RunContext, ready: _Prepared, batches, epoch: int, warmup: int) 
             max_steps=cell.max_steps,
             warmup_steps=warmup,
             progress=progress,
+            span=span,
         )
+    steady = _steady_span(span, train, run.parallel.world, epoch)
     train = run.parallel.combine_train(train)  # over every process
     val = run.parallel.validate(
         runner,
@@ -432,7 +435,19 @@ def _epoch(run: RunContext, ready: _Prepared, batches, epoch: int, warmup: int) 
         ready.loaders.val,
     )
     peak_mb = peak_memory_mb(device) - loader_device_mb(ready.loaders, device)
-    return epoch_row(epoch + 1, lr, train, val, peak_mb, steps_per_epoch)
+    row = epoch_row(epoch + 1, lr, train, val, peak_mb, steps_per_epoch)
+    row["_steady_energy"] = steady  # the record's steady_energy_* (training.outcome)
+    return row
+
+
+def _steady_span(span, train, processes: int, epoch: int) -> dict[str, Any] | None:
+    """The 0-based ``epoch``'s steady span (:class:`~nettebench.records.energy.SpanMeter`) with
+    its steps and images: this process's where the energy is its own GPU's (NVML), every
+    process's where it is the packages' that they all share (RAPL; equal shards)."""
+    if span is None:
+        return None
+    images = train.span_images * (1 if span.one_device else processes)
+    return {"epoch": epoch + 1, "steps": train.span_steps, **span.measured(images)}
 
 
 def _record_epoch(run: RunContext, ready: _Prepared, rows, key, earlier_wall_s: float) -> None:

@@ -73,6 +73,9 @@ class TrainEpoch:
     extrapolated: bool
     step_s: list[float] = field(default_factory=list)  # seconds of each steady step
     step_images: list[int] = field(default_factory=list)  # images of each steady step
+    # the steps [first, end) inside the span ``span`` measured (None: not opened) and their images
+    span_steps: tuple[int, int] | None = None
+    span_images: int = 0
 
 
 @dataclass
@@ -92,12 +95,22 @@ def train_epoch(
     max_steps: int | None,
     warmup_steps: int,
     progress=None,
+    span=None,
 ) -> TrainEpoch:
-    """Run one training epoch (or ``max_steps`` of it) and time it."""
+    """Run one training epoch (or ``max_steps`` of it) and time it.
+
+    ``span`` (a :class:`nettebench.records.energy.SpanMeter`: ``open()``, ``close()``) brackets
+    the steady steps: opened as the first steady step begins, closed after the epoch's closing
+    synchronisation. Opening it synchronises the device once (after the last step before the
+    span), so the energy counter read there holds none of the steps queued before it: that wait
+    lands in a step that is not steady, and the first steady step starts on an empty queue as
+    the epoch's first step does (the host's launch of its first kernels, well under a
+    millisecond, in a step of tens of milliseconds); no step of the span is synchronised."""
     device = runner.device
     runner.model.train()
     steps_limit = step_limit(steps_per_epoch, max_steps)
     warmup_steps = min(warmup_steps, max(steps_limit - 1, 0))
+    opens_at = None if span is None else steady_from(warmup_steps, steps_limit)
     loss_sum = torch.zeros((), device=device)
     samples = 0
     data_wait = 0.0
@@ -107,6 +120,8 @@ def train_epoch(
 
     synchronize(device)
     start = time.perf_counter()
+    if opens_at == 0:
+        span.open()
     clock.start()
     iterator = iter(loader)
     wait = DataWait(device)
@@ -120,6 +135,9 @@ def train_epoch(
         images = runner.prepare_inputs(images)
         targets = targets.to(device, non_blocking=True)
         loss = runner.step(images, targets)
+        if opens_at is not None and steps + 1 == opens_at:
+            synchronize(device)  # once an epoch: see the docstring
+            span.open()
         clock.mark()
         batch = targets.shape[0]
         batches.append(batch)
@@ -130,6 +148,8 @@ def train_epoch(
             progress.update(1)
     synchronize(device)
     end = time.perf_counter()
+    if span is not None:
+        span.close()
     del iterator  # stop the loader's prefetching before the next phase is timed
     data_wait = wait.seconds()
 
@@ -155,6 +175,8 @@ def train_epoch(
         extrapolated=extrapolated,
         step_s=step_s,
         step_images=step_images,
+        span_steps=(opens_at, steps) if opens_at is not None and steps >= opens_at else None,
+        span_images=sum(batches[opens_at:steps]) if opens_at is not None else 0,
     )
 
 

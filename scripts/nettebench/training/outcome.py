@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from nettebench.records import environment, spread
+from nettebench.records import energy, environment, spread
 from nettebench.records import files as records
 from nettebench.training import checkpoint, finished
 from nettebench.training.context import RunContext, Trained
@@ -117,13 +117,16 @@ def finish(
 def run_conditions(
     window: dict[str, Any] | None, rows: list[dict[str, Any]]
 ) -> dict[str, Any] | None:
-    """metrics.json's ``conditions``: the window of this process's epochs, and every epoch
-    (resumed ones too) whose own window was under interference, which marks the cell too."""
+    """metrics.json's ``conditions``: the window of this process's epochs, every epoch
+    (resumed ones too) whose own window was under interference, which marks the cell too, and
+    the energy of every epoch's steady training steps (:func:`.energy.steady_totals`: the
+    cell's energy per image)."""
     disturbed = [r["epoch"] for r in rows if r.get("interference") is True]
     if window is None and not rows:
         return None
     found = dict(window or {})
     found["epochs_under_interference"] = disturbed
+    found.update(energy.steady_totals([r.get("_steady_energy") for r in rows]))
     if disturbed:
         found["interference"] = True
         found["interference_reasons"] = [

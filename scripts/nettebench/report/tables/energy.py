@@ -1,8 +1,10 @@
 """Energy by model x precision: the study's question in joules per trained image.
 
 Each table cell is a cell's ``j_per_img`` (runs.csv, :func:`nettebench.records.energy.
-energy_columns`): the mean power of its epochs' window (the GPU's through NVML's energy
-counter; on a CPU the packages' through RAPL) over its steady-step img/s; then img/s per watt.
+energy_columns`): the joules of its steady training steps over the images they trained (the
+GPU's through NVML's energy counter; on a CPU the packages' through RAPL), read at the edges of
+each epoch's steady steps, so the warm-up, the loader's start-up and validation are not
+counted; then img/s per watt.
 Built by the shared grid engine (:func:`nettebench.report.grids.model_precision_grids`), so a
 window timed under interference or on a throttled GPU carries ‡ as in every other table. A cell
 that ran but whose energy no counter measured reads "not measured", never 0, and the sources
@@ -23,10 +25,12 @@ from nettebench.vocabulary.record_keys import STATUS_OK
 NOT_MEASURED = "not measured"
 
 NOTE = (
-    "Energy per trained image (`j_per_img` in runs.csv): the mean power of a cell's epochs over "
-    "its steady img/s, and its inverse per watt (`img_s_per_w`); the GPU's NVML counter, or on a "
-    "CPU the packages' RAPL counter (every process on them). Intervals only where a counter "
-    f"measured the energy. *{NOT_MEASURED}*: the cell ran, but no counter measured its energy. "
+    "Energy per trained image (`j_per_img` in runs.csv): the joules of a cell's steady training "
+    "steps over the images they trained (warm-up, the loader's start-up and validation apart), "
+    "and its inverse per watt (`img_s_per_w`); the GPU's NVML counter, or on a CPU the "
+    "packages' RAPL counter (every process on them), read at each epoch's steady steps' edges. "
+    "Intervals (the steady img/s interval's relative width) only where a counter measured the "
+    f"energy. *{NOT_MEASURED}*: the cell ran, but no counter measured its steady steps' energy. "
     "Formulas: docs/energy.md."
 )
 
