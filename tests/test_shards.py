@@ -1,5 +1,6 @@
-"""A data-parallel process's share of the data: DistributedSampler's semantics for pil, the
-one-process run's global batches for cached, every validation image once."""
+"""A data-parallel process's share of the data: the one-process run's global batches for pil
+and cached (both drop the short last batch), DistributedSampler's semantics for a training
+loader that keeps it, every validation image once."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from tests.memory_store import OUT, MemoryStore
 
 
 @pytest.mark.parametrize(("n", "count"), [(10, 2), (11, 2), (10, 3), (2, 4)])
-def test_pil_training_share_is_distributed_samplers(n, count):
+def test_a_loader_keeping_its_short_batch_shares_like_distributed_sampler(n, count):
     """Same padding and dealing as torch's DistributedSampler (shuffle aside, whose order
     comes from the trainer's generator here)."""
     for rank in range(count):
@@ -69,11 +70,12 @@ def test_cached_local_batches_make_the_one_process_runs_global_batches(path):
 
 
 def test_pil_shares_cover_the_epoch_and_differ_in_augmentation():
-    """The reference loader's share: the same permutation dealt out, padded to equal steps;
-    with no workers each process's augmentation RNG is offset by its rank."""
+    """The reference loader's share: the same permutation dealt out, cut to whole global
+    batches as one process drops its short last batch; with no workers each process's
+    augmentation RNG is offset by its rank."""
     dataset = torch.utils.data.TensorDataset(torch.zeros(11, 1), torch.arange(11))
     generator = torch.Generator()
-    loader = DataLoader(dataset, batch_size=4, shuffle=True, generator=generator)
+    loader = DataLoader(dataset, batch_size=4, shuffle=True, drop_last=True, generator=generator)
     val = DataLoader(dataset, batch_size=4)
     whole = Loaders(loader, val, 1, ["a"], generator)
     shares = [shard_loaders(whole, Shard(r, 2), 2) for r in range(2)]
@@ -84,9 +86,9 @@ def test_pil_shares_cover_the_epoch_and_differ_in_augmentation():
         torch.manual_seed(11)
         epoch.append(_batches(share.train))
         draws.append(torch.rand(1).item())  # what a transform would draw next
-    assert [len(batches) for batches in epoch] == [3, 3]  # ceil(11 / 2) = 6 each, by 2
+    assert [len(batches) for batches in epoch] == [2, 2]  # 11 // 4 = 2 global batches of 4
     flat = [i for batches in epoch for batch in batches for i in batch]
-    assert sorted(set(flat)) == list(range(11)) and len(flat) == 12  # one padded
+    assert len(set(flat)) == len(flat) == 8 and set(flat) <= set(range(11))  # none padded
     assert draws[0] != draws[1]
     assert [len(share.val) for share in shares] == [3, 3]  # 6 and 5 images, 2 per batch
     assert sorted(i for share in shares for b in _batches(share.val) for i in b) == list(range(11))
@@ -112,8 +114,9 @@ def _pil_loaders(n: int, batch_size: int, workers: int = 0, dataset=None):
     dataset = dataset or torch.utils.data.TensorDataset(torch.zeros(n, 1), torch.arange(n))
     generator = torch.Generator()
     train = DataLoader(
-        dataset, batch_size=batch_size, shuffle=True, generator=generator, num_workers=workers
-    )
+        dataset, batch_size=batch_size, shuffle=True, drop_last=True, generator=generator,
+        num_workers=workers,
+    )  # fmt: skip
     return Loaders(train, DataLoader(dataset, batch_size=batch_size), 1, ["a"], generator)
 
 
@@ -138,8 +141,7 @@ def test_a_split_not_a_multiple_of_the_global_batch_gives_every_rank_the_same_st
         assert len(share.train) == len(batches)
     assert steps[0] == steps[1], (path, n, steps)
     assert sizes[0] == sizes[1]  # the same local batch at every step
-    whole = -(-n // 8) if path == "pil" else n // 8  # pil pads its last step, cached drops it
-    assert steps[0] == whole
+    assert steps[0] == n // 8  # both drop the short last global batch
 
 
 class _Draws(torch.utils.data.Dataset):

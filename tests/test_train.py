@@ -123,11 +123,12 @@ def test_a_mode_the_device_cannot_run_is_recorded_unsupported(tiny_tree, tmp_pat
 
 
 def test_batch_size_auto_halves_until_a_step_fits(tiny_tree, tmp_path, monkeypatch):
-    """Simulate a card on which only 64 images fit: auto settles on 64 and records it."""
+    """Simulate a card on which only 16 images fit: auto settles on 16 and records it (the
+    tree's 24 training images hold one full batch of 16)."""
     real_step = TrainingStep.step
 
     def step(self, images, targets):
-        if images.shape[0] > 64:
+        if images.shape[0] > 16:
             raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 1.00 GiB")
         return real_step(self, images, targets)
 
@@ -135,7 +136,7 @@ def test_batch_size_auto_halves_until_a_step_fits(tiny_tree, tmp_path, monkeypat
     record = run_cell(small_cell(batch_size="auto", epochs=1), tiny_tree, tmp_path)
     assert record["status"] == "ok"
     assert record["cell"]["batch_size"] == "auto"
-    assert record["summary"]["batch_size_used"] == 64
+    assert record["summary"]["batch_size_used"] == 16
 
 
 def test_summary_separates_first_epoch_overhead(tiny_tree, tmp_path):

@@ -17,7 +17,8 @@ study's GPU. Here the dataset was decoded once into a uint8 store (:mod:`nettebe
   buffers (:class:`_NormalisedBatches`).
 
 Every training batch has the same shape (the odd last batch is dropped, as fixed shapes keep
-cuDNN from autotuning a second shape); validation keeps every image (the trainer pads the short
+cuDNN from autotuning a second shape), as in the ``pil`` loader, so both train the same
+``n // batch_size`` batches an epoch; validation keeps every image (the trainer pads the short
 last batch to the same shape, :func:`nettebench.training.loop.evaluate`).
 """
 

@@ -3,6 +3,11 @@
 Exactly what pytorch/examples' ``imagenet/main.py`` (the study's script) does, kept as the
 baseline that faster loaders are measured against: RandomResizedCrop + horizontal flip for
 training, resize to ``image_size / 0.875`` + centre crop for validation, ImageNet normalisation.
+
+One departure, shared with the ``cached`` loader: every training batch is full, the short last
+batch of an epoch dropped (``drop_last``). So both loaders train the same ``n // batch_size``
+batches an epoch, and every training step has the cell's one shape (a second shape makes cuDNN
+autotune, or torch.compile compile, inside a timed step). Validation keeps every image.
 """
 
 from __future__ import annotations
@@ -42,6 +47,18 @@ class Loaders:
     # batches in the full validation set when ``val`` is its max_steps sample (data.val_sample),
     # so validation time is extrapolated to the full set; None when ``val`` is the full set
     val_steps_full: int | None = None
+
+
+def require_full_batch(train_images: int, batch_size: int) -> None:
+    """Refuse a training split with fewer images than one batch: with the short last batch
+    dropped (both loaders) its epochs would train nothing. ``batch_size`` is the global batch
+    (all processes of a data-parallel cell together)."""
+    if train_images < batch_size:
+        raise DatasetError(
+            f"the training split has {train_images} images, fewer than one batch of "
+            f"{batch_size}: every training step takes a full batch (the short last one is "
+            f"dropped), so an epoch would train none; set batch_size to at most {train_images}"
+        )
 
 
 def build_pil_loaders(
@@ -97,7 +114,12 @@ def build_pil_loaders(
     generator = torch.Generator()
     common = {"batch_size": batch_size, "num_workers": workers, "pin_memory": pin_memory}
     train = DataLoader(
-        train_set, shuffle=True, generator=generator, worker_init_fn=_seed_worker, **common
+        train_set,
+        shuffle=True,
+        drop_last=True,  # one batch shape, as the cached loader (module docstring)
+        generator=generator,
+        worker_init_fn=_seed_worker,
+        **common,
     )
     val = DataLoader(val_set, shuffle=False, worker_init_fn=_seed_worker, **common)
     return Loaders(train, val, len(train_set.classes), list(train_set.classes), generator)

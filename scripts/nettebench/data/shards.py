@@ -6,11 +6,12 @@ epoch permutation (the loaders' generator is re-seeded from (seed, epoch) alike 
 and takes every N-th index, from its rank on. So the N local batches of a step are exactly the
 global batch a one-process run of the same cell draws from that permutation:
 
-- ``pil`` (the reference): ``DistributedSampler``'s semantics. The permutation is padded with
-  its own head to a multiple of N, so every process has the same number of steps (a process
-  with one step fewer would leave the others waiting in the gradient all-reduce).
-- ``cached``: the same order as its one-process run, which drops the odd last batch: the
-  permutation is cut to whole global batches before it is dealt out.
+- training (``pil`` and ``cached`` alike): the same order as its one-process run, which drops
+  the odd last batch: the permutation is cut to whole global batches before it is dealt out,
+  so every process runs the same number of full steps (a process with one step fewer would
+  leave the others waiting in the gradient all-reduce).
+- a training loader that keeps its short last batch (none of the study's):
+  ``DistributedSampler``'s semantics, the permutation padded with its head to a multiple of N.
 - validation: every image exactly once (no padding: a padded image would be counted twice),
   ``rank, rank + N, ...``; the trainer sums the counts over the processes.
 

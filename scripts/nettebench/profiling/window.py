@@ -51,10 +51,11 @@ class Window:
 
 def endless_batches(loaders, seed: int, batch_size: int) -> Iterator:
     """The training batches of epoch after epoch (each seeded as the trainer seeds it), the
-    short last batch of an epoch left out (the ``pil`` loader keeps it: 3,000 images / 256
-    leave 184). A batch of a shape not seen before makes cuDNN autotune inside the profiled
-    steps, and its trial kernels would then fill the tables. When no batch of an epoch is full
-    (fewer images than ``batch_size``) the short ones are all there is, and they are used."""
+    short last batch of an epoch left out (the trainer's loaders drop it already; a loader of
+    one's own may not). A batch of a shape not seen before makes cuDNN autotune inside the
+    profiled steps, and its trial kernels would then fill the tables. When no batch of an
+    epoch is full (fewer images than ``batch_size``) the short ones are all there is, and they
+    are used."""
     epoch = 0
     while True:
         seed_epoch(seed, epoch, loaders.generator)

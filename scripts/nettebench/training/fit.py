@@ -32,7 +32,7 @@ from nettebench.data.cached import (
     resolve_placement,
     store_bytes,
 )
-from nettebench.data.pil import build_pil_loaders
+from nettebench.data.pil import build_pil_loaders, require_full_batch
 from nettebench.datasets.info import load_data_root
 from nettebench.models.build import build_model
 from nettebench.records import conditions, energy
@@ -265,10 +265,12 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
     """The cell's input pipeline: the reference PIL loader, or batches from the decoded store
     (``data_path``, the dataset.json or tree the cell was given, identifies the store's source).
     With ``max_steps`` validation reads a fixed class-balanced sample
-    (:mod:`nettebench.data.val_sample`), and ``val_steps_full`` keeps the full set's batches."""
+    (:mod:`nettebench.data.val_sample`), and ``val_steps_full`` keeps the full set's batches.
+    Both train full batches only: a training split smaller than one batch is refused."""
     sample = val_sample.sample_size(cell.max_steps, batch_size)
     if cell.loader == "cached":
         opened = current_store(cell, data_path, store_dir)
+        require_full_batch(len(opened.train_labels), batch_size)
         full_val = len(opened.val_labels)
         if sample is not None:
             opened = val_sample.balanced_store(opened, sample)
@@ -294,6 +296,7 @@ def build_loaders(cell: CellSpec, data_root, data_path, batch_size: int, device,
         pin_memory=device.type == "cuda",
         skip=data_root.skipped,
     )
+    require_full_batch(len(loaders.train.dataset), batch_size)
     if sample is not None:
         loaders.val_steps_full = len(loaders.val)
         loaders.val = val_sample.balanced_loader(loaders.val, sample)
@@ -420,6 +423,7 @@ def _epoch(run: RunContext, ready: _Prepared, batches, epoch: int, warmup: int) 
             warmup_steps=warmup,
             progress=progress,
             span=span,
+            batch_size=ready.local_batch,  # a step of another size is no steady step
         )
     steady = _steady_span(span, train, run.parallel.world, epoch)
     train = run.parallel.combine_train(train)  # over every process

@@ -15,6 +15,9 @@
   :data:`LOADER_STARTUP_STEPS`, whose wait includes starting the workers and filling their
   prefetch queue); their times are the samples of the cell's img/s and its interval
   (:mod:`nettebench.records.spread`).
+- Every steady step has the cell's batch shape: both loaders drop the short last training
+  batch, and a step of another size should one come (a loader of one's own) counts in the
+  epoch's wall time but is no steady step (:func:`steady_steps`).
 - With ``max_steps`` an epoch stops early and its times are extrapolated to the full epoch from
   the mean time of its steady steps (the loader's start-up counted once, as in a full epoch), and
   flagged as extrapolated.
@@ -96,6 +99,7 @@ def train_epoch(
     warmup_steps: int,
     progress=None,
     span=None,
+    batch_size: int | None = None,
 ) -> TrainEpoch:
     """Run one training epoch (or ``max_steps`` of it) and time it.
 
@@ -108,12 +112,11 @@ def train_epoch(
     millisecond, in a step of tens of milliseconds); no step of the span is synchronised."""
     device = runner.device
     runner.model.train()
-    steps_limit = step_limit(steps_per_epoch, max_steps)
+    steps_limit = training_steps(steps_per_epoch, max_steps)
     warmup_steps = min(warmup_steps, max(steps_limit - 1, 0))
     opens_at = None if span is None else steady_from(warmup_steps, steps_limit)
     loss_sum = torch.zeros((), device=device)
     samples = 0
-    data_wait = 0.0
     steps = 0
     batches: list[int] = []
     clock = StepClock(device)
@@ -151,33 +154,73 @@ def train_epoch(
     if span is not None:
         span.close()
     del iterator  # stop the loader's prefetching before the next phase is timed
-    data_wait = wait.seconds()
 
-    seconds = end - start
-    first_steady = steady_from(warmup_steps, steps)
-    step_s = clock.seconds()[first_steady:steps]
-    step_images = batches[first_steady:steps]
-    timed_seconds, timed_images = sum(step_s), sum(step_images)
-    img_s = timed_images / timed_seconds if timed_seconds > 0 and timed_images else float("nan")
-    extrapolated = steps < steps_per_epoch
-    if extrapolated and steps:
-        steady_step_s = timed_seconds / len(step_s)
-        missing = steps_per_epoch - steps
-        data_wait *= (seconds + missing * steady_step_s) / seconds
-        seconds += missing * steady_step_s
+    step_s, step_images = steady_samples(clock.seconds(), batches, warmup_steps, batch_size)
+    seconds, data_wait = to_full_epoch(end - start, wait.seconds(), step_s, steps, steps_per_epoch)
     return TrainEpoch(
         loss=(loss_sum / max(samples, 1)).item(),
         seconds=seconds,
         data_wait_s=data_wait,
-        images=timed_images,
-        img_s=img_s,
+        images=sum(step_images),
+        img_s=images_per_second(step_s, step_images),
         steps_run=steps,
-        extrapolated=extrapolated,
+        extrapolated=steps < steps_per_epoch,
         step_s=step_s,
         step_images=step_images,
         span_steps=(opens_at, steps) if opens_at is not None and steps >= opens_at else None,
         span_images=sum(batches[opens_at:steps]) if opens_at is not None else 0,
     )
+
+
+def training_steps(steps_per_epoch: int, max_steps: int | None) -> int:
+    """Steps a training epoch runs (:func:`step_limit`). An epoch of none (a loader without one
+    full batch; :func:`nettebench.data.pil.require_full_batch` refuses such a split) is an
+    error, never an epoch that silently trains nothing."""
+    steps = step_limit(steps_per_epoch, max_steps)
+    if steps < 1:
+        raise ValueError(f"an epoch of {steps} training steps: the loader holds no full batch")
+    return steps
+
+
+def steady_samples(
+    times: list[float], batches: list[int], warmup_steps: int, batch_size: int | None
+) -> tuple[list[float], list[int]]:
+    """The seconds and images of an epoch's steady steps (:func:`steady_steps`), from every
+    step's ``times`` and images (``batches``)."""
+    steady = steady_steps(batches, warmup_steps, batch_size)
+    return [times[index] for index in steady], [batches[index] for index in steady]
+
+
+def images_per_second(step_s: list[float], step_images: list[int]) -> float:
+    """The steady steps' images over their seconds (NaN without any)."""
+    seconds, images = sum(step_s), sum(step_images)
+    return images / seconds if seconds > 0 and images else float("nan")
+
+
+def to_full_epoch(
+    seconds: float, data_wait: float, step_s: list[float], steps: int, steps_per_epoch: int
+) -> tuple[float, float]:
+    """An epoch's wall and data-wait seconds, extrapolated when it ran ``steps`` of its
+    ``steps_per_epoch`` (``max_steps``): each missing step costs the mean steady step, and the
+    data wait grows in proportion. A full epoch's are returned as they are."""
+    if steps >= steps_per_epoch or not steps:
+        return seconds, data_wait
+    steady_step_s = sum(step_s) / len(step_s) if step_s else seconds / steps
+    full = seconds + (steps_per_epoch - steps) * steady_step_s
+    return full, data_wait * full / seconds
+
+
+def steady_steps(batches: list[int], warmup_steps: int, batch_size: int | None) -> list[int]:
+    """Indices of an epoch's steady steps, given each step's images (``batches``): from
+    :func:`steady_from` on, those of the full batch (``batch_size``; None: the epoch's largest).
+    A step of another size (none with the study's loaders, which drop the short last batch) is
+    another shape, which cuDNN autotunes and torch.compile compiles inside it: it counts in the
+    epoch's wall time, never in the step samples. An epoch whose steps from :func:`steady_from`
+    on are all short keeps its last full step, as that function keeps one step."""
+    full = max(batches, default=0) if batch_size is None else batch_size
+    whole = [index for index, images in enumerate(batches) if images == full]
+    first = steady_from(warmup_steps, len(batches))
+    return [index for index in whole if index >= first] or whole[-1:]
 
 
 def steady_from(warmup_steps: int, steps: int) -> int:
