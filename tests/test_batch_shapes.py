@@ -15,8 +15,9 @@ from nettebench.data.cached import STREAMED, device_loaders
 from nettebench.data.shards import Shard, shard_loaders
 from nettebench.datasets.info import load_data_root
 from nettebench.datasets.synthetic import generate
-from nettebench.training.fit import build_loaders, seed_epoch
+from nettebench.training.fit import build_loaders
 from nettebench.training.loop import LOADER_STARTUP_STEPS, train_epoch
+from nettebench.training.runner import seed_epoch
 from nettebench.training.step import TrainingStep
 from nettebench.vocabulary import precision
 from nettebench.vocabulary.cell import CellSpec

@@ -95,16 +95,16 @@ def test_channels_last_reaches_the_inputs(monkeypatch):
 
 def test_pretrained_weights_are_not_fetched_for_a_ceiling(monkeypatch):
     """Weights do not change a step's speed; the cell still records that it asked for them."""
-    from nettebench.training import fit  # where the ceiling's runner looks build_model up
+    from nettebench.training import runner  # where the ceiling's runner looks build_model up
 
-    real_build = fit.build_model
+    real_build = runner.build_model
     asked = []
 
     def build(name, num_classes, *, pretrained=False, **kwargs):
         asked.append(pretrained)
         return real_build(name, num_classes, pretrained=pretrained, **kwargs)
 
-    monkeypatch.setattr(fit, "build_model", build)
+    monkeypatch.setattr(runner, "build_model", build)
     options = {**TINY, "warmup_steps": 0, "steps": 1}
     record = bench.measure_ceiling("resnet18", "O0", 2, pretrained=True, lr=0.5, **options)
     assert record["status"] == "ok" and asked == [False]

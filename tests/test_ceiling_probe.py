@@ -13,7 +13,7 @@ import pytest
 
 from nettebench.benchmarks import ceiling
 from nettebench.records import conditions
-from nettebench.training import fit
+from nettebench.training import runner as runners
 
 WARMUP, STEPS = 2, 3
 
@@ -22,7 +22,7 @@ WARMUP, STEPS = 2, 3
 def calls(monkeypatch):
     """The order of the ceiling's calls to the probe and the training step."""
     found: list[str] = []
-    real_target, real_make_runner = conditions.gpu_target, fit.make_runner
+    real_target, real_make_runner = conditions.gpu_target, runners.make_runner
 
     def gpu_target(device):
         found.append("gpu_target")
@@ -54,7 +54,7 @@ def calls(monkeypatch):
 
     monkeypatch.setattr(conditions, "gpu_target", gpu_target)
     monkeypatch.setattr(conditions, "Probe", RecordingProbe)
-    monkeypatch.setattr(fit, "make_runner", make_runner)
+    monkeypatch.setattr(runners, "make_runner", make_runner)
     return found
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from nettebench.training.fit import AUTO_BATCH_START, ddp_bucket_bytes
+from nettebench.training.auto_batch import AUTO_BATCH_START, ddp_bucket_bytes
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="gloo processes")
 
@@ -37,10 +37,11 @@ def _choose(rank: int, fits: dict[int, int]) -> dict:
     """``choose_batch_size`` of an auto resnet18 cell here, rank ``rank`` holding ``fits[rank]``
     images at most: the batch (or the name of the error it raised, and its first line) and the
     shares tried."""
-    from nettebench.training import fit
+    from nettebench.training import auto_batch
+    from nettebench.training import runner as runners
     from nettebench.vocabulary.cell import CellSpec
 
-    real_make_runner = fit.make_runner
+    real_make_runner = runners.make_runner
     tried: list[int] = []
 
     def make_runner(cell, device, num_classes, batch_size, *args, **kwargs):
@@ -55,17 +56,17 @@ def _choose(rank: int, fits: dict[int, int]) -> dict:
             next(runner.model.parameters()).register_hook(out_of_memory)
         return runner
 
-    fit.make_runner = make_runner  # this spawned process's own, gone with it
+    runners.make_runner = make_runner  # this spawned process's own, gone with it
     try:
         cell = CellSpec(
             dataset="dp", model="resnet18", batch_size="auto", image_size=40, processes=WORLD
         )
-        return {"batch": fit.choose_batch_size(cell, torch.device("cpu"), 4), "tried": tried}
+        return {"batch": auto_batch.choose_batch_size(cell, torch.device("cpu"), 4), "tried": tried}
     except Exception as error:  # noqa: BLE001 - the test compares what each process raised
         first = (str(error).strip().splitlines() or [""])[0]
         return {"batch": type(error).__name__, "error": first, "tried": tried}
     finally:
-        fit.make_runner = real_make_runner
+        runners.make_runner = real_make_runner
 
 
 def _worker(rank: int, folder: str) -> None:

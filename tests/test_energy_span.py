@@ -19,7 +19,7 @@ from nettebench.records import conditions as C
 from nettebench.records import energy as E
 from nettebench.records import nvml
 from nettebench.records.nvml import Reading
-from nettebench.training import fit as fit_module
+from nettebench.training import runner as runners
 from nettebench.training.cli import run_cell
 from nettebench.training.loop import train_epoch
 from nettebench.training.step import TrainingStep
@@ -104,7 +104,7 @@ class Source:
 
 def _train(tmp_path, monkeypatch, tree, source: Source, **probe) -> dict:
     """A real two-epoch run of the trainer whose probe reads ``source``; its record."""
-    build = fit_module.build_model
+    build = runners.build_model
 
     def hooked(*args, **kwargs):
         model = build(*args, **kwargs)
@@ -112,7 +112,7 @@ def _train(tmp_path, monkeypatch, tree, source: Source, **probe) -> dict:
         return model
 
     real = C.Probe
-    monkeypatch.setattr(fit_module, "build_model", hooked)
+    monkeypatch.setattr(runners, "build_model", hooked)
     monkeypatch.setattr(C, "Probe", lambda **kw: real(pid=kw.get("pid"), sample_s=3600, **probe))
     cell = CellSpec(dataset="span", model="resnet18", batch_size=BATCH, epochs=2, image_size=32,
                     workers=0)  # fmt: skip

@@ -6,7 +6,7 @@ from __future__ import annotations
 import torch
 
 from nettebench.data.cached import RESIDENT, STREAMED, _cpu_loaders, device_loaders, store_bytes
-from nettebench.training import fit
+from nettebench.training import auto_batch, fit
 from nettebench.vocabulary.cell import CellSpec
 from tests.memory_store import OUT, MemoryStore
 
@@ -42,12 +42,12 @@ def test_auto_batch_size_trials_of_a_compiled_cell_run_eager(monkeypatch):
     """Each trial builds a fresh model; compiled, every halving would compile again."""
     compiled = []
     monkeypatch.setattr(torch.nn.Module, "compile", lambda self, *a, **k: compiled.append(self))
-    monkeypatch.setattr(fit, "AUTO_BATCH_START", 2)
+    monkeypatch.setattr(auto_batch, "AUTO_BATCH_START", 2)
     cell = CellSpec(
         dataset="d", model="resnet18", batch_size="auto", image_size=16, compile=True,
         device="cpu",
     )  # fmt: skip
-    assert fit.choose_batch_size(cell, torch.device("cpu"), 3, reserve_bytes=2**20) == 2
+    assert auto_batch.choose_batch_size(cell, torch.device("cpu"), 3, reserve_bytes=2**20) == 2
     assert compiled == []
 
 

@@ -238,7 +238,7 @@ def test_compile_is_timed_apart_and_leaves_learning_unchanged(tiny_tree, tmp_pat
 def test_cudnn_autotuning_follows_the_cell(options, benchmark, monkeypatch):
     """On a CUDA device (only flags are set: no GPU needed) cuDNN autotunes unless the cell
     turns it off or asks for determinism."""
-    from nettebench.training.fit import configure_determinism
+    from nettebench.training.runner import configure_determinism
 
     monkeypatch.setattr(torch.backends.cudnn, "benchmark", not benchmark)
     monkeypatch.setattr(torch.backends.cudnn, "deterministic", False)

@@ -1,10 +1,10 @@
 """The compute ceiling: training-step throughput with no input pipeline.
 
 One batch of random images and targets is made once on the training device; then the training
-step the trainer itself builds (:func:`nettebench.training.fit.make_runner`, so precision handling,
-channels_last and cuDNN settings are identical) trains on it over and over. The steps per second
-this reaches is what the same model, precision and batch size could do if the input pipeline
-cost nothing, so a report can set a cell's training img/s against it::
+step the trainer itself builds (:func:`nettebench.training.runner.make_runner`, so precision
+handling, channels_last and cuDNN settings are identical) trains on it over and over. The steps
+per second this reaches is what the same model, precision and batch size could do if the input
+pipeline cost nothing, so a report can set a cell's training img/s against it::
 
     python -m nettebench benchmarks ceiling --model resnet50 --precision O1 --batch-size 256 \\
         --out ceiling.json
@@ -162,7 +162,8 @@ def measure_cell(
     libraries.activate(cell, builds_dir)
     # Boundary (see the package docstring): imported after activate(), because it imports
     # torchvision, and a cell's torchvision build must be first on the path before that.
-    from nettebench.training.fit import choose_batch_size, configure_determinism
+    from nettebench.training.auto_batch import choose_batch_size
+    from nettebench.training.runner import configure_determinism
 
     if steps < 1 or warmup_steps < 0:
         raise ValueError(f"need steps >= 1 and warmup_steps >= 0, got {steps} and {warmup_steps}")
@@ -249,7 +250,7 @@ def _time_steps(
     warmup, steps, max_seconds = budget
     # Boundary (see the package docstring): imported after activate(), because it imports
     # torchvision, and a cell's torchvision build must be first on the path before that.
-    from nettebench.training.fit import make_runner
+    from nettebench.training.runner import make_runner
 
     # The probe first (nvidia-smi -L, NVML's handle): nothing but the warm-up's own
     # synchronisation lies between the warm-up and the first timed step.

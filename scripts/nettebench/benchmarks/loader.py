@@ -23,8 +23,9 @@ import torch
 from nettebench.datasets.info import load_data_root
 from nettebench.study.cell_options import CommandParser
 from nettebench.training.cli import resolve_device
-from nettebench.training.fit import build_loaders, seed_epoch
+from nettebench.training.fit import build_loaders
 from nettebench.training.loop import synchronize
+from nettebench.training.runner import seed_epoch
 from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_json_atomic
 from nettebench.vocabulary.cell import CellSpec

@@ -1,6 +1,6 @@
 """The work a profile looks at: the cell's own training steps on its own input pipeline.
 
-Built from the trainer's pieces (:func:`nettebench.training.fit.make_runner`, ``build_loaders``,
+Built from the trainer's pieces (:func:`nettebench.training.runner.make_runner`, ``build_loaders``,
 ``choose_batch_size``, ``configure_determinism``), so a profiled step is the step the timed cell
 runs: same model, precision handling, memory format, cuDNN settings and loader. Each step fetches
 its batch from the loader (so waiting for data shows in the trace, as
@@ -19,13 +19,9 @@ from pathlib import Path
 import torch
 
 from nettebench.datasets.info import load_data_root
-from nettebench.training.fit import (
-    build_loaders,
-    choose_batch_size,
-    configure_determinism,
-    make_runner,
-    seed_epoch,
-)
+from nettebench.training.auto_batch import choose_batch_size
+from nettebench.training.fit import build_loaders
+from nettebench.training.runner import configure_determinism, make_runner, seed_epoch
 from nettebench.vocabulary.cell import CellSpec
 
 

@@ -82,7 +82,7 @@ WORKER_MB = 400
 PREFETCH_BATCHES = 2  # torch DataLoader's prefetch_factor, per worker
 MEM_SAFETY = 1.5
 MIN_MEM_MB = 2048
-AUTO_BATCH = 256  # batch_size: auto starts here (nettebench.training.fit.AUTO_BATCH_START)
+AUTO_BATCH = 256  # batch_size: auto starts here (nettebench.training.auto_batch.AUTO_BATCH_START)
 
 # The ceiling bench (nettebench.benchmarks.ceiling): at most 10 warm-up + 30 timed steps, and on a
 # CPU at most ~40 s of steps whatever the batch.

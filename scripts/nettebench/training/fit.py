@@ -11,16 +11,11 @@ the last checkpoint kept.
 from __future__ import annotations
 
 import copy
-import dataclasses
-import math
-import os
-import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from tqdm import tqdm
 
@@ -34,11 +29,10 @@ from nettebench.data.cached import (
 )
 from nettebench.data.pil import build_pil_loaders, require_full_batch
 from nettebench.datasets.info import load_data_root
-from nettebench.models.build import build_model
 from nettebench.records import conditions, energy
 from nettebench.records import files as records
 from nettebench.training import checkpoint, startup
-from nettebench.training.apex import ApexTrainingStep, require_apex_amp
+from nettebench.training.auto_batch import choose_batch_size
 from nettebench.training.context import RunContext
 from nettebench.training.interrupts import stop_between_batches
 from nettebench.training.loop import (
@@ -50,12 +44,9 @@ from nettebench.training.loop import (
     train_epoch,
 )
 from nettebench.training.outcome import epoch_row, log_epoch
-from nettebench.training.parallel import ALONE, DataParallel
-from nettebench.training.step import TrainingStep
-from nettebench.vocabulary import precision
+from nettebench.training.parallel import DataParallel
+from nettebench.training.runner import configure_determinism, lr_at, make_runner, seed_epoch
 from nettebench.vocabulary.cell import CellSpec
-
-AUTO_BATCH_START = 256  # batch_size: auto starts at the reference batch size and halves
 
 
 @dataclass
@@ -67,143 +58,6 @@ class FitResult:
     placement: str | None = None  # loader cached: "resident" or "streamed"; None for pil
     conditions: dict[str, Any] | None = None  # what else the machine did during the epochs
     store_mem_mb: float | None = None  # the loader's device memory (store, scratch), not in peak
-
-
-def lr_at(cell: CellSpec, epoch: int, batch_size: int) -> float:
-    """Learning rate of a 0-based epoch: the reference step schedule or cosine."""
-    base = cell.effective_lr(batch_size)
-    if cell.lr_schedule == "cosine":
-        return base * 0.5 * (1 + math.cos(math.pi * epoch / cell.epochs))
-    return base * 0.1 ** (epoch // 30)
-
-
-def seed_epoch(seed: int, epoch: int, generator: torch.Generator | None = None) -> None:
-    """Seed every random source for one epoch from (seed, epoch) alone."""
-
-    epoch_seed = seed * 100_003 + epoch
-    random.seed(epoch_seed)
-    np.random.seed(epoch_seed % 2**32)
-    torch.manual_seed(epoch_seed)
-    if generator is not None:
-        generator.manual_seed(epoch_seed)
-
-
-def configure_determinism(cell: CellSpec, device: torch.device) -> None:
-    """Deterministic kernels when asked; otherwise cuDNN autotunes as the cell says
-    (``cudnn_benchmark``, on by default as in the reference)."""
-    if cell.deterministic:
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
-        torch.use_deterministic_algorithms(True)
-    if device.type == "cuda":
-        torch.backends.cudnn.benchmark = cell.cudnn_benchmark and not cell.deterministic
-        torch.backends.cudnn.deterministic = cell.deterministic
-
-
-def make_runner(
-    cell: CellSpec,
-    device: torch.device,
-    num_classes: int,
-    batch_size: int,
-    parallel: DataParallel | None = None,
-):
-    """A fresh model and its precision-specific training step, seeded by the cell's seed, its
-    model in DDP in a data-parallel process (``parallel``: this process's, by default)."""
-    parallel = parallel or DataParallel.from_env()
-
-    seed_epoch(cell.seed, -1)
-    mode = precision.get(cell.precision)
-    kwargs = dict(
-        lr=lr_at(cell, 0, batch_size),
-        momentum=cell.momentum,
-        weight_decay=cell.weight_decay,
-        channels_last=cell.uses_channels_last(),
-    )
-    model = build_model(cell.model, num_classes, pretrained=cell.pretrained)
-    if cell.amp_backend == "apex":
-        require_apex_amp()  # fails with what to do instead, before any work
-        return parallel.wrap(ApexTrainingStep(model, mode, device, **kwargs))
-
-    return parallel.wrap(TrainingStep(model, mode, device, compile=cell.compile, **kwargs))
-
-
-def choose_batch_size(
-    cell: CellSpec,
-    device: torch.device,
-    num_classes: int,
-    *,
-    reserve_bytes: int = 0,
-    parallel: DataParallel | None = None,
-) -> int:
-    """For ``batch_size: auto``: halve from 256 until two training steps fit in memory.
-
-    ``reserve_bytes`` (a resident store, :func:`store_reserve`) is held on a GPU while the
-    trials run, so the batch chosen fits beside it. The trials run eager even for a ``compile:
-    true`` cell: compiling each trial's fresh model would cost a compilation per halving, and
-    the compiled step (fused) needs no more memory than the eager one.
-
-    In a data-parallel cell (``parallel``: this process's, by default) every process tries its
-    share of the batch on a model of its own, outside DDP, so a trial runs no collective: a
-    process out of memory mid-backward leaves none waiting in a gradient all-reduce. Then the
-    processes agree (:meth:`DataParallel.any`): one out of memory and all halve, so every one
-    returns the same batch. The global batch stays a multiple of the processes: the share
-    halves, from 256's.
-    """
-    if cell.batch_size != "auto":
-        return int(cell.batch_size)
-    parallel = parallel or DataParallel.from_env()
-    trial_cell = dataclasses.replace(cell, compile=False)
-    ballast = None
-    if reserve_bytes and device.type == "cuda":
-        ballast = torch.empty(reserve_bytes, dtype=torch.uint8, device=device)
-    local = max(AUTO_BATCH_START // parallel.world, 1)
-    try:
-        while True:
-            failed = _trial_fails(trial_cell, device, num_classes, local, parallel.world)
-            if device.type == "cuda":
-                torch.cuda.empty_cache()  # the trial's memory back, before the next
-            if not parallel.any(failed is not None):
-                return local * parallel.world
-            if local == 1:  # every process raises it, so all record the same outcome
-                raise torch.OutOfMemoryError(
-                    failed or "another process ran out of memory at its share of 1 image"
-                )
-            local //= 2
-    finally:
-        del ballast
-
-
-def _trial_fails(
-    cell: CellSpec, device: torch.device, num_classes: int, local: int, world: int
-) -> str | None:
-    """Two training steps of ``local`` images on a fresh model of this process alone (the lr of
-    the global batch, ``local * world``): None when they fit, else the out-of-memory error's
-    first line. The trial's tensors are gone when it returns."""
-    try:
-        runner = make_runner(cell, device, num_classes, local * world, ALONE)
-        # DDP holds a bucket per gradient beside the gradients: held here, so the batch chosen
-        # fits the DDP model of the epochs
-        buckets = _ddp_buckets(runner.model, device) if world > 1 else None  # noqa: F841
-        images = torch.randn(local, 3, cell.image_size, cell.image_size)
-        targets = torch.randint(0, num_classes, (local,), device=device)
-        for _ in range(2):
-            runner.step(runner.prepare_inputs(images), targets)
-    except (torch.OutOfMemoryError, MemoryError) as error:
-        lines = str(error).strip().splitlines()
-        return lines[0] if lines else type(error).__name__
-    return None
-
-
-def _ddp_buckets(model: torch.nn.Module, device: torch.device) -> torch.Tensor | None:
-    """As much memory on a GPU as DDP's gradient buckets take (one copy of the gradients, in
-    their dtype); None on a CPU, where nothing is held."""
-    if device.type != "cuda":
-        return None
-    return torch.empty(ddp_bucket_bytes(model), dtype=torch.uint8, device=device)
-
-
-def ddp_bucket_bytes(model: torch.nn.Module) -> int:
-    """The bytes of DDP's gradient buckets for ``model``: its trainable parameters'."""
-    return sum(p.numel() * p.element_size() for p in model.parameters() if p.requires_grad)
 
 
 def current_store(cell: CellSpec, data_path, store_dir: Path):

@@ -27,10 +27,9 @@ NOT_MEASURED = "not measured"
 NOTE = (
     "Energy per trained image (`j_per_img` in runs.csv): the joules of a cell's steady training "
     "steps over the images they trained (warm-up, the loader's start-up and validation apart), "
-    "and its inverse per watt (`img_s_per_w`); the GPU's NVML counter, or on a CPU the "
-    "packages' RAPL counter (every process on them), read at each epoch's steady steps' edges. "
-    "Intervals (the steady img/s interval's relative width) only where a counter measured the "
-    f"energy. *{NOT_MEASURED}*: the cell ran, but no counter measured its steady steps' energy. "
+    "and its inverse per watt (`img_s_per_w`); from the GPU's NVML counter, or a CPU's RAPL "
+    "counter (every process on its packages). Intervals only where a counter measured the "
+    f"energy. *{NOT_MEASURED}*: the cell ran, but no counter measured its steady steps. "
     "Formulas: docs/energy.md."
 )
 
