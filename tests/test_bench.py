@@ -39,7 +39,10 @@ def test_measures_steps_on_the_cpu():
     cell = CellSpec(dataset="ceiling", model="resnet18", batch_size=4, image_size=32, device="cpu")
     assert record["cell"] == cell.as_dict() and record["cell_id"] == cell.cell_id()
     assert record["environment"]["torch"] == torch.__version__
-    assert bench.summary_line(record).startswith("resnet18 O0 batch 4 on ")
+    line = bench.summary_line(record)
+    assert line.startswith("resnet18 O0 batch 4 on ")
+    # the cell's log holds its training img/s too: this number says it is the ceiling's
+    assert f": compute ceiling {record['img_s']:,.0f} img/s (no input pipeline;" in line
 
 
 def test_a_mode_the_device_cannot_run_is_unsupported():

@@ -43,7 +43,7 @@ def _run_job(tiny_tree, out, steps=3, **cell):
     )
     ceiling = out / outputs.CEILING_FILE
     launched = time.time()
-    subprocess.run(
+    job = subprocess.run(
         [
             sys.executable,
             "-m",
@@ -68,6 +68,7 @@ def _run_job(tiny_tree, out, steps=3, **cell):
         capture_output=True,
         text=True,
     )
+    (out / "job.log").write_text(job.stdout + job.stderr)
     metrics = records.read_metrics(out / outputs.METRICS_FILE)
     return metrics, json.loads(ceiling.read_text()), ceiling, launched
 
@@ -95,6 +96,11 @@ def test_the_ceiling_follows_the_epochs_in_the_same_job(tiny_tree, tmp_path):
     assert ceiling["steps"] == bench.MIN_STEPS or timed <= cap + 3 * slowest_step + 0.5
     assert metrics["summary"]["wall_s"] <= ceiling["conditions"]["started_at"] - launched + 1.0
     assert ceiling["img_s"] > 0 and bench.MIN_STEPS <= ceiling["steps"] < 10_000
+    # the log names each number: the epochs' training img/s, then the ceiling's
+    log = (tmp_path / "cell" / "job.log").read_text()
+    epoch_lines = [line for line in log.splitlines() if line.startswith("epoch ")]
+    assert len(epoch_lines) == 2 and all(" training " in line for line in epoch_lines), log
+    assert f"compute ceiling {ceiling['img_s']:,.0f} img/s (no input pipeline;" in log
 
 
 def test_a_cell_the_device_cannot_run_gets_an_unsupported_ceiling(tiny_tree, tmp_path):

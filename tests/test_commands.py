@@ -414,3 +414,17 @@ def test_nothing_in_the_product_points_outside_the_project():
             if "../shared" in path.read_text(errors="ignore"):
                 pointing.append(str(path.relative_to(ROOT)))
     assert not pointing, pointing
+
+
+def test_the_nettebench_console_command_runs_the_same_commands():
+    """pyproject's [project.scripts]: ``nettebench <group> ...`` is ``python -m nettebench``."""
+    command = Path(sys.executable).with_name("nettebench")
+    assert command.is_file(), f"{command} missing: the package is installed without its scripts"
+    typed = subprocess.run([command, "--help"], capture_output=True, text=True, timeout=60)
+    module = subprocess.run(
+        [sys.executable, "-m", "nettebench", "--help"], capture_output=True, text=True, timeout=60
+    )
+    assert typed.returncode == module.returncode == 0, typed.stderr
+    assert typed.stdout == module.stdout and "groups" in typed.stdout
+    wrong = subprocess.run([command, "no-such-group"], capture_output=True, text=True, timeout=60)
+    assert wrong.returncode == 2 and "unknown group 'no-such-group'" in wrong.stderr

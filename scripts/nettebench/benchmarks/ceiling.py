@@ -308,7 +308,9 @@ def _percentiles(values: list[float]) -> tuple[float, float]:
 
 
 def summary_line(record: dict[str, Any]) -> str:
-    """``resnet50 O1 batch 256 on NVIDIA H200: 5,765 img/s (median step 44.4 ms)``."""
+    """``resnet50 O1 batch 256 on NVIDIA H200: compute ceiling 5,765 img/s (no input pipeline;
+    median step 44.4 ms)``: named as the ceiling, since the cell's log holds its training img/s
+    (a lower number, with the loader) a few lines above."""
     device = record["device"]
     where = device["name"]
     if device["type"] == "cpu":
@@ -316,7 +318,10 @@ def summary_line(record: dict[str, Any]) -> str:
     head = f"{record['model']} {record['precision']} batch {record['batch_size']} on {where}"
     if record["status"] != record_keys.STATUS_OK:
         return f"{head}: {record['status']}: {record['message']}"
-    line = f"{head}: {record['img_s']:,.0f} img/s (median step {record['step_ms_median']:.1f} ms)"
+    line = (
+        f"{head}: compute ceiling {record['img_s']:,.0f} img/s (no input pipeline; median step "
+        f"{record['step_ms_median']:.1f} ms)"
+    )
     found = record.get("conditions") or {}
     if found.get("interference"):
         line += f"; timed under interference: {'; '.join(found['interference_reasons'])}"

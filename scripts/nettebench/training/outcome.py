@@ -295,7 +295,7 @@ def log_epoch(cell: CellSpec, row: dict[str, Any]) -> None:
     print(
         f"epoch {row['epoch']}/{cell.epochs}  train_loss {row['train_loss']:.4f}  "
         f"val_top1 {row['val_top1']:.1f}%  val_top5 {row['val_top5']:.1f}%  "
-        f"{approx}{row['wall_s']:.1f} s  {row['train_img_s']:.0f} img/s  "
+        f"{approx}{row['wall_s']:.1f} s  training {row['train_img_s']:.0f} img/s  "
         f"data wait {100 * row['data_wait_share']:.0f}%  peak {row['peak_mem_mb']:.0f} MB"
         + _conditions_text(row),
         file=sys.stderr,
