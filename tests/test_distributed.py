@@ -25,6 +25,7 @@ from nettebench.report.collect import read_cells, runs_frame
 from nettebench.report.tables.scaling import scaling_frame
 from nettebench.training import launch
 from nettebench.vocabulary.cell import CellSpec
+from tests.stages import learning_stage
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="gloo processes under torchrun")
 
@@ -153,6 +154,7 @@ def global_step_rate(out: Path, global_batch: int) -> float:
     return statistics.median(global_batch / s for s in times)
 
 
+@learning_stage("trains three 3-epoch cells, one of them twice in two processes (~60 s)")
 def test_two_processes_resumed_after_a_kill_learn_like_one_and_fill_the_scaling_table(
     tree, tmp_path
 ):

@@ -27,15 +27,14 @@ test_augment.py and test_data_cached.py.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pandas as pd
-import pytest
 
 from nettebench.datasets.synthetic import generate
 from nettebench.training.cli import run_cell
 from nettebench.vocabulary.cell import CellSpec
+from tests.stages import learning_stage
 
 MAX_GAP_POINTS = 2.0
 LEARNED_TOP1 = 85.0  # chance: 10 %; measured 89.5-92.4 % (the docstring)
@@ -65,15 +64,9 @@ def train_pair(
     return top1
 
 
-# Twelve epochs of resnet18 (about 150 CPU-s, a fifth of the suite's budget on 2 cores): a stage of
-# .ci/run of its own (NETTEBENCH_LEARNING=1), like the env files, so `make test` stays within
-# 10 minutes there; skipped elsewhere saying so. Its two cells run in this process: it needs no
-# worker and shares none.
-LEARN = os.environ.get("NETTEBENCH_LEARNING") == "1"
-
-
-@pytest.mark.learning
-@pytest.mark.skipif(not LEARN, reason="trains 12 epochs (~150 CPU-s): NETTEBENCH_LEARNING=1")
+# Twelve epochs of resnet18 (about 150 CPU-s, a fifth of the suite's budget on 2 cores). Its two
+# cells run in this process: it needs no worker and shares none.
+@learning_stage("trains 12 epochs (~150 CPU-s)")
 def test_cached_cell_learns_what_the_pil_cell_learns(tmp_path):
     top1 = train_pair(tmp_path)
     assert min(top1.values()) > LEARNED_TOP1, top1  # both learned

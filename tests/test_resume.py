@@ -23,6 +23,7 @@ from nettebench.records import files as records
 from nettebench.training.checkpoint import CHECKPOINT_FILE
 from nettebench.vocabulary import outputs
 from nettebench.vocabulary.cell import CellSpec
+from tests.stages import learning_stage
 
 # Long enough epochs (20 steps, ~2 s on 2 cores quiet, twice that loaded) that a run killed
 # 0.3 s after its first checkpoint is well inside epoch 2.
@@ -80,6 +81,7 @@ def kill_after_a_checkpoint(dataset, out_dir):
     return torch.load(out_dir / CHECKPOINT_FILE, weights_only=False)["rows"]
 
 
+@learning_stage("trains a cell straight and again killed and resumed (~35 s)")
 def test_sigkill_mid_epoch_then_resume_equals_an_uninterrupted_run(dataset, tmp_path):
     """Also: the uninterrupted run starts beside another cell's checkpoint, which it discards
     (a checkpoint is resumed only by the cell whose key it holds)."""
