@@ -86,8 +86,12 @@ def process_ratio(
     finished process, with Welch's interval between processes, and how many processes each
     side had; None when a side has nothing finished. Steady rates where every finished process
     of both sides has one, else ``value`` (seconds: the reference's over other's)."""
-    a, b = (cells[cells["status"] == STATUS_OK] for cells in (reference, other))
-    if a.empty or b.empty:
+    # the rate column alone, if there is one: not every column of a wide frame
+    a, b = (
+        cells.loc[cells["status"] == STATUS_OK, [c for c in (RATE,) if c in cells]]
+        for cells in (reference, other)
+    )
+    if not len(a) or not len(b):
         return None
     if RATE in a and RATE in b:
         rates_a, rates_b = stats.finite(a[RATE]), stats.finite(b[RATE])
@@ -286,7 +290,9 @@ def quiet_evidence(sides: Mapping[str, pd.DataFrame]) -> Disturbed | None:
     line says those records carry none. Which sides, and the rerun command, are said."""
     parts, paths = [], []
     for name, cells in sides.items():
-        ok = cells[cells["status"] == STATUS_OK]
+        # only the columns read here: a row of the whole wide frame costs more than the rule
+        wanted = [c for c in (*rerun.DISTURBED_COLUMNS, "seed", "path") if c in cells]
+        ok = cells.loc[cells["status"] == STATUS_OK, wanted]
         several = len(ok) > 1
         for _, row in ok.iterrows():
             found = rerun.disturbed_parts(row)
