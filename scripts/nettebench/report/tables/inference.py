@@ -25,13 +25,13 @@ from typing import Any
 
 import pandas as pd
 
+from nettebench.records.spread import UNSTABLE_CV
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.tables.energy import fmt_joules_or_not_measured
 from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_text_atomic
 
-UNSTABLE_MARK = "≈"  # the samples' std is >= 10 % of their mean
 # A latency percentile is printed only over enough queries: the q-th needs 1 / (1 - q) of them,
 # so that at least one query lies beyond it (p90: 10, p99: 100); from fewer it is the slowest
 # query or two, not a percentile. MLPerf asks for far more; this is the least that is one.
@@ -50,8 +50,9 @@ NOTE = (
     "Inference cells: **Offline** img/s at the cell's batch on the device and through the "
     "validation pipeline, its data wait, one device batch's latency; **SingleStream** latency "
     "percentiles at batch 1 over the queries shown; peak memory. Medians [95 % interval]; "
-    f"{UNSTABLE_MARK}: unstable (sd >= 10 % of the mean); {C.INTERFERENCE_MARK}: timed under "
-    "interference; J/img: the Offline phase's energy (*not measured* without a counter); "
+    f"{C.UNSTABLE_MARK}: unstable (sd >= {UNSTABLE_CV:.0%} of the mean); "
+    f"{C.INTERFERENCE_MARK}: timed under interference; J/img: the Offline phase's energy "
+    "(*not measured* without a counter); "
     f"{TOO_FEW}: too few queries for that percentile ("
     + ", ".join(f"{q} needs {n}" for q, n in PERCENTILE_MIN_QUERIES.items())
     + "). Details: docs/inference.md."
@@ -192,7 +193,7 @@ def _ms(value: Any) -> str:
 
 
 def _marks(row: Mapping[str, Any], unstable: str) -> str:
-    marks = UNSTABLE_MARK if T.as_bool(row.get(unstable)) else ""
+    marks = C.UNSTABLE_MARK if T.as_bool(row.get(unstable)) else ""
     return marks + (C.INTERFERENCE_MARK if T.as_bool(row.get("interference")) else "")
 
 
