@@ -42,6 +42,7 @@ quickstart: $(STAMP)
 	$(BIN)/snakemake $(QUICKSTART)
 	$(BIN)/snakemake $(QUICKSTART) --report results/report.html
 	@echo "nettebench: report: results/report.html (open it in a browser; the tables are in results/tables/, the figures in results/figures/)"
+	@echo "nettebench: the answer (results/tables/answer.txt):" && sed 's/^/  /' results/tables/answer.txt
 
 test: $(STAMP)
 	$(BIN)/pytest

@@ -16,6 +16,7 @@ rule tables_aggregate:
         epochs="results/tables/epochs.csv",
         comparisons=f"results/tables/{outputs.COMPARISONS_CSV}",
         headline=f"results/tables/{outputs.HEADLINE_FILE}",
+        answer=f"results/tables/{outputs.ANSWER_FILE}",
         markdown=[f"results/tables/{name}.md" for name in TABLES],
         html=[
             report(

@@ -4,6 +4,7 @@ import glob
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from snakemake_interface_executor_plugins.settings import DeploymentMethod
@@ -37,7 +38,11 @@ from nettebench.vocabulary import outputs
 from nettebench.study import inference_cells as inference
 from nettebench.study import code_groups, config_file, failures, job_signals, replicates
 from nettebench.study import stored as stored_study
+from nettebench.study import terminal_answer
 from nettebench.study.workflow import Study
+
+# When this Snakemake call began: the end of a run prints only an answer written since.
+RUN_STARTED = time.time()
 
 # A bad config ends the run with one line naming the key and what is allowed, not a traceback.
 with config_file.one_line_errors():
@@ -79,6 +84,7 @@ onerror:
 onsuccess:
     if not STUDY.aggregate_only:
         stored_study.save(config)
+    terminal_answer.print_answer(since=RUN_STARTED)
 
 
 wildcard_constraints:

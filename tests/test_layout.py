@@ -34,6 +34,7 @@ PARSE_TIME = (
     "nettebench.study.stored",
     "nettebench.study.inference_cells",
     "nettebench.study.replicates",
+    "nettebench.study.terminal_answer",
     "nettebench.vocabulary.outputs",
     "nettebench.vocabulary.dataset_catalog",
     "nettebench.vocabulary.build_catalog",

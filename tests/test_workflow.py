@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shlex
@@ -53,7 +54,8 @@ def quickstart(tmp_path_factory):
     workdir = copy_workflow(tmp_path_factory.mktemp("quickstart"))
     config = workdir / "profiles" / "quickstart" / "study.yaml"
     started = time.perf_counter()
-    result = run_study(workdir, config)
+    run = run_study(workdir, config)
+    (workdir / "run.log").write_text(run.stdout + run.stderr)
     result = run_study(workdir, config, "--report", "results/report.html")
     print(f"quick-start workflow and report: {time.perf_counter() - started:.1f} s")
     (workdir / "quickstart.log").write_text(result.stdout + result.stderr)
@@ -177,6 +179,24 @@ def test_the_quickstart_says_what_it_was_timed_in_and_leads_with_the_answer(quic
     assert (matrix["train_steps_steady"] >= 6).all()
     assert (matrix["train_img_s_low"] <= matrix["train_img_s"]).all()
     assert (matrix["train_img_s"] <= matrix["train_img_s_high"]).all()
+
+
+def test_the_run_ends_with_the_front_pages_answer_in_the_terminal(quickstart):
+    """The run's last lines (after its last job) are the front page's answer and caveats line,
+    as plain text: the same sentences as headline.html's paragraphs."""
+    workdir, _ = quickstart
+    tables = workdir / "results" / "tables"
+    front = (tables / "headline.html").read_text()
+    paragraphs = re.findall(r'<p class="(?:answer|caveats[^"]*)">(.*?)</p>', front, flags=re.S)
+    plain = [html.unescape(re.sub(r"<[^>]+>", "", p)) for p in paragraphs]
+    assert len(plain) == 2 and plain[1].startswith("Caveats: "), plain
+    written = (tables / "answer.txt").read_text().splitlines()
+    assert [line.replace("`", "") for line in written] == plain  # the page sets `...` as code
+    log = (workdir / "run.log").read_text()
+    heading = log.rindex("nettebench: the answer")
+    assert heading > log.rindex("Finished job")
+    printed = log[heading:].splitlines()[1:3]
+    assert [line.strip() for line in printed] == written, log[heading:]
 
 
 def test_inference_cells_ran_with_paths_that_omit_defaults(quickstart):

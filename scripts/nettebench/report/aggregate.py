@@ -39,7 +39,7 @@ from nettebench.report import format as T
 from nettebench.report.answers import comparisons
 from nettebench.report.collect import RecordError, epochs_frame, read_cells, runs_frame
 from nettebench.report.duplicates import Merge, merge_duplicates
-from nettebench.report.front_page import headline_html
+from nettebench.report.front_page import answer_text, headline_html
 from nettebench.report.grids import NO_CELLS_NOTE
 from nettebench.report.tables.accuracy import accuracy_markdown
 from nettebench.report.tables.comparisons import comparisons_frame, comparisons_markdown
@@ -68,6 +68,7 @@ OUTPUTS = {
     **{name: f"{name}.md" for name in MARKDOWN_TABLES},
     **{f"{name}_html": f"{name}.html" for name in MARKDOWN_TABLES},
     "headline": outputs.HEADLINE_FILE,
+    "answer": outputs.ANSWER_FILE,
 }
 
 
@@ -127,6 +128,7 @@ def aggregate(
     if _several_setups(runs):  # a merge of machines: the front page sets them side by side too
         headline += "\n" + texts["time_by_machine"]
     texts["headline"] = headline_html(runs, headline)
+    texts["answer"] = answer_text(runs)
     out = Path(out_dir)
     written = {}
     for name, text in texts.items():

@@ -112,6 +112,13 @@ def caveats_html(runs: pd.DataFrame) -> str:
     return f'<p class="caveats-none">{line}</p>\n'
 
 
+def answer_text(runs: pd.DataFrame) -> str:
+    """The front page's answer and caveats line as plain text, a line each: what a run prints
+    in the terminal at its end (``results/tables/answer.txt``); empty when there is none."""
+    lines = [*answer_sentences(runs), caveat_line(runs)]
+    return "".join(f"{line}\n" for line in lines if line)
+
+
 def answer_html(runs: pd.DataFrame) -> str:
     """The answer's sentences as paragraphs (backticks as code), or nothing."""
     lines = []

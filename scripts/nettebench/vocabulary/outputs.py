@@ -26,6 +26,8 @@ TABLE_NAMES += ("timing_conditions",)
 # The report's front page (report/workflow.rst includes it above the prose): the headline
 # table as an HTML fragment beside the tables, then the page with the throughput figure.
 HEADLINE_FILE = "headline.html"
+# The front page's answer as plain text, beside the tables: what a run prints at its end.
+ANSWER_FILE = "answer.txt"
 FRONT_PAGE = "results/front_page.html"
 # Machines side by side (one column per machine and environment) and time to accuracy (seconds
 # until validation top-1 first reached the config's target_top1).
