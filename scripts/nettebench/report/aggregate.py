@@ -36,7 +36,7 @@ import pandas as pd
 
 from nettebench.records import files as records
 from nettebench.report import format as T
-from nettebench.report.answers import comparisons
+from nettebench.report.answers import answer_sentences, comparisons
 from nettebench.report.collect import RecordError, epochs_frame, read_cells, runs_frame
 from nettebench.report.duplicates import Merge, merge_duplicates
 from nettebench.report.front_page import answer_text, headline_html
@@ -127,8 +127,9 @@ def aggregate(
     headline = texts["time_by_model_precision"]
     if _several_setups(runs):  # a merge of machines: the front page sets them side by side too
         headline += "\n" + texts["time_by_machine"]
-    texts["headline"] = headline_html(runs, headline)
-    texts["answer"] = answer_text(runs)
+    sentences = answer_sentences(runs)  # the front page's and answer.txt's
+    texts["headline"] = headline_html(runs, headline, sentences)
+    texts["answer"] = answer_text(runs, sentences)
     out = Path(out_dir)
     written = {}
     for name, text in texts.items():

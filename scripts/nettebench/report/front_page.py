@@ -29,7 +29,6 @@ import pandas as pd
 
 from nettebench.report import caveats as C
 from nettebench.report import format as T
-from nettebench.report.answers import answer_sentences
 from nettebench.report.tables.energy import energy_sentence
 from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_text_atomic
@@ -112,27 +111,29 @@ def caveats_html(runs: pd.DataFrame) -> str:
     return f'<p class="caveats-none">{line}</p>\n'
 
 
-def answer_text(runs: pd.DataFrame) -> str:
-    """The front page's answer and caveats line as plain text, a line each: what a run prints
-    in the terminal at its end (``results/tables/answer.txt``); empty when there is none."""
-    lines = [*answer_sentences(runs), caveat_line(runs)]
+def answer_text(runs: pd.DataFrame, sentences: list[str]) -> str:
+    """The front page's answer (``sentences``, :func:`answer_sentences` of ``runs``) and caveats
+    line as plain text, a line each: what a run prints in the terminal at its end
+    (``results/tables/answer.txt``); empty when there is none."""
+    lines = [*sentences, caveat_line(runs)]
     return "".join(f"{line}\n" for line in lines if line)
 
 
-def answer_html(runs: pd.DataFrame) -> str:
+def answer_html(sentences: list[str]) -> str:
     """The answer's sentences as paragraphs (backticks as code), or nothing."""
     lines = []
-    for text in answer_sentences(runs):
+    for text in sentences:
         parts = html.escape(text).split("`")
         lines.append("".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)))
     return "".join(f'<p class="answer">{line}</p>\n' for line in lines)
 
 
-def headline_html(runs: pd.DataFrame, headline_markdown: str) -> str:
-    """The answer in words, the caveats line, then the headline table's HTML (headings one
-    level down)."""
+def headline_html(runs: pd.DataFrame, headline_markdown: str, sentences: list[str]) -> str:
+    """The answer in words (``sentences``, :func:`answer_sentences` of ``runs``, computed once
+    for this page and answer.txt), the caveats line, then the headline table's HTML (headings
+    one level down)."""
     _, body = T.html_body(headline_markdown)
-    return f"{answer_html(runs)}{energy_sentence(runs)}{caveats_html(runs)}{_demote(body)}\n"
+    return f"{answer_html(sentences)}{energy_sentence(runs)}{caveats_html(runs)}{_demote(body)}\n"
 
 
 # Snakemake's landing panel is `flex items-center h-screen overflow-auto`: a description taller

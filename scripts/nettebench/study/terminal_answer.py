@@ -22,14 +22,15 @@ def print_answer(since: float, path: Path = ANSWER, stream: TextIO | None = None
     """Print the answer at ``path`` if it was written at or after ``since`` (a Unix time): a
     heading line, then each sentence indented. True when something was printed."""
     try:
-        written = path.stat().st_mtime
+        if path.stat().st_mtime < since:
+            return False
     except FileNotFoundError:
         return False
-    lines = path.read_text(encoding="utf-8").splitlines() if written >= since else []
-    if not any(lines):
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line]
+    if not lines:
         return False
     stream = stream or sys.stderr
     print(f"nettebench: the answer (the report's front page says more; {path}):", file=stream)
-    for line in filter(None, lines):
+    for line in lines:
         print(f"  {line}", file=stream)
     return True
