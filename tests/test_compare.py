@@ -232,4 +232,8 @@ def test_a_cells_img_s_shows_its_interval_and_an_unstable_cell_its_cause(tmp_pat
     rates = text["throughput"].split("## Training throughput")[1].split("## Time waiting")[0]
     assert "| 100 [96-104] |" in rates
     assert f"100 [90-110]{C.UNSTABLE_MARK} |" in rates
-    assert f"{C.UNSTABLE_MARK} unstable" in rates and f"resnet18 O1: {why}" in rates
+    assert f"{C.UNSTABLE_MARK} unstable" in rates and "holds: resnet18 O1 (" in rates
+    # the cause is in the cell's row of the timing conditions table, not under the table
+    assert why not in rates
+    (row,) = [line for line in text["timing_conditions"].splitlines() if why in line]
+    assert row.startswith("| resnet18 O1 | epochs |") and f"| {C.UNSTABLE_MARK} {why} |" in row

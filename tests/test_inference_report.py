@@ -105,7 +105,7 @@ def test_the_table_shows_medians_intervals_and_marks_and_a_refused_cell():
     assert "| resnet18 | fp32 | 1 | 100 [90.0-110] |" in text
     # std >= 10 % of the mean: the mark every table gives unstable timings, one meaning each
     assert "400 [360-440]§" in text and "≈" not in text
-    assert "§: unstable (sd >= 10% of the mean)" in text
+    assert "§: unstable (standard deviation 10 % of the mean or more" in text
     assert "9.00 [8.50-9.50] / 11.00 [10.00-12.00] / 20.00 [15.00-25.00]" in text
     assert "| resnet18 | O3 | 1 | unsupported |" in text and "cannot run on cpu" in text
 

@@ -34,12 +34,19 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nettebench.records.conditions import (
+    GPU_OTHER_UTIL_LIMIT,
+    OTHER_CPU_SHARE_LIMIT,
+    STEAL_SHARE_LIMIT,
+    THROTTLED_SHARE_LIMIT,
+)
 from nettebench.records.nvml import AT_POWER_LIMIT_SHARE, lowered_power_limit
+from nettebench.records.spread import UNSTABLE_CV
 from nettebench.vocabulary.precision import PRECISIONS, emulated_reason
 
 INTERFERENCE_MARK = "‡"  # suffix: timed under interference
 IMPOSSIBLE_MARK = "✗"  # in place of a figure that cannot be true as measured
-UNSTABLE_MARK = "§"  # suffix: the cell's steps spread by a tenth of their mean or more
+UNSTABLE_MARK = "§"  # suffix: the cell's steps spread by UNSTABLE_CV of their mean or more
 WITHIN_NOISE_MARK = "≈"  # suffix: above its ceiling, but within both their spreads
 POWER_LIMIT_MARK = "¤"  # the GPU ran at its power limit: its state, not interference
 EMULATED_LABEL = "(emulated)"  # after a precision's name in a column header
@@ -306,11 +313,28 @@ def unstable_reasons(seeds: Sequence[Mapping[str, Any]]) -> list[str]:
     return [f"seed {seed}: {text}" for seed, text in texts]
 
 
-def unstable_note(reasons: Sequence[str]) -> str:
+# What makes a cell's steps unstable (records.spread decides it), in words.
+UNSTABLE_RULE = f"standard deviation {100 * UNSTABLE_CV:.0f} % of the mean or more (pyperf's rule)"
+NAMED_CELLS = 3  # a note names this many cells, then counts the rest (their rows say the rest)
+
+
+def named_cells(names: Sequence[str]) -> str:
+    """``resnet18 O0, resnet18 O1 and 4 more``: a note's brief list of the cells it is about, so
+    a note stays short however many cells a study has (each one's reasons are in its row of
+    the timing-conditions table)."""
+    unique = list(dict.fromkeys(names))
+    shown, rest = unique[:NAMED_CELLS], len(unique) - NAMED_CELLS
+    if rest > 0:
+        return f"{', '.join(shown)} and {rest} more"
+    return " and ".join([", ".join(shown[:-1]), shown[-1]] if len(shown) > 1 else shown)
+
+
+def unstable_note(cells: Sequence[str]) -> str:
+    """The footnote of :data:`UNSTABLE_MARK`, naming the marked ``cells`` briefly."""
     return (
-        f"{UNSTABLE_MARK} unstable: the cell's steady steps spread by a tenth of their mean or "
-        "more (standard deviation >= 10 % of the mean, pyperf's rule), so one number describes "
-        "them poorly; its interval still holds. " + "; ".join(reasons) + "."
+        f"{UNSTABLE_MARK} unstable: the cell's steady steps have a {UNSTABLE_RULE}, so one "
+        f"number describes them poorly; its interval still holds: {named_cells(cells)} "
+        "(each one's spread and cause: the timing conditions table)."
     )
 
 
@@ -319,6 +343,16 @@ def emulated_header(precision: str, seeds: Sequence[Mapping[str, Any]]) -> str:
     if any(_text(s.get("precision_emulated")) for s in seeds):
         return f"{precision} {EMULATED_LABEL}"
     return precision
+
+
+# What made a window disturbed (records.conditions decides it from these constants), in words.
+INTERFERENCE_RULE = (
+    f"other processes took over {100 * OTHER_CPU_SHARE_LIMIT:.0f} % of the job's CPUs, the "
+    f"hypervisor stole over {100 * STEAL_SHARE_LIMIT:.0f} % of their time, the cgroup was "
+    f"throttled over {100 * THROTTLED_SHARE_LIMIT:.0f} % of the window, another process used "
+    f"the GPU (over {GPU_OTHER_UTIL_LIMIT:.0f} % SM), or the GPU slowed (heat, hardware "
+    "slowdown, power brake)"
+)
 
 
 def interference_note(subject: str) -> str:
@@ -333,10 +367,8 @@ def interference_note(subject: str) -> str:
         else "the number may be slower than the machine is on its own"
     )
     return (
-        f"{INTERFERENCE_MARK} timed under interference: other processes took more than a tenth "
-        f"of the job's CPUs, the hypervisor stole time, or another process used its GPU while "
-        f"{what} ran, so {effect} (`interference_reasons` in runs.csv, and the timing "
-        "conditions table)."
+        f"{INTERFERENCE_MARK} timed under interference while {what} ran: {INTERFERENCE_RULE}; "
+        f"so {effect} (each window's reasons: the timing conditions table)."
     )
 
 

@@ -62,7 +62,7 @@ def formula_note(reference: str, other: str) -> str:
     formulas are in ``docs/honest-numbers.md``."""
     return (
         f"Speed-up of {other} over {reference}: the ratio of steady training rates over the "
-        f"processes (seeds), `[L-H]` its 95 % Welch interval between processes. "
+        f"processes (seeds), `[L-H]` its {stats.LEVEL} Welch interval between processes. "
         f"{stats.COMPARISON_NOTE}"
     )
 
@@ -206,7 +206,7 @@ class Speedup:
                 return f"n={n_a} and {n_b} processes: one process a side, not tested"
             return f"n={n_a} and {n_b} processes: no spread to test"
         text = (
-            f"95 % interval {interval_text(self.low, self.high)}x between {n_a} and {n_b} "
+            f"{stats.LEVEL} interval {interval_text(self.low, self.high)}x between {n_a} and {n_b} "
             f"processes, Welch's p = {self.p:.2g}"
         )
         if self.tested and self.family is not None and self.family.size > 1:
@@ -306,15 +306,21 @@ def quiet_evidence(sides: Mapping[str, pd.DataFrame]) -> Disturbed | None:
 
 
 def no_verdict_note(withheld: Sequence[Disturbed]) -> str:
-    """The footnote under a table with :data:`NO_VERDICT_MARK`: what was disturbed, and the one
-    line that measures exactly those cells again."""
-    paths = [p for found in withheld for p in found.paths]
-    whats = "; ".join(dict.fromkeys(found.what for found in withheld))
+    """The footnote under a table with :data:`NO_VERDICT_MARK`: what was disturbed, named
+    briefly (each window's reasons are in the timing conditions table), and the line that
+    measures those cells again: written out for a few, else the command that prints it."""
+    paths = list(dict.fromkeys(p for found in withheld for p in found.paths))
+    whats = [part for found in withheld for part in found.what.split(", ")]
+    again = (
+        f"`{rerun.command(paths)}`"
+        if len(paths) <= C.NAMED_CELLS
+        else f"`{rerun.PRINT_COMMAND}` prints the line ({len(paths)} cells)"
+    )
     return (
         f"{NO_VERDICT_MARK}: a side of the comparison, or its compute ceiling, was timed under "
         "interference, so the ratio may be the load's rather than the difference compared, and "
-        f"no verdict is stated whatever its interval says ({whats}). Rerun exactly those cells "
-        f"for a clean table: `{rerun.command(paths)}`."
+        f"no verdict is stated whatever its interval says ({C.named_cells(whats)}). Rerun "
+        f"exactly those cells for a clean table: {again}."
     )
 
 
@@ -424,5 +430,5 @@ def seconds_cell(seeds: pd.DataFrame, label: str, marks: Marks) -> str:
     marks.interference |= bool(mark)
     why = C.unstable_reasons(records) if "unstable" in ok else []
     if why:
-        marks.unstable = [*(marks.unstable or []), *(f"{label}: {w}" for w in why)]
+        marks.unstable = [*(marks.unstable or []), label]
     return text + mark + (C.UNSTABLE_MARK if why else "")

@@ -25,6 +25,7 @@ from typing import Any
 
 import pandas as pd
 
+from nettebench.report.stats import LEVEL
 from nettebench.vocabulary.precision import PRECISION_NAMES
 
 # Display order of precisions: the precision table's own order (O0, tf32, O1, O2, O3, bf16, fp32),
@@ -231,7 +232,7 @@ def document(title: str, note: str, sections: Sequence[str], *, empty: str = "")
     return Text(f"# {title}\n\n{note}\n\n{body}".rstrip("\n") + "\n", blocks)
 
 
-SEEDS_TEXT = "mean ± 95 % confidence interval over seeds"  # what a table cell holds
+SEEDS_TEXT = f"mean ± {LEVEL} confidence interval over seeds"  # what a table cell holds
 
 
 def seeds_note(counts: Iterable[int]) -> str:

@@ -117,7 +117,7 @@ class Grid:
     interference: str | None = None  # the subject ("cell", "ceiling", "share") when marked
     impossible: bool = False
     emulated: str | None = None  # the note naming the CPU, when a column is emulated
-    unstable: list[str] | None = None  # "<row> <precision>: why", for each cell marked unstable
+    unstable: list[str] | None = None  # "<row> <precision>" of each cell marked unstable
     within_noise: bool = False  # a share above 100 % within both spreads is marked
     # footnotes of the table's own (report.compare.no_verdict_note: comparisons withheld)
     extra_notes: list[str] | None = None
@@ -163,7 +163,8 @@ def model_precision_grids(
     says so in its header. With ``interval`` (the low and high columns of a one-seed cell's own
     interval, e.g. ``train_img_s_low``/``_high``), a cell of one seed shows ``146 [140-152]``;
     a cell whose steps were unstable (runs.csv ``unstable``) is marked
-    :data:`~nettebench.report.caveats.UNSTABLE_MARK` and its reason listed under the table.
+    :data:`~nettebench.report.caveats.UNSTABLE_MARK`, named under the table (its reason is in
+    the timing conditions table).
     With ``not_measured``, a cell that would be blank although seeds finished, none of them
     with a value, reads that text instead (the energy tables: no counter measured it).
     """
@@ -216,7 +217,7 @@ def model_precision_grids(
                     why = C.unstable_reasons(ok) if interval else []
                     if why and not withheld:
                         row[-1] += C.UNSTABLE_MARK
-                        unstable += [f"{label} {precision}: {text}" for text in why]
+                        unstable.append(f"{label} {precision}")
                 if not_measured and row[-1] == "" and ok and _none_has(ok, value):
                     row[-1] = not_measured
             rows.append(row)

@@ -32,6 +32,7 @@ from nettebench.vocabulary import commands
 from nettebench.vocabulary.outputs import METRICS_FILE, STUDY_FILE
 from nettebench.vocabulary.record_keys import STATUS_OK
 
+PRINT_COMMAND = "python -m nettebench report rerun"  # prints the line for every disturbed cell
 RETRAIN = "NETTEBENCH_RETRAIN=1"  # training/finished.py's RETRAIN_ENV: measure, never restore
 # What made a timing disturbed: the cell's epochs, its ceiling's timed steps (runs.csv columns).
 DISTURBED_COLUMNS = {"interference": "epochs", "ceiling_interference": "ceiling"}

@@ -35,11 +35,12 @@ from nettebench.records.spread import finite
 
 CONFIDENCE = 0.95
 ALPHA = 0.05  # two-sided level of the comparisons
+LEVEL = f"{100 * CONFIDENCE:.0f} %"  # the intervals' level, as the tables print it
 NOT_SUPPORTED_MARK = "(ns)"  # the processes do not support a difference (after Holm)
 UNTESTED_MARK = "(n=1)"  # one process on a side: no test possible
 
 CI_NOTE = (
-    "Each number is the mean over seeds ± the half-width of its 95 % confidence interval "
+    f"Each number is the mean over seeds ± the half-width of its {LEVEL} confidence interval "
     "(Student's t, n - 1 degrees of freedom); a cell with one seed shows its value alone."
 )
 COMPARISON_NOTE = (

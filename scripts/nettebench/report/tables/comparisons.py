@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from nettebench.report import answers
+from nettebench.report import answers, stats
 from nettebench.report import format as T
 from nettebench.report.compare import no_verdict_note
 from nettebench.report.grids import no_matrix
@@ -23,7 +23,8 @@ from nettebench.report.grids import no_matrix
 NOTE = (
     "Along every axis that varies, each value against its reference (loader `pil`, precision "
     "O0, build `installed`, else the first), all else held: the ratio of steady img/s (above "
-    "1: faster), processes a side, Welch's 95 % interval between processes and its p, and the "
+    f"1: faster), processes a side, Welch's {stats.LEVEL} interval between processes and its p, "
+    "and the "
     "verdict (`no`: not after Holm's correction over this table; `untested`: one process a "
     "side; `no verdict`: a side timed under interference). Raw and corrected p: "
     "`comparisons.csv`."

@@ -25,12 +25,15 @@ from nettebench.report.grids import NO_CELLS_NOTE, row_keys, tell_apart
 _NOTE = (
     "Every timed window: each cell's epochs and, beside a matrix cell, its compute ceiling's "
     "timed steps. *Others' CPU*: other processes' share of the job's CPUs; *steal*: the "
-    "hypervisor's. *GPU power*: busy readings' mean power against the enforced limit, SM "
-    f"clock against its maximum. {C.INTERFERENCE_MARK}: others took over a tenth of the CPUs, "
-    "steal passed 5 %, the cgroup was throttled, another process used the GPU, or the GPU "
-    "slowed (heat, hardware slowdown, power brake). "
-    "*Overlapped*: another timed window on this host at the same time. Details: "
+    "hypervisor's. *GPU power*: mean power against the enforced limit, SM clock against its "
+    "maximum. *Overlapped*: another timed window on this host at the same time. Details: "
     "docs/honest-numbers.md (Timing conditions)."
+)
+# The marks of the verdict and unstable-steps columns, under the table.
+_MARKS = (
+    f"{C.INTERFERENCE_MARK} timed under interference: {C.INTERFERENCE_RULE}.",
+    f"{C.UNSTABLE_MARK} unstable steps: a {C.UNSTABLE_RULE}; with its cause where the timing "
+    "conditions know it.",
 )
 _NOT_MEASURED = "not measured (a record from before timing conditions were recorded)"
 
@@ -68,6 +71,7 @@ def _windows(runs: pd.DataFrame) -> list[dict[str, Any]]:
                 "from": row.get("timed_from"),
                 "to": row.get("timed_to"),
                 "power": _power(row, ""),
+                "unstable": C._text(row.get("unstable")),
             }
         )
         if not T.is_missing(row.get("ceiling_status")):
@@ -86,6 +90,7 @@ def _windows(runs: pd.DataFrame) -> list[dict[str, Any]]:
                     "from": row.get("ceiling_timed_from"),
                     "to": row.get("ceiling_timed_to"),
                     "power": _power(row, "ceiling_"),
+                    "unstable": None,
                 }
             )
     return found
@@ -171,6 +176,7 @@ def timing_conditions_markdown(runs: pd.DataFrame) -> str:
                 "" if T.is_missing(w["gpu"]) else f"{float(w['gpu']):.0f}",
                 w["power"][0],
                 verdict,
+                f"{C.UNSTABLE_MARK} {w['unstable']}" if w["unstable"] else "",
                 ", ".join(
                     f"{windows[j]['name']} {windows[j]['part']}" for j in overlapping.get(i, [])
                 ),
@@ -185,10 +191,11 @@ def timing_conditions_markdown(runs: pd.DataFrame) -> str:
     at_limit = sum(w["power"][1] for w in windows)
     if at_limit:
         summary += f" {at_limit} ran at their GPU's power limit ({C.POWER_LIMIT_MARK})."
-    notes = [summary, *filter(None, [wait_policies(runs)])]
+    notes = [summary, *filter(None, [wait_policies(runs)]), *_MARKS]
     notes += [C.POWER_LIMIT_NOTE] if at_limit else []
     header = ["cell", "timed", "CPUs", "others' CPU %", "steal %", "GPU others SM %", "GPU power"]
-    table = T.pipe_table([*header, "verdict", "overlapped"], rows, "llrrrrlll")
+    header += ["verdict", "unstable steps", "overlapped"]
+    table = T.pipe_table(header, rows, "llrrrrllll")
     return T.document(
         "Timing conditions", _NOTE, [T.section("Timed windows", table, notes=notes, level=2)]
     )

@@ -25,7 +25,7 @@ from typing import Any
 
 import pandas as pd
 
-from nettebench.records.spread import UNSTABLE_CV
+from nettebench.records.spread import CONFIDENCE
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.tables.energy import fmt_joules_or_not_measured
@@ -49,8 +49,9 @@ OUTPUTS = {
 NOTE = (
     "Inference cells: **Offline** img/s at the cell's batch on the device and through the "
     "validation pipeline, its data wait, one device batch's latency; **SingleStream** latency "
-    "percentiles at batch 1 over the queries shown; peak memory. Medians [95 % interval]; "
-    f"{C.UNSTABLE_MARK}: unstable (sd >= {UNSTABLE_CV:.0%} of the mean); "
+    "percentiles at batch 1 over the queries shown; peak memory. "
+    f"Medians [{100 * CONFIDENCE:.0f} % interval]; "
+    f"{C.UNSTABLE_MARK}: unstable ({C.UNSTABLE_RULE}); "
     f"{C.INTERFERENCE_MARK}: timed under interference; J/img: the Offline phase's energy "
     "(*not measured* without a counter); "
     f"{TOO_FEW}: too few queries for that percentile ("

@@ -220,9 +220,8 @@ def _pct(value: Any) -> str:
 
 
 PROFILE_INTERFERENCE_NOTE = (
-    f"{C.INTERFERENCE_MARK} profiled under interference: other processes took more than a tenth "
-    "of the job's CPUs (or used its GPU) meanwhile, so its ms/step may be slower than the machine "
-    "is on its own (`conditions` in its profile.json)."
+    f"{C.INTERFERENCE_MARK} profiled under interference: {C.INTERFERENCE_RULE}; so its ms/step "
+    "may be slower than the machine is on its own (`conditions` in its profile.json)."
 )
 
 
