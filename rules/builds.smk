@@ -45,7 +45,7 @@ rule library_build:
     resources:
         mem_mb=build_resource("mem_mb"),
         runtime=build_resource("runtime"),
-        cpus_per_task=cpus_per_task,
+        cpus_per_task=job_cpus(build_resource("cpus")),
     params:
         options=build_options,
     shell:

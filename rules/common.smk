@@ -289,7 +289,7 @@ def build_resource(name):
 def job_threads(cluster_cpus):
     """threads: locally every core (jobs one at a time, so timings do not disturb each other);
     when submitting to a cluster, what the job needs (`cluster_cpus(wildcards)`); inside a
-    SLURM job, the CPUs SLURM gave it."""
+    SLURM job, the CPUs SLURM gave it (the job's `cpus_per_task`, job_cpus)."""
 
     def threads(wildcards):
         allocated = os.environ.get("SLURM_CPUS_PER_TASK")
@@ -302,9 +302,19 @@ def job_threads(cluster_cpus):
     return threads
 
 
-def cpus_per_task(wildcards, threads):
-    """The CPUs a SLURM job asks for: the job's threads (`--set-threads` changes both)."""
-    return threads
+def job_cpus(cluster_cpus):
+    """resources.cpus_per_task: the CPUs a SLURM job asks for (snakemake-executor-plugin-slurm
+    submits it as --cpus-per-task), which SLURM_CPUS_PER_TASK then gives the job as its threads
+    (job_threads). When submitting, the job's threads: `cluster_cpus(wildcards)`, or what
+    --set-threads says. Otherwise `cluster_cpus(wildcards)` itself: a dry run holds every job's
+    threads to its one core, and still shows what the submission asks for."""
+
+    def cpus_per_task(wildcards, threads):
+        if workflow.non_local_exec:
+            return threads
+        return cluster_cpus(wildcards)
+
+    return cpus_per_task
 
 
 # -- profiling (the config's `profile:` section; see scripts/nettebench/profiling/plan.py) -------
@@ -442,7 +452,7 @@ def inference_resource(name, accuracy=False):
     """Input function: one value of an inference (or accuracy) job's request."""
 
     def value(wildcards, attempt=1):
-        # an accuracy job asks for its own workers (the trained cell's), not a default of 4
+        # an accuracy job asks for the workers it runs with (its --workers), not a default of 4
         cell = accuracy_job(wildcards) if accuracy else inference_cell(wildcards)
         request = inference.job_request(cell, STUDY.inference_settings)
         return getattr(request.for_attempt(attempt), name)

@@ -44,7 +44,7 @@ rule dataset_extract:
     resources:
         mem_mb=data_resource("mem_mb"),
         runtime=data_resource("runtime"),
-        cpus_per_task=cpus_per_task,
+        cpus_per_task=job_cpus(data_resource("cpus")),
     params:
         # A local archive is verified here; a downloaded one was verified when fetched. Also
         # what to do with images that do not decode (nothing added for the default, reject).
@@ -77,7 +77,7 @@ rule dataset_synthesize:
     resources:
         mem_mb=data_resource("mem_mb"),
         runtime=data_resource("runtime"),
-        cpus_per_task=cpus_per_task,
+        cpus_per_task=job_cpus(data_resource("cpus")),
     params:
         spec=synthetic_args,
         out_dir=lambda wildcards, output: os.path.dirname(output.info),
@@ -127,7 +127,7 @@ rule store_build:
     resources:
         mem_mb=data_resource("mem_mb"),
         runtime=data_resource("runtime"),
-        cpus_per_task=cpus_per_task,
+        cpus_per_task=job_cpus(data_resource("cpus")),
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.store),
     shell:

@@ -23,7 +23,7 @@ rule inference_measure:
         timed=1,
         mem_mb=inference_resource("mem_mb"),
         runtime=inference_resource("runtime"),
-        cpus_per_task=cpus_per_task,
+        cpus_per_task=job_cpus(inference_resource("cpus")),
     params:
         cell=inference_args,
         settings=inference_settings,
@@ -52,7 +52,7 @@ rule inference_accuracy:
         timed=1,
         mem_mb=inference_resource("mem_mb", accuracy=True),
         runtime=inference_resource("runtime", accuracy=True),
-        cpus_per_task=cpus_per_task,
+        cpus_per_task=job_cpus(inference_resource("cpus", accuracy=True)),
     params:
         job=accuracy_args,
     shell:

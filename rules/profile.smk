@@ -29,7 +29,7 @@ rule cell_profile:
         timed=1,
         mem_mb=cell_resource("matrix", "mem_mb", "profile"),
         runtime=cell_resource("matrix", "runtime", "profile"),
-        cpus_per_task=cpus_per_task,
+        cpus_per_task=job_cpus(cell_resource("matrix", "cpus", "profile")),
     params:
         cell=cell_args("matrix"),
         profile=profile_args,

@@ -31,7 +31,7 @@ rule cell_train:
         timed=1,
         mem_mb=cell_resource("matrix", "mem_mb"),
         runtime=cell_resource("matrix", "runtime"),
-        cpus_per_task=cpus_per_task,
+        cpus_per_task=job_cpus(cell_resource("matrix", "cpus")),
     params:
         job=cell_job,
         cell=cell_args("matrix"),
@@ -68,7 +68,7 @@ use rule cell_train as cpu_baseline_train with:
         timed=1,
         mem_mb=cell_resource("cpu_baseline", "mem_mb"),
         runtime=cell_resource("cpu_baseline", "runtime"),
-        cpus_per_task=cpus_per_task,
+        cpus_per_task=job_cpus(cell_resource("cpu_baseline", "cpus")),
     params:
         job=cell_job,
         cell=cell_args("cpu_baseline"),

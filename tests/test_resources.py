@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -173,3 +174,76 @@ def test_a_data_parallel_cell_asks_for_a_gpu_cpus_and_memory_per_process():
         return two - one
 
     assert abs(added("cached") - added("pil")) <= 512
+
+
+# A study whose jobs ask for different CPU counts: loader workers 0, 3 and, in two processes,
+# 1 each; a CPU baseline with 2 workers; an inference cell with 2.
+DRY_RUN_STUDY = {
+    "datasets": {
+        "tiny": {
+            "synthetic": {"size": 32, "train_images": 48, "val_images": 16, "classes": 4, "seed": 0}
+        }
+    },
+    "matrix": {
+        "model": "resnet18",
+        "precision": "O0",
+        "batch_size": 16,
+        "epochs": 1,
+        "image_size": 32,
+        "workers": [0, 3],
+        "include": [{"workers": 1, "processes": 2}],
+    },
+    "cpu_baseline": {
+        "model": "resnet18",
+        "batch_size": 16,
+        "epochs": 1,
+        "image_size": 32,
+        "workers": 2,
+    },
+    "inference": {
+        "model": "resnet18",
+        "precision": "bf16",
+        "batch_size": 1,
+        "image_size": 32,
+        "workers": 2,
+    },
+}
+
+
+@pytest.mark.workflow
+def test_a_dry_run_shows_the_cpus_memory_and_gpus_each_job_asks_for(tmp_path):
+    """What `snakemake -n` lists is what a SLURM submission asks for: cpus_per_task (which the
+    SLURM executor submits as --cpus-per-task, and which the job then runs with as its threads)
+    is one per loader worker plus one, per process, read here from the cell's path; every job
+    a cluster runs shows its mem_mb, and every job that may use a GPU its gpu. Not the dry
+    run's threads: Snakemake holds them to the dry run's cores (1 in a SLURM dry run)."""
+    from tests.workflow_helpers import copy_workflow, dry_run_jobs, run_study, write_config
+
+    workdir = copy_workflow(tmp_path)
+    config = write_config(workdir, DRY_RUN_STUDY)
+    # no profile: the default one's `gpu=1` caps what a local dry run shows; a cluster's has
+    # no such limit
+    text = run_study(workdir, config, "-n", "--workflow-profile", "none").stdout
+    jobs = dry_run_jobs(text)
+
+    cpus = []
+    for job in jobs:
+        rule, output, asked = job["rule"], job["output"], job["resources"]
+        if rule not in ("cell_train", "cpu_baseline_train", "inference_measure"):
+            continue
+        workers = int(re.search(r"/workers~(\d+)/", output).group(1))
+        found = re.search(r"/processes~(\d+)/", output)
+        processes = int(found.group(1)) if found else 1
+        cpus.append((workers + 1) * processes)
+        assert int(asked["cpus_per_task"]) == cpus[-1], (rule, output, asked)
+        gpus = 0 if "/device~cpu/" in output else processes
+        assert int(asked["gpu"]) == gpus, (rule, output, asked)
+        assert int(asked["mem_mb"]) >= resources.MIN_MEM_MB, (rule, output, asked)
+    # the matrix's workers 0, 3 and 2 x (1 + 1); the baseline's and the inference cell's 2 + 1
+    assert sorted(cpus) == [1, 3, 3, 4, 4]
+
+    # every job but the localrules' (which give no runtime)
+    submitted = [(job["rule"], job["resources"]) for job in jobs if "runtime" in job["resources"]]
+    assert {rule for rule, _ in submitted} >= {"dataset_synthesize", "cell_train"}
+    for rule, asked in submitted:
+        assert int(asked["cpus_per_task"]) >= 1 and int(asked["mem_mb"]) > 0, (rule, asked)

@@ -29,8 +29,9 @@ import pandas as pd
 import pytest
 import yaml
 
+from nettebench.records.environment import parse_scontrol
 from nettebench.study import grid
-from tests.workflow_helpers import REPO, copy_workflow, run_study, write_config
+from tests.workflow_helpers import REPO, copy_workflow, dry_run_jobs, run_study, write_config
 
 pytestmark = [pytest.mark.slurm, pytest.mark.workflow]
 
@@ -135,6 +136,53 @@ def test_every_job_ran_under_slurm_and_says_where(slurm_run):
     for log in (workdir / "results" / "logs" / "runs").rglob("*.log"):
         first = log.read_text().splitlines()[0]
         assert first.startswith("SLURM job ") and "the scheduler's log of this job: /" in first
+
+
+@pytest.fixture(scope="module")
+def slurm_dry_run(cluster, tmp_path_factory):
+    """The jobs the SLURM profile's dry run lists for the quick start (docs/slurm.md), in a
+    copy of its own, keyed as the plugin names their logs: rule, wildcard values joined by _."""
+    workdir = copy_workflow(tmp_path_factory.mktemp("slurm-dry"))
+    result = _snakemake(workdir, *SLURM_ARGS, "-n")
+    return {
+        (job["rule"], "_".join(job["wildcards"].values()).replace("/", "_")): job["resources"]
+        for job in dry_run_jobs(result.stdout + result.stderr)
+    }
+
+
+def test_each_job_asks_for_what_the_dry_run_showed_and_runs_with_those_cpus(
+    slurm_run, slurm_dry_run
+):
+    """What the controller holds for each submitted job (`scontrol show job`: CPUs, memory,
+    GPUs) is what the dry run showed for it, and every record a job wrote (a cell's metrics
+    and ceiling, an inference cell's, an accuracy job's) ran with as many torch threads as the
+    job was given CPUs. (Run right after the cluster run: slurm.conf's MinJobAge keeps a
+    finished job 10 minutes.)"""
+    workdir, output = slurm_run
+    given = {}
+    for job_id, log in SUBMITTED.findall(output):
+        rule, wildcards = re.search(r"/rule_(\w+)/([^/]+)/\d+\.log$", log).groups()
+        asked = slurm_dry_run[rule, wildcards]
+        fields = parse_scontrol(_run("scontrol", "show", "job", job_id).stdout)
+        tres = dict(item.split("=", 1) for item in fields["TRES"].split(","))
+        assert int(fields["CPUs/Task"]) == int(fields["NumCPUs"]) == int(asked["cpus_per_task"])
+        assert _megabytes(tres["mem"]) == int(asked["mem_mb"]), (rule, fields["TRES"], asked)
+        assert int(tres.get("gres/gpu", 0)) == int(asked.get("gpu", 0)), (rule, fields["TRES"])
+        given[int(job_id)] = int(fields["NumCPUs"])
+
+    threads = {}
+    for path in sorted((workdir / "results").rglob("*.json")):
+        if path.name in ("metrics.json", "ceiling.json", "inference.json", "accuracy.json"):
+            record = json.loads(path.read_text())
+            threads[path] = (
+                record["device"]["threads"],
+                int(record["environment"]["slurm_job_id"]),
+            )
+    assert len(threads) == 14  # 6 cells and their ceilings, the inference cell, its accuracy
+    for path, (ran_with, job_id) in threads.items():
+        assert ran_with == given[job_id], path
+    # the quick start's cells have no loader workers (1 CPU); its inference cell has one (2)
+    assert sorted(set(given[job] for _, job in threads.values())) == [1, 2]
 
 
 def test_results_have_the_shape_of_a_local_run(slurm_run, local_run):
@@ -246,6 +294,11 @@ def _wait_for_state(job_id: str, states: set[str], timeout: float = 60) -> str:
             return state
         time.sleep(0.2)
     raise AssertionError(f"job {job_id} did not reach {states} (last: {state!r})")
+
+
+def _megabytes(value: str) -> int:
+    """A SLURM memory amount (`4864M`, `5G`) in MB."""
+    return int(float(value[:-1]) * {"M": 1, "G": 1024, "T": 1024**2}[value[-1]])
 
 
 def _run(*command: str, check: bool = True) -> subprocess.CompletedProcess:

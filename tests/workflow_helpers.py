@@ -167,3 +167,24 @@ def timed_job_count(log: str, rules: tuple[str, ...] = TIMED_RULES) -> int:
     return sum(
         1 for line in log.splitlines() if (m := _JOB_END.match(line)) and m.group(2) in rules
     )
+
+
+def dry_run_jobs(text: str) -> list[dict]:
+    """Each job a dry run (`snakemake -n`) lists: its rule, first output, wildcards and
+    resources (name -> value, as printed)."""
+    jobs = []
+    for block in re.split(r"^(?=(?:local)?rule \w+:$)", text, flags=re.MULTILINE)[1:]:
+        fields = dict(re.findall(r"^    (\w+): (.*)$", block, re.MULTILINE))
+        jobs.append(
+            {
+                "rule": re.match(r"(?:local)?rule (\w+):", block).group(1),
+                "output": fields.get("output", "").split(", ")[0],
+                "wildcards": dict(
+                    item.split("=", 1) for item in fields.get("wildcards", "").split(", ") if item
+                ),
+                "resources": dict(
+                    item.split("=", 1) for item in fields.get("resources", "").split(", ") if item
+                ),
+            }
+        )
+    return jobs
