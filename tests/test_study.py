@@ -4,32 +4,19 @@ complete (editing any module a rule runs must rerun that rule)."""
 from __future__ import annotations
 
 import ast
+import re
+import shutil
 from pathlib import Path
 
 import pytest
 
 from nettebench.study import code_groups
 from nettebench.study import workflow as study_module
-from nettebench.study.code_groups import CODE_GROUPS, PACKAGE_DIR, modules
+from nettebench.study.code_groups import GROUP_COMMANDS, PACKAGE_DIR, command_module, modules
 from nettebench.study.crossing import ConfigError
 from nettebench.study.workflow import Study, plan_dataset
-
-ENTRY_POINTS = {
-    "store": "data/store_build.py",
-    "train": "training/cli.py",
-    "matrix_train": "benchmarks/cell_job.py",
-    "aggregate": "report/aggregate.py",
-    "front_page": "report/front_page.py",
-    "figures": "report/figures.py",
-    "profile": "profiling/cli.py",
-    "profile_aggregate": "report/tables/kernels.py",
-    "profile_figures": "report/kernel_figure.py",
-    "builds": "builds/build.py",
-    "environments": "builds/packages.py",
-    "inference": "inference/cli.py",
-    "inference_tables": "report/tables/inference.py",
-    "inference_figure": "report/inference_figure.py",
-}
+from nettebench.vocabulary.commands import SINGLE
+from tests.workflow_helpers import REPO
 
 
 def _imports(path: Path) -> set[str]:
@@ -79,17 +66,48 @@ def _closure(entry: str) -> set[str]:
     return seen
 
 
-@pytest.mark.parametrize("group", sorted(ENTRY_POINTS))
-def test_code_groups_cover_every_module_their_rules_import(group):
-    missing = _closure(ENTRY_POINTS[group]) - set(modules(group))
-    assert not missing, f"add {sorted(missing)} to CODE_GROUPS[{group!r}] in code_groups.py"
+@pytest.mark.parametrize("group", sorted(GROUP_COMMANDS))
+def test_code_groups_cover_every_module_their_commands_import(group):
+    """The group's modules (read with a regex, at parse time) hold everything a full ast
+    reading of its commands' imports reaches: the fast reading misses nothing."""
+    reached = set().union(*(_closure(command_module(c)) for c in GROUP_COMMANDS[group]))
+    missing = reached - set(modules(group))
+    assert not missing, f"code_groups.modules({group!r}) misses {sorted(missing)}"
 
 
-def test_no_group_names_a_missing_file():
-    for group, entries in CODE_GROUPS.items():
-        for entry in entries:
-            path = PACKAGE_DIR / entry
-            assert path.is_dir() if entry.endswith("/") else path.is_file(), (group, entry)
+def test_each_rules_code_group_names_the_commands_its_shell_runs():
+    """A rule with ``code("<group>")`` runs only commands of that group (rules/*.smk), so the
+    group's code is the code the rule runs; the training rules' command is a function
+    (``cell_job``) whose two forms the group ``matrix_train`` holds."""
+    rules = "\n".join(p.read_text() for p in sorted((REPO / "rules").glob("*.smk")))
+    rules = re.sub(r"(?m)^\s*#.*$", "", rules)  # comments name commands they do not run
+    checked = 0
+    for block in re.split(r"\n(?=rule |use rule )", rules):
+        group = re.search(r'code\("(\w+)"\)', block)
+        if group is None:
+            continue
+        for words in re.findall(r"python -m nettebench ([a-z][a-z-]*(?: [a-z][a-z-]*)?)", block):
+            command = " ".join(w for w in words.split() if not w.startswith("-"))
+            if command.split()[0] in SINGLE:
+                command = command.split()[0]
+            assert command in GROUP_COMMANDS[group[1]], (group[1], command)
+            checked += 1
+    assert checked >= 12
+    assert set(GROUP_COMMANDS["matrix_train"]) == {"benchmarks cell-job", "training"}
+
+
+def test_code_groups_are_computed_from_imports_not_kept_by_hand(tmp_path, monkeypatch):
+    """A module a command starts to import joins its group with no list to edit."""
+    package = tmp_path / "nettebench"
+    shutil.copytree(PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__"))
+    (package / "report" / "new_helper.py").write_text("X = 1\n")
+    figures = package / "report" / "figures.py"
+    figures.write_text(
+        figures.read_text() + "\n\ndef _late():\n    from nettebench.report import new_helper\n"
+    )
+    monkeypatch.setattr(code_groups, "PACKAGE_DIR", package)
+    assert "report/new_helper.py" in code_groups.modules("figures")
+    assert "report/new_helper.py" not in code_groups.modules("aggregate")
 
 
 def test_dataset_plans(tmp_path):

@@ -1,147 +1,124 @@
 """The code each group of rules runs: inputs of those rules, so an edit reruns exactly them.
 
-Groups follow the package's folders: editing ``report/`` reruns the tables, figures and report;
-editing ``training/`` or ``data/`` reruns the training cells (``data/store.py`` also rebuilds the
-store); editing ``builds/build.py`` rebuilds the libraries. An entry is a folder (every module in
-it, at any depth) or one module. ``tests/test_study.py`` follows each group's entry point through
-its imports and fails when a module it reaches is in no entry of the group.
+A group is named by the commands its rules run (the words after ``python -m nettebench``, as
+:data:`nettebench.vocabulary.commands.COMMANDS` maps them to modules). Its code is computed, not
+listed by hand: those modules, every ``nettebench`` module they import at any depth (functions
+included, read from the source with :mod:`ast`, nothing imported), the packages those modules
+sit in, and the dispatcher that starts a command (``__main__.py``, ``vocabulary/commands.py``),
+which reaches the command's module by its name rather than by an import. So editing the
+plotting code reruns only the figures, editing ``training/`` every training cell, and a module
+a command starts to import joins its group the same day.
 
 A rule's input is not the group's modules themselves but one manifest per group
 (:func:`write_manifest`, ``.snakemake/nettebench/code/<group>.sha256``, beside Snakemake's own
 metadata, so a dry run writes nothing under ``results/``): every module's sha256, rewritten at
 parse time only when one of them changed. Snakemake sees a newer input with a new checksum and
 reruns the group's jobs, exactly as with the modules listed, while a job's ``input:`` line in
-the terminal names one file instead of fifty.
+the terminal names one file instead of fifty. The trainer's restore key reads the same list
+(:mod:`nettebench.training.validity`): one definition of "the code that made this result".
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import re
 from pathlib import Path
 
 from nettebench.vocabulary.atomic import write_text_atomic
+from nettebench.vocabulary.commands import COMMANDS, SINGLE
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
+# What starts every command: ``python -m nettebench`` and the table that names the module.
+DISPATCH = ("__main__.py", "vocabulary/commands.py")
 
-# What every group that reads or writes records runs: the ground floor, the parse-time core and
-# the record files, and the package's one entry, ``python -m nettebench <group> ...``.
-_CORE = ("vocabulary/", "study/", "records/", "__main__.py")
-# What reads a prepared dataset: its description (dataset.json), not how it was fetched or made.
-_DATASET = (
-    "datasets/__init__.py",
-    "datasets/info.py",
-    "datasets/walk.py",  # the one walk of a tree's images (counts, store, pil loader)
-)
-# A training cell: the trainer, its input pipelines and models, the build it activates (not the
-# build steps) and the dataset it reads.
-_BUILD_USE = ("builds/__init__.py", "builds/activate.py")
-_TRAINER = ("training/", "data/", "models/", *_BUILD_USE, *_DATASET, *_CORE)
-
-# What every table and figure is built from: the records read into frames, shaped and formatted.
-_REPORT = (
-    "report/__init__.py",
-    "report/collect.py",
-    "report/grids.py",
-    "report/format.py",
-    "report/caveats.py",
-    "report/setups.py",
-    "report/stats.py",
-    *_CORE,
-)
-
-CODE_GROUPS: dict[str, tuple[str, ...]] = {
-    # Only the store's own modules of data/: editing a loader must not decode the dataset again.
-    "store": (
-        "data/__init__.py",
-        "data/store.py",
-        "data/store_build.py",
-        *_DATASET,
-        *_CORE,
-    ),
-    "train": _TRAINER,
-    # A matrix cell's job trains it and measures its ceiling right after (benchmarks/cell_job)
-    "matrix_train": (
-        "benchmarks/__init__.py",
-        "benchmarks/cell_job.py",
-        "benchmarks/ceiling.py",
-        *_TRAINER,
-    ),
-    "profile": ("profiling/", *_TRAINER),
-    # An inference cell or accuracy job: its package, and the trainer's model, precision step
-    # and validation pipeline it reuses.
-    "inference": ("inference/", *_TRAINER),
-    # Their tables (and the front page's sentence) and the latency-throughput figure, apart.
-    "inference_tables": (*_REPORT, "report/tables/inference.py", "report/tables/energy.py"),
-    "inference_figure": (*_REPORT, "report/inference_figure.py", "report/plotting.py"),
-    # The tables (report/tables/) and the figures (report/figures.py, plotting.py) apart, so
-    # editing plotting code reruns only the figures.
-    "aggregate": (
-        *_REPORT,
-        "report/aggregate.py",
-        "report/answers.py",
-        "report/compare.py",
-        "report/rerun.py",  # the rerun line under a withheld verdict (report/compare.py)
-        "report/duplicates.py",
-        "report/front_page.py",
-        "report/tables/",
-        "report/references.py",  # the published references' data (report/tables/references.py)
-        "report/steps_export.py",  # steps.csv and the pyperf files, in the same job
-    ),
-    # The report's front page: the headline table and the throughput figure on one page.
-    "front_page": (
-        *_REPORT,
-        "report/front_page.py",
-        "report/answers.py",
-        "report/compare.py",
-        "report/rerun.py",
-        "report/tables/energy.py",  # the energy sentence
-    ),
-    "figures": (
-        *_REPORT,
-        "report/figures.py",
-        "report/facets.py",
-        "report/plotting.py",
-        "report/scaling_figure.py",  # and the scaling table's rows it draws
-        "report/tables/scaling.py",
-        "report/speedup_figure.py",  # and the speed-up it draws, the time table's own
-        "report/compare.py",
-        "report/rerun.py",
-        "report/energy_figure.py",  # and the energy table's definitions it draws by
-        "report/tables/energy.py",
-    ),
-    "profile_aggregate": (*_REPORT, "report/tables/kernels.py", "profiling/"),
-    "profile_figures": (*_REPORT, "report/kernel_figure.py", "report/plotting.py", "profiling/"),
-    # A library build depends on its own steps alone, so no other edit rebuilds a library.
-    "builds": (
-        "__main__.py",  # python -m nettebench builds clone|wheel|install
-        "builds/build.py",
-        "vocabulary/build_catalog.py",
-        "vocabulary/atomic.py",
-        "vocabulary/commands.py",
-    ),
-    # A package environment's install step and what it shares with the builds' steps.
-    "environments": (
-        "__main__.py",  # python -m nettebench builds environment
-        "vocabulary/commands.py",
-        "builds/packages.py",
-        "builds/build.py",
-        "vocabulary/build_catalog.py",
-        "vocabulary/atomic.py",
-    ),
+# group -> the commands its rules run (rules/*.smk, `code("<group>")` beside the shell line)
+GROUP_COMMANDS: dict[str, tuple[str, ...]] = {
+    "store": ("data store",),
+    "train": ("training",),
+    "matrix_train": ("benchmarks cell-job", "training"),  # the trainer, then the ceiling
+    "profile": ("profiling",),
+    "inference": ("inference",),
+    "inference_tables": ("report inference-tables",),
+    "inference_figure": ("report inference-figure",),
+    "aggregate": ("report tables", "report steps"),
+    "front_page": ("report front-page",),
+    "figures": ("report figures",),
+    "profile_aggregate": ("report kernel-tables",),
+    "profile_figures": ("report kernel-figure",),
+    "builds": ("builds clone", "builds wheel", "builds install"),
+    "environments": ("builds environment",),
 }
 
 
+def command_module(command: str) -> str:
+    """``report tables`` -> ``report/aggregate.py``: the module a command's words start."""
+    group, _, name = command.partition(" ")
+    dotted = SINGLE[group][0] if group in SINGLE else f"{group}.{COMMANDS[group][name][0]}"
+    return dotted.replace(".", "/") + ".py"
+
+
+# An import statement at any indentation: ``import a.b, c`` or ``from .x import (y, z)``, its
+# names running on over a parenthesised list or backslashed lines. A line of a docstring that
+# reads like an import only adds a module, never hides one (tests/test_study.py checks the
+# groups against a full ast reading); a regex reads the package in milliseconds where parsing
+# every module took most of a second of each Snakemake start.
+_LINE = r"(?:[^\n\\]|\\\n)*"  # the rest of a line, backslashed line ends included
+_IMPORT = re.compile(
+    rf"^[ \t]*(?:from[ \t]+(?P<base>\.*[\w.]*)[ \t]+import[ \t]+(?P<names>\([^)]*\)|{_LINE})"
+    rf"|import[ \t]+(?P<modules>{_LINE}))",
+    re.MULTILINE,
+)
+
+
+def _names(text: str) -> list[str]:
+    """``a as b, (c, d)`` -> ``["a", "c", "d"]``: the imported names, aliases dropped."""
+    words = [w.strip() for w in re.sub(r"[()\\\n]", " ", text.split("#")[0]).split(",")]
+    return [w.split()[0] for w in words if w and w.split()[0].replace(".", "").isidentifier()]
+
+
+@functools.cache
+def _imports(root: Path, relative: str) -> frozenset[str]:
+    """The package modules (files relative to the package folder ``root``) one module imports,
+    anywhere in it."""
+    package = ["nettebench", *Path(relative).parent.parts]
+    names: set[str] = set()
+    for match in _IMPORT.finditer((root / relative).read_text(encoding="utf-8")):
+        if match["modules"] is not None:
+            names |= set(_names(match["modules"]))
+            continue
+        dots = len(match["base"]) - len(match["base"].lstrip("."))
+        parent = package[: len(package) - dots + 1] if dots else []
+        base = ".".join([*parent, *filter(None, [match["base"].lstrip(".")])])
+        names |= {base, *(f"{base}.{name}" for name in _names(match["names"]))}
+    found = set()
+    for name in names:
+        parts = name.split(".")
+        if parts[0] != "nettebench":
+            continue
+        for depth in range(1, len(parts) + 1):  # a module's packages run their __init__.py
+            found |= {f for f in _files(parts[1:depth]) if (root / f).is_file()}
+    return frozenset(found)
+
+
+def _files(parts: list[str]) -> tuple[str, ...]:
+    """The files a dotted name (without ``nettebench``) may be: a module, or a package."""
+    stem = "/".join(parts)
+    return (f"{stem}.py", f"{stem}/__init__.py") if parts else ("__init__.py",)
+
+
 def modules(group: str) -> list[str]:
-    """Every module (relative to the package) the group's entries name, folders expanded."""
-    found: set[str] = set()
-    for entry in CODE_GROUPS[group]:
-        path = PACKAGE_DIR / entry
-        if entry.endswith("/"):
-            found |= {str(p.relative_to(PACKAGE_DIR)) for p in path.rglob("*.py")}
-        else:
-            found.add(entry)
-    return sorted(found)
+    """Every module (relative to the package) the group's commands run: their modules, what
+    those import at any depth, and the dispatcher."""
+    todo = [*DISPATCH, *(command_module(c) for c in GROUP_COMMANDS[group])]
+    seen: set[str] = set()
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo.extend(_imports(PACKAGE_DIR, module))
+    return sorted(seen)
 
 
 def manifest(group: str) -> str:
