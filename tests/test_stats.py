@@ -25,13 +25,6 @@ def test_t_tends_to_the_normal_and_p_inverts_the_quantile():
     assert stats.t_two_sided_p(0.0, 3) == pytest.approx(1.0)
 
 
-def test_incomplete_beta_closed_forms():
-    for x in (0.1, 0.5, 0.9):
-        assert stats.incomplete_beta(1, 1, x) == pytest.approx(x)
-        assert stats.incomplete_beta(3, 1, x) == pytest.approx(x**3)
-        assert stats.incomplete_beta(1, 2, x) == pytest.approx(1 - (1 - x) ** 2)
-
-
 def test_summary_is_mean_and_t_interval():
     values = [54.0, 55.5, 57.0]
     summary = stats.summarize(values)

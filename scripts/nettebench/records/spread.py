@@ -20,6 +20,7 @@ Standard library only: the trainer, the inference bench and the aggregation all 
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -101,7 +102,7 @@ def order_statistic_ranks(n: int, q: float, confidence: float) -> tuple[int, int
         return None
     tail = (1 - confidence) / 2
     if n > EXACT_RANKS_UP_TO:
-        z = _normal_quantile(1 - tail)
+        z = statistics.NormalDist().inv_cdf(1 - tail)
         centre, width = n * q, z * math.sqrt(n * q * (1 - q))
         j, k = math.floor(centre - width), math.ceil(centre + width) + 1
         return (j, k) if j >= 1 and k <= n else None
@@ -115,18 +116,6 @@ def order_statistic_ranks(n: int, q: float, confidence: float) -> tuple[int, int
     if j < 1 or j > k or cdf[k - 1] - cdf[j - 1] < confidence:
         return None
     return j, k
-
-
-def _normal_quantile(p: float) -> float:
-    """The standard normal's p quantile, by bisection on erf (only large-n ranks need it)."""
-    low, high = -10.0, 10.0
-    for _ in range(100):
-        middle = (low + high) / 2
-        if 0.5 * (1 + math.erf(middle / math.sqrt(2))) < p:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
 
 
 def quantile_interval(

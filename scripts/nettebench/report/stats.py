@@ -19,9 +19,9 @@ verdicts of one table are a family, and a difference is supported only when its 
 Holm's step-down correction over the family (:func:`holm`): the chance that a table of
 identical cells states any difference stays at 5 %.
 
-The t distribution comes from the regularised incomplete beta function (no SciPy): its values
-match the published t tables to the digits shown (``tests/test_stats.py``). Pure Python, no
-pandas.
+The t distribution is SciPy's (``scipy.stats.t``), checked against the published t tables
+(``tests/test_stats.py``); the rest is plain Python. SciPy is the report's dependency, never a
+job's: the jobs' own intervals (:mod:`nettebench.records.spread`) are standard library.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import scipy.stats
 
 from nettebench.records.spread import finite
 
@@ -84,66 +86,14 @@ def summarize(values: Iterable[Any]) -> Summary:
 # -------------------------------------------------------------------------- the t distribution
 
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz's method)."""
-    tiny, eps = 1e-300, 3e-16
-    qab, qap, qam = a + b, a + 1, a - 1
-    c, d = 1.0, 1 - qab * x / qap
-    d = 1 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 400):
-        m2 = 2 * m
-        even = m * (b - m) * x / ((qam + m2) * (a + m2))
-        odd = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))
-        for numerator in (even, odd):
-            d = 1 + numerator * d
-            d = 1 / (d if abs(d) > tiny else tiny)
-            c = 1 + numerator / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1) < eps:
-            break
-    return h
-
-
-def incomplete_beta(a: float, b: float, x: float) -> float:
-    """The regularised incomplete beta function I_x(a, b)."""
-    if x <= 0:
-        return 0.0
-    if x >= 1:
-        return 1.0
-    front = math.exp(
-        math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
-    )
-    if x < (a + 1) / (a + b + 2):
-        return front * _betacf(a, b, x) / a
-    return 1 - front * _betacf(b, a, 1 - x) / b
-
-
 def t_two_sided_p(t: float, df: float) -> float:
     """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom (``df`` may be fractional)."""
-    if math.isinf(t):
-        return 0.0
-    return incomplete_beta(df / 2, 0.5, df / (df + t * t))
+    return float(2 * scipy.stats.t.sf(abs(t), df))
 
 
 def t_quantile(p: float, df: float) -> float:
-    """The ``p`` quantile (p > 0.5) of Student's t: ``t_quantile(0.975, 4)`` is 2.776."""
-    target = 2 * (1 - p)  # the two-sided tail probability
-    low, high = 0.0, 1.0
-    while t_two_sided_p(high, df) > target:
-        high *= 2
-    for _ in range(200):
-        middle = (low + high) / 2
-        # No float lies between low and high: every further pass keeps middle, or moves the
-        # other end onto it, so the loop would return middle after its 200 passes anyway.
-        if middle in (low, high):
-            return middle
-        if t_two_sided_p(middle, df) > target:
-            low = middle
-        else:
-            high = middle
-    return (low + high) / 2
+    """The ``p`` quantile of Student's t: ``t_quantile(0.975, 4)`` is 2.776."""
+    return float(scipy.stats.t.ppf(p, df))
 
 
 @dataclass(frozen=True)
