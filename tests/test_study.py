@@ -96,6 +96,22 @@ def test_each_rules_code_group_names_the_commands_its_shell_runs():
     assert set(GROUP_COMMANDS["matrix_train"]) == {"benchmarks cell-job", "training"}
 
 
+def test_every_registered_table_is_a_function_of_the_frames_and_in_the_aggregates_code():
+    """outputs.TABLES names each table's function; the aggregate imports it by name, so its
+    module is in the aggregate's code group all the same, and it takes the runs frame."""
+    import importlib
+    import inspect
+
+    from nettebench.vocabulary import outputs
+
+    for name, target in outputs.TABLES.items():
+        module, _, function = target.partition(":")
+        assert f"report/{module.replace('.', '/')}.py" in modules("aggregate"), name
+        render = getattr(importlib.import_module(f"nettebench.report.{module}"), function)
+        parameters = inspect.signature(render).parameters
+        assert "runs" in parameters and set(parameters) <= {"runs", "epochs", "compared"}, name
+
+
 def test_code_groups_are_computed_from_imports_not_kept_by_hand(tmp_path, monkeypatch):
     """A module a command starts to import joins its group with no list to edit."""
     package = tmp_path / "nettebench"

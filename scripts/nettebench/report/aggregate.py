@@ -27,10 +27,13 @@ With no metrics files (an aggregate-only run that finds none) it writes empty ta
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
@@ -41,22 +44,21 @@ from nettebench.report.collect import RecordError, epochs_frame, read_cells, run
 from nettebench.report.duplicates import Merge, merge_duplicates
 from nettebench.report.front_page import answer_text, headline_html
 from nettebench.report.grids import NO_CELLS_NOTE
-from nettebench.report.tables.accuracy import accuracy_markdown
-from nettebench.report.tables.comparisons import comparisons_frame, comparisons_markdown
-from nettebench.report.tables.conditions import timing_conditions_markdown
-from nettebench.report.tables.cpu_vs_gpu import cpu_vs_gpu_markdown
-from nettebench.report.tables.energy import energy_markdown
-from nettebench.report.tables.machines import machines_markdown
-from nettebench.report.tables.references import references_markdown
-from nettebench.report.tables.scaling import scaling_markdown
-from nettebench.report.tables.throughput import throughput_markdown
-from nettebench.report.tables.time import time_markdown
-from nettebench.report.tables.time_to_accuracy import time_to_accuracy_markdown
-from nettebench.report.tables.versions import library_versions_markdown
+from nettebench.report.tables.comparisons import comparisons_frame
 from nettebench.vocabulary import commands, outputs
 
-# The markdown tables; each is also written as HTML under the same name.
+# The markdown tables (outputs.TABLES, the registry); each is also written as HTML.
 MARKDOWN_TABLES = outputs.TABLE_NAMES
+
+
+def render(target: str, frames: dict[str, Any]) -> str:
+    """A registry entry's table: ``tables.time:time_markdown`` imported from
+    ``nettebench.report`` and called with the ``frames`` its parameters name (every table takes
+    ``runs``; some also ``epochs`` or ``compared``)."""
+    module, _, function = target.partition(":")
+    render_table = getattr(importlib.import_module(f"nettebench.report.{module}"), function)
+    wanted = inspect.signature(render_table).parameters
+    return render_table(**{name: frames[name] for name in wanted if name in frames})
 
 
 # Output name -> file name; aggregate() returns {name: path} with these names.
@@ -105,22 +107,12 @@ def aggregate(
     epochs = epochs_frame(cells, runs)
     runs = runs.reset_index(drop=True)
     compared = comparisons(runs)  # one family: comparisons.md and comparisons.csv
+    frames = {"runs": runs, "epochs": epochs, "compared": compared}
     texts = {
         "runs": _csv_text(runs),
         "epochs": _csv_text(epochs),
         "comparisons_csv": _csv_text(comparisons_frame(runs, compared)),
-        "time_by_model_precision": time_markdown(runs),
-        "accuracy_by_epoch": accuracy_markdown(runs, epochs),
-        "throughput": throughput_markdown(runs),
-        "cpu_vs_gpu": cpu_vs_gpu_markdown(runs),
-        "time_by_library_version": library_versions_markdown(runs),
-        "timing_conditions": timing_conditions_markdown(runs),
-        "time_by_machine": machines_markdown(runs),
-        "time_to_accuracy": time_to_accuracy_markdown(runs),
-        "scaling": scaling_markdown(runs),
-        "comparisons": comparisons_markdown(runs, compared),
-        "energy": energy_markdown(runs),
-        "published_references": references_markdown(runs),
+        **{name: render(target, frames) for name, target in outputs.TABLES.items()},
     }
     texts["runs_html"] = T.csv_to_html(texts["runs"], "Runs", _RUNS_NOTE, empty=NO_CELLS_NOTE)
     texts.update({f"{name}_html": T.html_document(texts[name]) for name in MARKDOWN_TABLES})

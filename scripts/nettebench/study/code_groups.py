@@ -4,8 +4,9 @@ A group is named by the commands its rules run (the words after ``python -m nett
 :data:`nettebench.vocabulary.commands.COMMANDS` maps them to modules). Its code is computed, not
 listed by hand: those modules, every ``nettebench`` module they import at any depth (functions
 included, read from the source with :mod:`ast`, nothing imported), the packages those modules
-sit in, and the dispatcher that starts a command (``__main__.py``, ``vocabulary/commands.py``),
-which reaches the command's module by its name rather than by an import. So editing the
+sit in, the dispatcher that starts a command (``__main__.py``, ``vocabulary/commands.py``),
+which reaches the command's module by its name rather than by an import, and the modules a
+registry names (:data:`REGISTRIES`: the tables of ``vocabulary/outputs.py``). So editing the
 plotting code reruns only the figures, editing ``training/`` every training cell, and a module
 a command starts to import joins its group the same day.
 
@@ -26,6 +27,7 @@ import os
 import re
 from pathlib import Path
 
+from nettebench.vocabulary import outputs
 from nettebench.vocabulary.atomic import write_text_atomic
 from nettebench.vocabulary.commands import COMMANDS, SINGLE
 
@@ -50,6 +52,11 @@ GROUP_COMMANDS: dict[str, tuple[str, ...]] = {
     "builds": ("builds clone", "builds wheel", "builds install"),
     "environments": ("builds environment",),
 }
+
+
+# group -> the registry whose entries (``module:function`` under nettebench.report) its command
+# imports by name (report.aggregate.render), so no import statement shows them
+REGISTRIES: dict[str, dict[str, str]] = {"aggregate": outputs.TABLES}
 
 
 def command_module(command: str) -> str:
@@ -112,6 +119,8 @@ def modules(group: str) -> list[str]:
     """Every module (relative to the package) the group's commands run: their modules, what
     those import at any depth, and the dispatcher."""
     todo = [*DISPATCH, *(command_module(c) for c in GROUP_COMMANDS[group])]
+    registered = REGISTRIES.get(group, {}).values()
+    todo += [f"report/{target.partition(':')[0].replace('.', '/')}.py" for target in registered]
     seen: set[str] = set()
     while todo:
         module = todo.pop()

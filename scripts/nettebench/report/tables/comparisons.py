@@ -81,11 +81,13 @@ def comparison_sections(
     return sections, withheld, family
 
 
-def comparisons_markdown(runs: pd.DataFrame, found: list[answers.Comparison] | None = None) -> str:
-    """The table; ``found`` is :func:`answers.comparisons` of ``runs`` when the caller has it
+def comparisons_markdown(
+    runs: pd.DataFrame, compared: list[answers.Comparison] | None = None
+) -> str:
+    """The table; ``compared`` is :func:`answers.comparisons` of ``runs`` when the caller has it
     (the aggregate writes the CSV from the same family)."""
     found, withheld, family = comparison_sections(
-        answers.comparisons(runs) if found is None else found
+        answers.comparisons(runs) if compared is None else compared
     )
     if not found:
         has_matrix = not runs.empty and (runs["kind"] == "matrix").any()
