@@ -28,3 +28,6 @@ rule all:
     default_target: True
     input:
         final_outputs(),
+    # one line, not the study's every output (profiles/default/config.yaml)
+    message:
+        "{rule}: every cell, table and figure of the study"

@@ -36,6 +36,9 @@ rule tables_aggregate:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.runs),
         options=aggregate_options(),
+    # one line, not every cell's records and every table (profiles/default/config.yaml)
+    message:
+        "{rule}: the tables in results/tables/, from every cell's record (log: {log})"
     shell:
         "python -m nettebench report tables --out-dir {params.out_dir} {params.options}"
         " {input.metrics} > {log} 2>&1"
@@ -65,6 +68,8 @@ rule figures_plot:
         "../envs/report.yaml"
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.png[0]),
+    message:
+        "{rule}: the figures in results/figures/, from results/tables/ (log: {log})"
     shell:
         "python -m nettebench report figures --runs {input.runs} --epochs {input.epochs}"
         " --out-dir {params.out_dir} > {log} 2>&1"

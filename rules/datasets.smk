@@ -131,5 +131,8 @@ rule store_build:
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.store),
     shell:
-        "python -m nettebench data store --data {input.data} --out-dir {params.out_dir}"
-        " --resolution {wildcards.resolution} --jobs {threads} > {log} 2>&1"
+        # 3>&2: an image that does not decode is named in the terminal as it fails, with the
+        # step that gets it back (nettebench.datasets.repair); the rest goes to the log
+        "NETTEBENCH_TERMINAL_FD=3 python -m nettebench data store --data {input.data}"
+        " --out-dir {params.out_dir} --resolution {wildcards.resolution} --jobs {threads}"
+        " 3>&2 > {log} 2>&1"

@@ -86,6 +86,9 @@ rule inference_tables:
         "../envs/report.yaml"
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.cells),
+    # one line, not every inference cell's record (profiles/default/config.yaml)
+    message:
+        "{rule}: the inference tables in results/tables/, from every cell's record (log: {log})"
     shell:
         "python -m nettebench report inference-tables --out-dir {params.out_dir}"
         " --records {input.records:q} --accuracy {input.accuracy:q} > {log} 2>&1"

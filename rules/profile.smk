@@ -59,6 +59,9 @@ rule profiles_aggregate:
         "../envs/report.yaml"
     params:
         out_dir=lambda wildcards, output: os.path.dirname(output.markdown),
+    # one line, not every profiled cell's summary (profiles/default/config.yaml)
+    message:
+        "{rule}: the kernel tables in results/tables/, from every profiled cell (log: {log})"
     shell:
         "python -m nettebench report kernel-tables --out-dir {params.out_dir}"
         " {input.summaries} > {log} 2>&1"

@@ -43,9 +43,11 @@ rule cell_train:
         # die of a SIGTERM at once and leave it running unseen). --depends-on {input}: every
         # declared input goes into the key a restore or resume is matched on, so neither can
         # be looser than this rule (training/validity.py); the options are the rest of it.
-        "exec python -m nettebench {params.job} --kind {params.kind} --data {input.data}"
-        " --out-dir {params.out_dir} --threads {threads} {params.store} {params.cell}"
-        " --depends-on {input} > {log} 2>&1"
+        # 3>&2: the terminal's copy, for the lines the run shows as it goes (a resume, an image
+        # that does not decode: nettebench.vocabulary.terminal); the rest goes to the log.
+        "NETTEBENCH_TERMINAL_FD=3 exec python -m nettebench {params.job} --kind {params.kind}"
+        " --data {input.data} --out-dir {params.out_dir} --threads {threads} {params.store}"
+        " {params.cell} --depends-on {input} 3>&2 > {log} 2>&1"
 
 
 use rule cell_train as cpu_baseline_train with:

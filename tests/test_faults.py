@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import tarfile
 import time
@@ -285,6 +286,19 @@ def test_the_rerun_resumes_from_that_checkpoint(chain, fault, name):
     assert chain.steps[NEXT[fault]].resumed_from == chain.steps[fault].epoch
 
 
+@pytest.mark.parametrize("fault", [*NEXT], ids=[*NEXT])
+def test_the_rerun_says_its_resume_in_the_terminal(chain, fault):
+    """Not only in the cell's log: the run's own output names the cell, the epoch and the file,
+    as the trainer resumes (nettebench.vocabulary.terminal, the rule's `3>&2`)."""
+    rerun, epoch = chain.steps[NEXT[fault]], chain.steps[fault].epoch
+    said = (
+        f"nettebench: {CHAIN} resumes after epoch {epoch}/{EPOCHS} from its checkpoint "
+        f"(results/runs/{CHAIN}/checkpoint.pt)"
+    )
+    assert said in rerun.output.splitlines(), rerun.output[-3000:]
+    assert "resumes" not in chain.steps["rerun"].output  # a restore is no resume
+
+
 def test_signals_to_snakemake_are_passed_on_to_its_jobs(chain):
     for fault in ("snakemake SIGINT", "snakemake SIGTERM"):
         output = chain.steps[fault].output
@@ -327,6 +341,43 @@ def test_the_cell_finished_before_the_faults_never_ran_again(chain):
     kept = chain.work / metrics(KEPT)
     assert (kept.stat().st_mtime_ns, kept.read_bytes()) == chain.kept_before
     assert "Nothing to be done" in chain.dry_run.stdout + chain.dry_run.stderr
+
+
+def test_an_image_that_stopped_decoding_is_named_first_and_its_rebuild_plans_one_job(chain):
+    """After the faults: one image of the generated dataset overwritten, and a cell that reads
+    it (seed 1, a study with one seed more). The first line of the failure in the run's output
+    names the file and the command that rebuilds the dataset; that command plans the dataset's
+    job alone and brings the image back; then the study plans what it planned before (the
+    failed cell), not the cells that were done (the same dataset.json, by its checksum)."""
+    work = chain.work
+    study = write_config(work, {**STUDY, "matrix": {**STUDY["matrix"], "seed": [0, 1]}}, "s.yaml")
+    args = ["--configfile", str(study), "--replace-workflow-config", "--cores", "2"]
+    new = CellSpec(dataset="tiny", epochs=1, seed=1, **CELL).path()
+    targets = [metrics(KEPT), metrics(CHAIN), metrics(new)]
+    before = planned_jobs(snakemake(work, *args, *targets, "-n"))
+    assert before == {"cell_train": 1}
+    info = work / "results/data/tiny/dataset.json"
+    image = sorted((work / "results/data/tiny/data/train").rglob("*.JPEG"))[0]
+    image_bytes, info_bytes = image.read_bytes(), info.read_bytes()
+    image.write_bytes(b"not a JPEG any more\n")
+
+    failed = snakemake(work, *args, metrics(new), check=False)
+    output = failed.stdout + failed.stderr
+    assert failed.returncode == 1
+    lines = output.splitlines()
+    start = lines.index(next(line for line in lines if line.endswith("rule cell_train:")))
+    # the job's block (indented), then the failure: its first line
+    first = next(line for line in lines[start + 1 :] if not line.startswith(" "))
+    shown = image.relative_to(work).as_posix()
+    assert first.startswith(f"nettebench: {shown} does not decode ("), output[-3000:]
+    command = re.search(r"`snakemake ([^`]*)`", first).group(1).split()
+    assert command == ["--force", "results/data/tiny/dataset.json"], first
+    assert output.rindex(shown) > output.rindex("Error in rule")  # and again at the end
+
+    assert planned_jobs(snakemake(work, *args, *command, "-n")) == {"dataset_synthesize": 1}
+    snakemake(work, *args, *command)
+    assert (image.read_bytes(), info.read_bytes()) == (image_bytes, info_bytes)
+    assert planned_jobs(snakemake(work, *args, *targets, "-n")) == before
 
 
 # -- bad input: datasets ------------------------------------------------------------------------

@@ -199,6 +199,39 @@ def test_the_run_ends_with_the_front_pages_answer_in_the_terminal(quickstart):
     assert [line.strip() for line in printed] == written, log[heading:]
 
 
+# A job of one cell keeps Snakemake's own block (a dry run shows there what the job asks for:
+# tests/test_resources.py); its input and output lines name that cell's own files, each with the
+# cell's path, up to four of them (cell_train: metrics, epochs, ceiling, weights).
+PER_CELL_RULES = ("cell_train", "cpu_baseline_train", "cell_profile", "inference_measure",
+                  "inference_accuracy")  # fmt: skip
+LINE_LIMIT = 300
+
+
+def test_the_runs_output_has_no_line_a_terminal_cannot_hold(quickstart):
+    """No job's reason (the profiles' `quiet: reason`: it lists every input that changed, 3,600
+    characters for `all` in the quick start), and the rules that gather the study say what they
+    make in one line (`message:`), so no line of the run's output is over 300 characters but a
+    file list of one cell's job, which names at most four files of that cell."""
+    workdir, _ = quickstart
+    lines = (workdir / "run.log").read_text().splitlines()
+    rule, long = None, []
+    for line in lines:
+        if found := re.match(r"^(?:local)?rule (\w+):$", line):
+            rule = found.group(1)
+        elif not line.startswith(" "):
+            rule = None
+        if len(line) <= LINE_LIMIT:
+            continue
+        field, _, files = line.strip().partition(": ")
+        if rule in PER_CELL_RULES and field in ("input", "output"):
+            assert len(files.split(", ")) <= 4 and max(map(len, files.split(", "))) < 160, line
+            continue
+        long.append(f"{rule}: {line[:100]}... ({len(line)} characters)")
+    assert long == []
+    assert not [line for line in lines if line.lstrip().startswith(("reason: ", "Reason: "))]
+    assert "Job " in next(line for line in lines if "tables_aggregate: the tables in" in line)
+
+
 def test_inference_cells_ran_with_paths_that_omit_defaults(quickstart):
     workdir, _ = quickstart
     root = workdir / "results" / "inference" / "synthetic-quick" / "model~resnet18"

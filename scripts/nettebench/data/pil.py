@@ -21,6 +21,7 @@ import torch
 import torchvision
 from torch.utils.data import DataLoader
 
+from nettebench.datasets import repair
 from nettebench.datasets.walk import split_samples
 from nettebench.vocabulary.cell import VAL_RESIZE_RATIO
 from nettebench.vocabulary.dataset_errors import DatasetError
@@ -147,14 +148,12 @@ class TreeImageFolder(datasets.ImageFolder):
 
 
 def load_image(path: str):
-    """ImageFolder's PIL loader, with an error that names the file it could not decode."""
+    """ImageFolder's PIL loader, with an error that names the file it could not decode and how
+    to get it back, also said in the run's terminal (:func:`.repair.undecodable`)."""
     try:
         return datasets.folder.pil_loader(path)
     except (OSError, ValueError) as exc:
-        raise DatasetError(
-            f"{path} does not decode ({type(exc).__name__}: {exc}); replace or remove it, or "
-            "prepare the dataset through the workflow, which checks every image first"
-        ) from None
+        raise DatasetError(repair.undecodable(path, exc)) from None
 
 
 def _seed_worker(worker_id: int) -> None:

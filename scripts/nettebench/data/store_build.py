@@ -40,6 +40,7 @@ from nettebench.data.store import (
     source_of,
     store_is_current,
 )
+from nettebench.datasets import repair
 from nettebench.datasets.info import SPLITS, load_data_root
 from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import make_work_dir, remove_tree, write_json_atomic
@@ -237,10 +238,7 @@ def _open_rgb(path: str | os.PathLike[str]):
         with Image.open(path) as image:
             yield image.convert("RGB")
     except (OSError, ValueError, Image.DecompressionBombError) as exc:
-        raise StoreError(
-            f"could not decode {path}: {exc}; the file is corrupt or not an image: replace or "
-            "remove it (or prepare the dataset again) and rebuild the store"
-        ) from None
+        raise StoreError(repair.undecodable(path, exc)) from None
 
 
 def _fsync(path: Path) -> None:

@@ -6,6 +6,7 @@
 * :mod:`.synthetic` - generate a learnable, Imagenette-shaped JPEG dataset;
 * :mod:`.info` - ``dataset.json``, which every route writes last and the trainer reads;
 * :mod:`.images` - every image decodes (or is skipped and listed), before any cell reads it;
+* :mod:`.repair` - an image that stops decoding later: the file, and the step that fixes it;
 * :mod:`.walk` - the one walk of a tree's images (ImageFolder's order, no link followed), which
   every reader of a dataset's files uses, and a local folder's cheap stamp;
 * :mod:`.verify` - checks;

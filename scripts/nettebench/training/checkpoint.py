@@ -29,6 +29,10 @@ on changed (code, inputs, options, packages, hardware), so epochs of the old cod
 stored with epochs of the new one as one result. Any other checkpoint is discarded before the
 first epoch, with a line naming the first part that changed; so is every checkpoint under
 ``--retrain``.
+
+A resume is said twice (:func:`resumed`): in the cell's log, and in the terminal the run was
+started from (:mod:`nettebench.vocabulary.terminal`), so a user watching the run sees which cell
+goes on from where, and from which file.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from typing import Any
 import torch
 
 from nettebench.training import startup, validity
+from nettebench.vocabulary import terminal
 from nettebench.vocabulary.atomic import open_atomic
 
 CHECKPOINT_FILE = "checkpoint.pt"
@@ -133,6 +138,16 @@ def load(out_dir: str | os.PathLike, key: dict[str, Any]) -> dict[str, Any] | No
         return None
     _WRITER["epochs"] = len(state.get("rows") or ())
     return state
+
+
+def resumed(out_dir: str | os.PathLike, cell, epochs_done: int) -> None:
+    """Say that ``cell`` resumes from its checkpoint after ``epochs_done`` epochs: a line in the
+    log, and one in the terminal that names the cell and the file."""
+    print(f"resumed from the checkpoint after epoch {epochs_done}", flush=True)
+    terminal.say(
+        f"{cell.path()} resumes after epoch {epochs_done}/{cell.epochs} from its checkpoint "
+        f"({Path(out_dir) / CHECKPOINT_FILE})"
+    )
 
 
 def discard_stale(out_dir: str | os.PathLike, key: dict[str, Any], retrain: bool) -> list[str]:

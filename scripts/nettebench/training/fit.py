@@ -187,7 +187,7 @@ def fit(run: RunContext, rows: list[dict[str, Any]]) -> FitResult:
         rows.extend(saved["rows"])
         result.resumed_from_epoch = len(rows)
         result.earlier_wall_s = saved["wall_s"]
-        print(f"resumed from the checkpoint after epoch {len(rows)}", flush=True)
+        checkpoint.resumed(run.out_dir, cell, len(rows))
     if cell.compile:
         result.compile_s = compile_warmup(ready.runner, ready.local_batch, cell.image_size)
         print(f"compiled the model in {result.compile_s:.1f} s (apart from the epochs)", flush=True)

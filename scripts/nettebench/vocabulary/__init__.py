@@ -7,8 +7,8 @@ files a build leaves (:mod:`.build_catalog`), the datasets known by name (:mod:`
 and the dataset layer's error (:mod:`.dataset_errors`), a record's keys and the outcomes it
 records (:mod:`.record_keys`: ``STATUS_*``, ``METRICS_KEYS``, ``EPOCH_COLUMNS``), the one
 all-or-nothing writer of files and folders that every floor writes with (:mod:`.atomic`),
-and the commands' names with the dispatcher every subpackage's ``__main__`` calls
-(:mod:`.commands`).
+the commands' names with the dispatcher every subpackage's ``__main__`` calls
+(:mod:`.commands`), and a job's line in the terminal its run was started from (:mod:`.terminal`).
 
 Imports the standard library only, and nothing of the package but itself
 (``tests/test_layout.py``): Snakemake imports it while it parses, and every floor above may
