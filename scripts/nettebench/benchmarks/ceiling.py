@@ -30,6 +30,7 @@ import json
 import statistics
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -354,31 +355,30 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    fix = (LibraryError, ApexAmpUnavailable, ModelLibraryMissing)  # the user's to fix
+    return commands.run(build_parser(), _ceiling, argv, errors=fix, stream=sys.stdout)
+
+
+def _ceiling(args: argparse.Namespace) -> Iterator[str]:
     slurm_line = environment.slurm_job_line()  # under SLURM: job id, node, scheduler's log
     if slurm_line:
         print(slurm_line, file=sys.stderr, flush=True)
     num_classes = args.num_classes
     if args.data:
         num_classes = len(load_data_root(args.data).classes)
-
-    try:
-        record = measure_cell(
-            cell_from_args(args, dataset=CEILING_DATASET),
-            num_classes=num_classes,
-            warmup_steps=args.warmup_steps,
-            steps=args.steps,
-            threads=args.threads,
-            builds_dir=args.builds_dir,
-        )
-    except (LibraryError, ApexAmpUnavailable, ModelLibraryMissing) as error:  # the user's to fix
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(summary_line(record), flush=True)
+    cell = cell_from_args(args, dataset=CEILING_DATASET)
+    record = measure_cell(
+        cell,
+        num_classes=num_classes,
+        warmup_steps=args.warmup_steps,
+        steps=args.steps,
+        threads=args.threads,
+        builds_dir=args.builds_dir,
+    )
+    yield summary_line(record)
     if args.out:
         text = json.dumps(record, indent=2, default=str) + "\n"
         write_text_atomic(Path(args.out), text)
-    return 0
 
 
 if __name__ == "__main__":  # run as python -m nettebench benchmarks ceiling

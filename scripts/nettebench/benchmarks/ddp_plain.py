@@ -28,6 +28,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -95,8 +96,7 @@ def threads(options: dict[str, Any], processes: int) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
+    parser = commands.Parser(
         prog="python -m nettebench benchmarks ddp-plain",
         description=__doc__.split("\n\n")[0],
     )
@@ -121,7 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return commands.run(build_parser(), _compare, argv, stream=sys.stdout)
+
+
+def _compare(args: argparse.Namespace) -> Iterator[str]:
     options = {
         "model": args.model,
         "batch_size": args.batch_size,
@@ -138,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
         count = result["processes"]
         result["efficiency"] = None if one is None else result["img_s"] / (count * one)
         efficiency = "" if one is None else f"  efficiency {result['efficiency']:.1%}"
-        print(
+        yield (
             f"plain DDP (gloo) {args.model} batch {args.batch_size} at {args.image_size} px, "
             f"{count} process(es), {threads(options, count)} thread(s) each: "
             f"{result['img_s']:.1f} img/s "
@@ -146,7 +149,6 @@ def main(argv: list[str] | None = None) -> int:
         )
     if args.out:
         Path(args.out).write_text(json.dumps({"options": options, "results": results}, indent=2))
-    return 0
 
 
 if __name__ == "__main__":  # run as python -m nettebench benchmarks ddp-plain

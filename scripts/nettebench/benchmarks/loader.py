@@ -13,8 +13,10 @@ Prints one line per loader and the ratio; ``--out`` also writes them as JSON.
 
 from __future__ import annotations
 
+import argparse
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -106,7 +108,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     parser.add_argument("--store", default=None, help="decoded store (default: beside --out)")
     parser.add_argument("--out", default=None, help="write the results here as JSON")
-    args = parser.parse_args(argv)
+    return commands.run(parser, _compare, argv, stream=sys.stdout)
+
+
+def _compare(args: argparse.Namespace) -> Iterator[str]:
     if args.threads:
         torch.set_num_threads(args.threads)
     store_dir = args.store or Path(args.out or ".").resolve().parent / "loader-bench-store"
@@ -124,18 +129,16 @@ def main(argv: list[str] | None = None) -> int:
             store_dir=store_dir,
         )
         results.append(result)
-        print(
+        yield (
             f"{loader:>6}: {result['img_s']:8,.0f} img/s  (batch {args.batch_size}, "
             f"{args.image_size} px, {args.workers} workers, {result['device']}, "
-            f"{result['threads']} threads; setup {result['setup_s']:.1f} s)",
-            flush=True,
+            f"{result['threads']} threads; setup {result['setup_s']:.1f} s)"
         )
     by_loader = {r["loader"]: r["img_s"] for r in results}
     if len(by_loader) == 2:
-        print(f"cached / pil: {by_loader['cached'] / by_loader['pil']:.1f}x", flush=True)
+        yield f"cached / pil: {by_loader['cached'] / by_loader['pil']:.1f}x"
     if args.out:
         write_json_atomic(args.out, {"results": results})
-    return 0
 
 
 if __name__ == "__main__":  # run as python -m nettebench benchmarks loader

@@ -25,6 +25,7 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Generator
 from pathlib import Path
 from typing import Any
 
@@ -144,15 +145,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", nargs="+", type=parse_variant, default=None)
     parser.add_argument("--store", default=None, help="decoded store (default: <out-dir>/store)")
     parser.add_argument("--json", default=None, help="also write the rows here")
-    args = parser.parse_args(own_args)
+    return commands.run(
+        parser, lambda args: _compare(args, trainer_args), own_args, stream=sys.stdout
+    )
+
+
+def _compare(args: argparse.Namespace, trainer_args: list[str]) -> Generator[str, None, int]:
+    """The table's lines; the exit status 1 when a variant did not end ok."""
     variants = args.variants or [parse_variant(v) for v in DEFAULT_VARIANTS]
     out_dir = Path(args.out_dir)
     store_dir = Path(args.store) if args.store else out_dir / "store"
     if any(v.get("loader") == "cached" for v in variants):
         seconds = build_store(args.data, store_dir, trainer_args)
-        print(f"store: {seconds:.1f} s (once per dataset and resolution)", flush=True)
+        yield f"store: {seconds:.1f} s (once per dataset and resolution)"
     rows = [run_variant(args.data, out_dir, store_dir, v, trainer_args) for v in variants]
-    print(format_table(rows), flush=True)
+    yield format_table(rows)
     if args.json:
         write_json_atomic(args.json, {"trainer_args": trainer_args, "rows": rows})
     return 0 if all(row["status"] == "ok" for row in rows) else 1

@@ -43,13 +43,13 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import install_tree, recover_tree, write_text_atomic
 from nettebench.vocabulary.build_catalog import BUILD_MANIFEST, LIBRARIES, is_url
-from nettebench.vocabulary.commands import moved
 
 TAIL_LINES = 40  # lines of a failed command's output shown in the error
 # What git prints when it cannot reach a remote at all (as opposed to a missing ref or repo).
@@ -366,10 +366,8 @@ def _installed_version(distribution: str) -> str | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False, prog="python -m nettebench builds", description=__doc__
-    )
-    steps = parser.add_subparsers(dest="step", required=True)
+    parser = commands.Parser(prog="python -m nettebench builds", description=__doc__)
+    steps = parser.add_subparsers(dest="step", required=True)  # each a commands.Parser too
 
     step = steps.add_parser("clone", allow_abbrev=False, help="check out a ref of a repository")
     step.add_argument("--library", required=True, choices=sorted(LIBRARIES))
@@ -408,14 +406,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return commands.run(build_parser(), _step, argv, errors=(BuildError,))
+
+
+def _step(args: argparse.Namespace) -> Iterator[str]:
+    """The step's line; a failure's line goes to the build's log too."""
     log = _Log(args.log)
     try:
         if args.step == "clone":
             record = clone(
                 args.library, args.build, args.repo, args.ref, args.src, args.manifest, log
             )
-            print(f"{args.library} {args.build}: {args.ref} -> {record['commit']}", file=sys.stderr)
+            yield f"{args.library} {args.build}: {args.ref} -> {record['commit']}"
         elif args.step == "wheel":
             env = dict(_key_value(item) for item in args.env)
             record = build_wheel(
@@ -428,15 +430,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 pip_args=args.pip_arg,
                 jobs=args.jobs,
             )
-            print(f"built {record['wheel']} in {record['build_s']} s", file=sys.stderr)
+            yield f"built {record['wheel']} in {record['build_s']} s"
         else:
             record = install(args.wheel_manifest, args.wheel_dir, args.prefix, args.manifest, log)
-            print(f"installed {record['wheel']} into {args.prefix}", file=sys.stderr)
+            yield f"installed {record['wheel']} into {args.prefix}"
     except BuildError as error:
-        log.note(f"error: {error}")
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    return 0
+        log.note(f"{commands.ERROR}{error}")
+        raise
 
 
 def _key_value(item: str) -> tuple[str, str]:
@@ -447,4 +447,4 @@ def _key_value(item: str) -> tuple[str, str]:
 
 
 if __name__ == "__main__":  # run as python -m nettebench builds clone
-    sys.exit(moved(__spec__.name))
+    sys.exit(commands.moved(__spec__.name))

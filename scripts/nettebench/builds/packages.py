@@ -26,7 +26,7 @@ import platform
 import shutil
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +34,9 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from nettebench.builds.build import BuildError, _fresh_tmp, _Log, _replace, tail
+from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_text_atomic
 from nettebench.vocabulary.build_catalog import ENVIRONMENT_MANIFEST, canonical_name
-from nettebench.vocabulary.commands import moved
 
 _NETWORK_SIGNS = (
     "could not find a version that satisfies",
@@ -183,8 +183,7 @@ def _pip_version() -> str | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
+    parser = commands.Parser(
         prog="python -m nettebench builds environment",
         description="Install pinned packages from the registry into a prefix of their own.",
     )
@@ -200,20 +199,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    return commands.run(build_parser(), _install, argv, errors=(BuildError,))
+
+
+def _install(args: argparse.Namespace) -> Iterator[str]:
+    """The environment's line; a failure's line goes to its log too."""
     log = _Log(args.log)
     try:
         record = install(
             args.name, args.packages, args.prefix, args.manifest, log, pip_args=args.pip_arg
         )
     except BuildError as error:
-        log.note(f"error: {error}")
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+        log.note(f"{commands.ERROR}{error}")
+        raise
     versions = ", ".join(f"{d} {v}" for d, v in record["installed"].items())
-    print(f"environment {args.name}: {versions} in {record['install_s']} s", file=sys.stderr)
-    return 0
+    yield f"environment {args.name}: {versions} in {record['install_s']} s"
 
 
 if __name__ == "__main__":  # run as python -m nettebench builds environment
-    sys.exit(moved(__spec__.name))
+    sys.exit(commands.moved(__spec__.name))

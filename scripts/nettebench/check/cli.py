@@ -14,7 +14,7 @@ mode, and apex's O1-O3 where NVIDIA apex is installed, and prints the goal table
 Without a CUDA GPU it stops at once with one line that says why (no driver, a driver older than
 the wheels need, a CPU build of torch). The table, one JSON line per case and every case's log
 go to --out; the data and the store (about 4 GB) to --work, removed at the end.
-Exit status 0 when every case ended with its result, 2 otherwise.
+Exit status 0 when every case ended with its result, 1 otherwise (with its one error line).
 """
 
 from __future__ import annotations

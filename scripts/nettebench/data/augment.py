@@ -35,7 +35,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import torch
 import torchvision  # noqa: F401 - registers torch.ops.torchvision
@@ -381,9 +381,8 @@ def bench_augment(
     return batch * iters / (time.perf_counter() - start)
 
 
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = commands.Parser(
         prog="python -m nettebench data augment",
         description="Throughput of the batched train transform.",
     )
@@ -392,9 +391,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--out", type=int, default=224)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--iters", type=int, default=5)
-    args = parser.parse_args(argv)
+    return commands.run(parser, _bench, argv, stream=sys.stdout)
+
+
+def _bench(args: argparse.Namespace) -> Iterator[str]:
     rate = bench_augment(args.batch, args.resolution, args.out, args.device, args.iters)
-    print(
+    yield (
         f"random_resized_crop_flip: {rate:,.0f} img/s (batch {args.batch}, "
         f"{args.resolution}->{args.out}, {args.device}, {torch.get_num_threads()} threads)"
     )

@@ -18,7 +18,7 @@ import contextlib
 import os
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ from nettebench.datasets.info import SPLITS, load_data_root
 from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import make_work_dir, remove_tree, write_json_atomic
 from nettebench.vocabulary.cell import store_frame_width as frame_width
-from nettebench.vocabulary.dataset_errors import DatasetError, report
+from nettebench.vocabulary.dataset_errors import DatasetError
 from nettebench.vocabulary.worker_pool import worker_pool
 
 
@@ -253,8 +253,7 @@ def _default_jobs() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
+    parser = commands.Parser(
         prog="python -m nettebench data store",
         description="Decode a dataset once into memory-mappable uint8 arrays for the cached "
         "loader (does nothing when the store is already current).",
@@ -264,29 +263,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resolution", type=int, required=True, help="stored side in pixels")
     parser.add_argument("--resize-policy", default="shorter_side", choices=sorted(RESIZE_POLICIES))
     parser.add_argument("--jobs", type=int, help="decoding processes (default: all CPUs)")
-    args = parser.parse_args(argv)
-    try:
-        if store_is_current(args.out_dir, args.data, args.resolution, args.resize_policy):
-            print(f"store in {args.out_dir} is current ({args.resolution} px); nothing to do")
-            return 0
-        manifest = build_store(
-            args.data,
-            args.out_dir,
-            resolution=args.resolution,
-            resize_policy=args.resize_policy,
-            jobs=args.jobs,
-        )
-    except DatasetError as exc:
-        return report(exc)
+    return commands.run(parser, _store, argv, errors=(DatasetError,), stream=sys.stdout)
+
+
+def _store(args: argparse.Namespace) -> Iterator[str]:
+    if store_is_current(args.out_dir, args.data, args.resolution, args.resize_policy):
+        yield f"store in {args.out_dir} is current ({args.resolution} px); nothing to do"
+        return
+    manifest = build_store(
+        args.data,
+        args.out_dir,
+        resolution=args.resolution,
+        resize_policy=args.resize_policy,
+        jobs=args.jobs,
+    )
     size = sum((Path(args.out_dir) / name).stat().st_size for name in array_files())
     total = manifest["train_images"] + manifest["val_images"]
     seconds = manifest["build_seconds"]
-    print(
+    yield (
         f"stored {manifest['train_images']} train / {manifest['val_images']} val images at "
         f"{args.resolution} px in {args.out_dir}: {size / 1e6:.1f} MB, {seconds:.1f} s "
         f"({total / max(seconds, 1e-9):.0f} img/s)"
     )
-    return 0
 
 
 if __name__ == "__main__":  # run as python -m nettebench data store

@@ -35,12 +35,13 @@ import argparse
 import os
 import sys
 import tarfile
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import install_tree, make_work_dir, remove_tree
-from nettebench.vocabulary.dataset_errors import DatasetError, report
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 from . import images
 from .info import INFO_FILE, describe_tree, has_splits, remove_stale_trees, write_info
@@ -245,8 +246,7 @@ def _find_dataset_root(archive: Path, work: Path) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
+    parser = commands.Parser(
         prog="python -m nettebench datasets extract",
         description="Verify and safely extract a dataset archive, then write dataset.json.",
     )
@@ -259,30 +259,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", help="where the archive came from (URL or path), recorded")
     parser.add_argument("--kind", choices=("archive", "catalog"), default="archive")
     images.add_options(parser)
-    args = parser.parse_args(argv)
-    try:
-        info = extract(
-            args.archive,
-            args.out_dir,
-            name=args.name,
-            size=args.size,
-            md5=args.md5,
-            sha256=args.sha256,
-            source=args.source,
-            kind=args.kind,
-            bad_images=args.bad_images,
-            jobs=args.jobs,
-        )
-    except DatasetError as exc:
-        return report(exc)
-    print(
+    return commands.run(parser, _extract, argv, errors=(DatasetError,), stream=sys.stdout)
+
+
+def _extract(args: argparse.Namespace) -> Iterator[str]:
+    info = extract(
+        args.archive,
+        args.out_dir,
+        name=args.name,
+        size=args.size,
+        md5=args.md5,
+        sha256=args.sha256,
+        source=args.source,
+        kind=args.kind,
+        bad_images=args.bad_images,
+        jobs=args.jobs,
+    )
+    yield (
         f"extracted {args.archive} -> {Path(args.out_dir) / info['root']} "
         f"({info['num_classes']} classes, {info['train_images']} train / "
         f"{info['val_images']} val images"
         + (f", {len(info['skipped_images'])} skipped" if info.get("skipped_images") else "")
         + ")"
     )
-    return 0
 
 
 if __name__ == "__main__":  # run as python -m nettebench datasets extract

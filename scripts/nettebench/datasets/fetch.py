@@ -29,13 +29,14 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_json_atomic
-from nettebench.vocabulary.dataset_errors import DatasetError, report
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 from .verify import CHUNK, Digests, check_expected, describe, scan_archive
 
@@ -248,8 +249,7 @@ def _unreachable_message(url: str, reason: str, attempts: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
+    parser = commands.Parser(
         prog="python -m nettebench datasets fetch",
         description="Download an archive, verify it (size/md5/sha256 when given, gzip tar "
         "always) and write a manifest next to it.",
@@ -261,24 +261,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sha256", help="expected sha256 (hex)")
     parser.add_argument("--retries", type=int, default=3, help="retries of transient failures")
     parser.add_argument("--timeout", type=float, default=60, help="socket timeout in seconds")
-    args = parser.parse_args(argv)
-    try:
-        manifest = fetch(
-            args.url,
-            args.out,
-            size=args.size,
-            md5=args.md5,
-            sha256=args.sha256,
-            retries=args.retries,
-            timeout=args.timeout,
-        )
-    except DatasetError as exc:
-        return report(exc)
-    print(
+    return commands.run(parser, _fetch, argv, errors=(DatasetError,), stream=sys.stdout)
+
+
+def _fetch(args: argparse.Namespace) -> Iterator[str]:
+    manifest = fetch(
+        args.url,
+        args.out,
+        size=args.size,
+        md5=args.md5,
+        sha256=args.sha256,
+        retries=args.retries,
+        timeout=args.timeout,
+    )
+    yield (
         f"fetched {manifest['url']} -> {args.out} ({manifest['size']} bytes, sha256 "
         f"{manifest['sha256']}, verified: {', '.join(manifest['verified'])})"
     )
-    return 0
 
 
 if __name__ == "__main__":  # run as python -m nettebench datasets fetch

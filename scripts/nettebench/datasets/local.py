@@ -29,11 +29,12 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from nettebench.vocabulary import commands
-from nettebench.vocabulary.dataset_errors import DatasetError, report
+from nettebench.vocabulary.dataset_errors import DatasetError
 
 from . import images
 from .info import INFO_FILE, describe_tree, remove_stale_trees, write_info
@@ -85,8 +86,7 @@ def register_directory(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
+    parser = commands.Parser(
         prog="python -m nettebench datasets local",
         description="Check a folder holding train/ and val/ and write dataset.json for it.",
     )
@@ -94,18 +94,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out-dir", required=True, help="where dataset.json is written")
     parser.add_argument("--name", required=True, help="dataset name recorded in dataset.json")
     images.add_options(parser)
-    args = parser.parse_args(argv)
-    try:
-        info = register_directory(
-            args.source, args.out_dir, name=args.name, bad_images=args.bad_images, jobs=args.jobs
-        )
-    except DatasetError as exc:
-        return report(exc)
-    print(
+    return commands.run(parser, _register, argv, errors=(DatasetError,), stream=sys.stdout)
+
+
+def _register(args: argparse.Namespace) -> Iterator[str]:
+    info = register_directory(
+        args.source, args.out_dir, name=args.name, bad_images=args.bad_images, jobs=args.jobs
+    )
+    yield (
         f"using {info['root']} in place ({info['num_classes']} classes, "
         f"{info['train_images']} train / {info['val_images']} val images)"
     )
-    return 0
 
 
 if __name__ == "__main__":  # run as python -m nettebench datasets local

@@ -34,6 +34,7 @@ import io
 import math
 import os
 import sys
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -44,7 +45,7 @@ from tqdm import tqdm
 
 from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import install_tree, make_work_dir, remove_tree
-from nettebench.vocabulary.dataset_errors import DatasetError, report
+from nettebench.vocabulary.dataset_errors import DatasetError
 from nettebench.vocabulary.worker_pool import worker_pool
 
 from .info import INFO_FILE, TreeStats, remove_stale_trees, write_info
@@ -315,8 +316,7 @@ def _check_arguments(
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
+    parser = commands.Parser(
         prog="python -m nettebench datasets synthetic",
         description="Generate a learnable, Imagenette-shaped JPEG dataset and its dataset.json.",
     )
@@ -328,25 +328,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--classes", type=int, default=10, help="number of classes")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--jobs", type=int, help="worker processes (default: all CPUs)")
-    args = parser.parse_args(argv)
-    try:
-        info = generate(
-            args.out_dir,
-            name=args.name,
-            size=args.size,
-            train_images=args.train_images,
-            val_images=args.val_images,
-            num_classes=args.classes,
-            seed=args.seed,
-            jobs=args.jobs,
-        )
-    except DatasetError as exc:
-        return report(exc)
-    print(
+    return commands.run(parser, _generate, argv, errors=(DatasetError,), stream=sys.stdout)
+
+
+def _generate(args: argparse.Namespace) -> Iterator[str]:
+    info = generate(
+        args.out_dir,
+        name=args.name,
+        size=args.size,
+        train_images=args.train_images,
+        val_images=args.val_images,
+        num_classes=args.classes,
+        seed=args.seed,
+        jobs=args.jobs,
+    )
+    yield (
         f"generated {info['train_images']} train / {info['val_images']} val images "
         f"({info['num_classes']} classes, {args.size} px) in {Path(args.out_dir) / info['root']}"
     )
-    return 0
 
 
 if __name__ == "__main__":  # run as python -m nettebench datasets synthetic

@@ -263,15 +263,10 @@ def summary_line(record: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> int:
     """Measure or evaluate one inference cell; a model library that is not installed is one
     line and exit status 1."""
-    try:
-        return _main(argv)
-    except ModelLibraryMissing as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    return commands.run(build_parser(), _main, argv, errors=(ModelLibraryMissing,))
 
 
-def _main(argv: list[str] | None) -> int:
-    args = build_parser().parse_args(argv)
+def _main(args: argparse.Namespace) -> int:
     if args.command == "accuracy":
         record = accuracy_record(args)
         for row in record["rows"]:

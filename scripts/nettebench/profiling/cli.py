@@ -96,10 +96,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Profile one cell; a problem the user must fix is one line and exit status 1."""
-    argv = list(sys.argv[1:] if argv is None else argv)
-    try:
-        return _main(argv)
-    except (
+    argv = list(sys.argv[1:] if argv is None else argv)  # the backend runs it again
+    fix = (
         BackendUnavailable,
         ToolFailed,
         ApexAmpUnavailable,
@@ -107,18 +105,16 @@ def main(argv: list[str] | None = None) -> int:
         ModelLibraryMissing,
         DatasetError,
         LibraryError,
-    ) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+    )
+    return commands.run(build_parser(), lambda args: _main(args, argv), argv, errors=fix)
 
 
-def _main(argv: list[str]) -> int:
+def _main(args: argparse.Namespace, argv: list[str]) -> int:
 
     # Boundary (see the package docstring): imported after activate(), because it imports
     # torchvision, and a cell's torchvision build must be first on the path before that.
     from nettebench.profiling.window import Window
 
-    args = build_parser().parse_args(argv)
     if args.steps < 1 or args.warmup_steps < 0:
         raise SystemExit("error: --steps must be >= 1 and --warmup-steps >= 0")
     if args.dataset is None:

@@ -138,8 +138,7 @@ def _several_setups(runs: pd.DataFrame) -> bool:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
+    parser = commands.Parser(
         prog="python -m nettebench report tables",
         description="Aggregate cell records (metrics.json, epochs.csv and an optional "
         "ceiling.json) into CSV, markdown and HTML tables.",

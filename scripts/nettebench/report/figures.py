@@ -390,8 +390,7 @@ def make_figures(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
+    parser = commands.Parser(
         prog="python -m nettebench report figures",
         description="Draw the study's figures from runs.csv and epochs.csv.",
     )

@@ -171,16 +171,17 @@ FIGURE_CAPTION = (
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False, prog="python -m nettebench report front-page"
-    )
+    parser = commands.Parser(prog="python -m nettebench report front-page")
     parser.add_argument("--headline", required=True, type=Path, help="tables/headline.html")
     parser.add_argument("--figure", required=True, type=Path, help="figures/throughput.png")
     parser.add_argument("--out", required=True, type=Path)
     parser.add_argument(
         "--extra", nargs="*", type=Path, default=[], help="HTML fragments after the headline"
     )
-    args = parser.parse_args(argv)
+    return commands.run(parser, _front_page, argv, errors=(FileNotFoundError,))
+
+
+def _front_page(args: argparse.Namespace) -> tuple[str, ...]:
     page = compose(
         args.headline.read_text(encoding="utf-8"),
         args.figure.read_bytes(),
@@ -188,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         extras=tuple(path.read_text(encoding="utf-8") for path in args.extra),
     )
     write_text_atomic(args.out, page)
-    return 0
+    return ()
 
 
 if __name__ == "__main__":  # run as python -m nettebench report front-page

@@ -68,16 +68,17 @@ def draw(cells: pd.DataFrame):
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False, prog="python -m nettebench report inference-figure"
-    )
+    parser = commands.Parser(prog="python -m nettebench report inference-figure")
     parser.add_argument("--cells", required=True, type=Path, help="tables/inference.csv")
     parser.add_argument("--out-dir", required=True, type=Path)
-    args = parser.parse_args(argv)
+    return commands.run(parser, _figure, argv, errors=(FileNotFoundError,))
+
+
+def _figure(args: argparse.Namespace) -> tuple[str, ...]:
     text = args.cells.read_text(encoding="utf-8").strip()
     cells = pd.read_csv(args.cells) if text else pd.DataFrame()
     P.save(draw(cells), args.out_dir, NAME)
-    return 0
+    return ()
 
 
 if __name__ == "__main__":  # run as python -m nettebench report inference-figure

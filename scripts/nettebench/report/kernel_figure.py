@@ -117,8 +117,7 @@ def make_figure(categories_csv: str | Path, out_dir: str | Path) -> list[Path]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
+    parser = commands.Parser(
         prog="python -m nettebench report kernel-figure",
         description="Draw the kernel category figure from kernel_categories.csv.",
     )

@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pandas as pd
@@ -61,24 +61,26 @@ def command(paths: Iterable[str]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(allow_abbrev=False, prog="python -m nettebench report rerun")
+    parser = commands.Parser(prog="python -m nettebench report rerun")
     parser.add_argument(
         "--runs",
         type=Path,
         default=Path("results/tables/runs.csv"),
         help="the aggregated runs (default: results/tables/runs.csv)",
     )
-    args = parser.parse_args(argv)
+    return commands.run(parser, _rerun, argv, errors=(FileNotFoundError,), stream=sys.stdout)
+
+
+def _rerun(args: argparse.Namespace) -> Iterator[str]:
     if not args.runs.is_file():
-        parser.error(f"{args.runs}: no such file (run the tables job first)")
+        raise FileNotFoundError(f"{args.runs}: no such file (run the tables job first)")
     found = disturbed(pd.read_csv(args.runs))
     if found.empty:
-        print("No cell or ceiling was timed under interference: nothing to rerun.")
-        return 0
+        yield "No cell or ceiling was timed under interference: nothing to rerun."
+        return
     for _, row in found.iterrows():
-        print(f"# {row['path']}: {' and '.join(disturbed_parts(row))} under interference")
-    print(command(found["path"]))
-    return 0
+        yield f"# {row['path']}: {' and '.join(disturbed_parts(row))} under interference"
+    yield command(found["path"])
 
 
 if __name__ == "__main__":  # run as python -m nettebench report rerun

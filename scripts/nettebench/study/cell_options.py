@@ -20,11 +20,11 @@ import argparse
 import dataclasses
 import re
 import sys
-from typing import Any, NoReturn
+from typing import Any
 
 from nettebench.study import schema_rules
 from nettebench.study.crossing import ConfigError
-from nettebench.vocabulary import model_names
+from nettebench.vocabulary import commands, model_names
 from nettebench.vocabulary.cell import INSTALLED, LIBRARY_PARAMETERS, CellSpec
 
 # The enumerated parameters and their allowed values (argparse choices: listed by --help), as
@@ -80,21 +80,16 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return text
 
 
-class CommandParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line (``prog: error: ...; see --help``) instead
-    of the usage, which for a command with thirty options fills the screen before the error.
-    It takes no abbreviation of an option: argparse's default would read ``--epoch 2`` as
-    ``--epochs 2`` (and ``--batch 64`` as whichever option it prefixes), silently."""
+class CommandParser(commands.Parser):
+    """A command's parser (:class:`nettebench.vocabulary.commands.Parser`: one-line errors, no
+    abbreviated option) whose help shows each option's default and the description as plain
+    text."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("formatter_class", HelpFormatter)
-        kwargs.setdefault("allow_abbrev", False)
         if kwargs.get("description"):
             kwargs["description"] = plain_text(kwargs["description"])
         super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}; see --help\n")
 
 
 _ROLE = re.compile(r":(?:class|func|mod|meth|attr|data|exc|obj):`~?\.?([^`]+)`")

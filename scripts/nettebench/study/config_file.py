@@ -24,6 +24,7 @@ Imports PyYAML (it comes with Snakemake), nothing heavy.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import sys
 from collections.abc import Iterator, Mapping
@@ -98,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help=f"do not read {WORKFLOW_CONFIG} first (Snakemake's option of the same name)",
     )
-    args = parser.parse_args(argv)
+    return commands.run(parser, _check, argv, errors=(ConfigError,), stream=sys.stdout)
+
+
+def _check(args: argparse.Namespace) -> Iterator[str]:
     names = list(args.files)
     if not args.replace_workflow_config and Path(WORKFLOW_CONFIG).is_file():
         names.insert(0, WORKFLOW_CONFIG)
@@ -113,10 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             merge_config(config, data)
         Study.from_config(config)  # the schema, then the rules across keys
     except ConfigError as error:
-        print(f"error: {error} (in {' + '.join(names)})", file=sys.stderr)
-        return 1
-    print(f"ok: {' + '.join(names)}")
-    return 0
+        raise ConfigError(f"{error} (in {' + '.join(names)})") from None
+    yield f"ok: {' + '.join(names)}"
 
 
 def merge_config(into: dict[str, Any], update: Mapping[str, Any]) -> None:

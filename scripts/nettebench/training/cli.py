@@ -305,19 +305,27 @@ def main(
     :func:`run_cell`'s hook from the parsed options, and ``command``, the words that name it
     after ``python -m nettebench`` (the processes of a data-parallel cell run that command)."""
     argv = sys.argv[1:] if argv is None else list(argv)
+    fix = (
+        ApexAmpUnavailable,
+        PretrainedWeightsUnavailable,
+        ModelLibraryMissing,
+        DatasetError,
+        LibraryError,
+    )
     with StopOnSignal() as stop:
         try:
-            return _main(argv, stop, parser or build_parser(), after_epochs, command)
-        except (
-            ApexAmpUnavailable,
-            PretrainedWeightsUnavailable,
-            ModelLibraryMissing,
-            DatasetError,
-            LibraryError,
-        ) as error:
-            print(f"error: {error_line(error)}", file=sys.stderr)
-            return 1
+            started_at = process_start_time()
+            startup.start(started_at)  # the phases from process start to the first step, and after
+            return commands.run(
+                parser or build_parser(),
+                lambda args: _main(args, argv, started_at, stop, after_epochs, command),
+                argv,
+                errors=fix,
+                describe=error_line,
+            )
         except Interrupted as interrupted:  # before the cell was known: nothing to keep
+            # No error: its own line and exit status, 128 + the signal (what a shell reports
+            # for a process a signal ended, what a requeue reads), which run's cannot carry.
             name = signal_name(interrupted.signum)
             print(f"interrupted by {name} before the cell started", file=sys.stderr)
             return interrupted.exit_code
@@ -334,10 +342,14 @@ def error_line(error: BaseException) -> str:
     return text
 
 
-def _main(argv: list[str], stop: StopOnSignal, parser, after_epochs, command) -> int:
-    started_at = process_start_time()
-    startup.start(started_at)  # the phases from process start to the first step, and after
-    args = parser.parse_args(argv)
+def _main(
+    args: argparse.Namespace,
+    argv: list[str],
+    started_at: float,
+    stop: StopOnSignal,
+    after_epochs,
+    command,
+) -> int:
     _print_slurm_job()
     if args.dataset is None:
         args.dataset = load_data_root(args.data).name

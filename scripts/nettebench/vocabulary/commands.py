@@ -14,8 +14,12 @@ Every other way in (a subpackage run as ``python -m nettebench.report``, a comma
 path, ``python -m nettebench.benchmarks.ceiling``) ends in :func:`moved`: one line naming the
 command's form, exit status 2. One way means one name in the rules, the docs and ``sys.argv``.
 
-A command's ``main(argv)`` builds its parser and hands it, with the job, to :func:`run`: the
-one parse, run, report block (an expected error is the parser's one-line error, exit status 2).
+A command's ``main(argv)`` builds its parser (a :class:`Parser`) and hands it, with the job, to
+:func:`run`: the one parse, run, report block, so every command ends the same two ways on an
+error the user can act on. A command line the parser refuses is one line,
+``<prog>: error: <what>; see --help``, exit status 2 (:data:`USAGE`); an error the job raises is
+one line, ``error: <what>``, exit status 1 (:data:`FAILED`), the line the workflow's summary of
+a failed job looks for (:mod:`nettebench.study.failures`).
 
 Stdlib only: a command's module is imported when it runs, never to list the commands.
 """
@@ -26,7 +30,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from typing import TextIO
+from typing import Any, NoReturn, TextIO
 
 # subpackage -> command -> (its module inside the subpackage, the arguments that come first)
 COMMANDS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
@@ -183,22 +187,57 @@ def main(group: str, argv: Sequence[str] | None = None) -> int:
     return command.main([*first, *rest])
 
 
+USAGE = 2  # a command line its parser refuses (argparse's status), or an old way in
+FAILED = 1  # an error the user can act on, raised while the command ran
+ERROR = "error: "  # how a failure's one line starts (study.failures finds it in a job's log)
+
+
+class Parser(argparse.ArgumentParser):
+    """A command's parser: a command line it refuses is one line, ``<prog>: error: <what>; see
+    --help``, exit status :data:`USAGE` (argparse's own error prints the usage first, which for a
+    command with thirty options fills the screen), and it takes no abbreviated option (argparse's
+    default reads ``--epoch 2`` as ``--epochs 2``, silently)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE, f"{self.prog}: error: {message}; see --help\n")
+
+
 def run(
     parser: argparse.ArgumentParser,
-    job: Callable[[argparse.Namespace], Iterable[str]],
+    job: Callable[[argparse.Namespace], Iterable[str] | int | None],
     argv: Sequence[str] | None = None,
     *,
-    errors: tuple[type[Exception], ...] = (),
+    errors: tuple[type[BaseException], ...] = (),
     stream: TextIO | None = None,
+    describe: Callable[[BaseException], str] = str,
 ) -> int:
-    """A command's parse, run, report: parse ``argv``, run ``job(args)`` and print each line it
-    yields or returns (to ``stream``, standard error unless told); return 0. An error of
-    ``errors`` (one the user can act on) ends the command in one line, ``<prog>: error: <error>``,
-    exit status 2, without a traceback."""
+    """A command's parse, run, report; the exit status.
+
+    ``parser`` (a :class:`Parser`: its errors are one line, exit status :data:`USAGE`) parses
+    ``argv``, then ``job(args)`` runs. The job returns the lines to print, each printed (to
+    ``stream``, standard error unless told) as it comes, so a generator's lines appear while it
+    works and its ``return`` value, if any, is the exit status; or, printing its own output, it
+    returns the exit status itself. An error of ``errors`` (one the user can act on) ends the
+    command in one line on standard error, ``error: <describe(error)>``, exit status
+    :data:`FAILED`; any other error is a bug and keeps its traceback."""
+    if not isinstance(parser, Parser):
+        raise TypeError(f"{parser.prog}: a command's parser is a {__name__}.Parser")
     args = parser.parse_args(argv)
     try:
-        for line in job(args):
-            print(line, file=stream or sys.stderr)
+        done = job(args)
+        if isinstance(done, int):
+            return done
+        lines = iter(done or ())
+        while True:
+            try:
+                line = next(lines)
+            except StopIteration as end:
+                return end.value or 0
+            print(line, file=stream or sys.stderr, flush=True)
     except errors as error:
-        parser.exit(2, f"{parser.prog}: error: {error}\n")
-    return 0
+        print(f"{ERROR}{describe(error)}", file=sys.stderr, flush=True)
+        return FAILED

@@ -394,9 +394,7 @@ def write(records: list[str], accuracy: list[str], out_dir: str | Path) -> dict[
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False, prog="python -m nettebench report inference-tables"
-    )
+    parser = commands.Parser(prog="python -m nettebench report inference-tables")
     parser.add_argument("--out-dir", required=True, type=Path)
     parser.add_argument("--records", nargs="*", default=[], help="inference.json files")
     parser.add_argument("--accuracy", nargs="*", default=[], help="accuracy.json files")

@@ -358,8 +358,7 @@ def aggregate(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        allow_abbrev=False,
+    parser = commands.Parser(
         prog="python -m nettebench report kernel-tables",
         description="Collect profiled cells into kernel_categories.csv and top_kernels.md/html.",
     )
