@@ -153,11 +153,12 @@ def slurm_dry_run(cluster, tmp_path_factory):
 def test_each_job_asks_for_what_the_dry_run_showed_and_runs_with_those_cpus(
     slurm_run, slurm_dry_run
 ):
-    """What the controller holds for each submitted job (`scontrol show job`: CPUs, memory,
-    GPUs) is what the dry run showed for it, and every record a job wrote (a cell's metrics
-    and ceiling, an inference cell's, an accuracy job's) ran with as many torch threads as the
-    job was given CPUs. (Run right after the cluster run: slurm.conf's MinJobAge keeps a
-    finished job 10 minutes.)"""
+    """What the controller holds for each submitted job (`scontrol show job`: the CPUs and
+    memory it was given, the GPUs it asked for, as its TRES leave GPUs out without an
+    accounting database) is what the dry run showed for it, and every record a job wrote (a
+    cell's metrics and ceiling, an inference cell's, an accuracy job's) ran with as many torch
+    threads as the job was given CPUs. (`scontrol` still shows a finished job for an hour,
+    tests/slurm/cluster.sh's MinJobAge.)"""
     workdir, output = slurm_run
     given = {}
     for job_id, log in SUBMITTED.findall(output):
@@ -167,7 +168,7 @@ def test_each_job_asks_for_what_the_dry_run_showed_and_runs_with_those_cpus(
         tres = dict(item.split("=", 1) for item in fields["TRES"].split(","))
         assert int(fields["CPUs/Task"]) == int(fields["NumCPUs"]) == int(asked["cpus_per_task"])
         assert _megabytes(tres["mem"]) == int(asked["mem_mb"]), (rule, fields["TRES"], asked)
-        assert int(tres.get("gres/gpu", 0)) == int(asked.get("gpu", 0)), (rule, fields["TRES"])
+        assert _gpus(fields.get("TresPerJob")) == int(asked.get("gpu", 0)), (rule, fields)
         given[int(job_id)] = int(fields["NumCPUs"])
 
     threads = {}
@@ -299,6 +300,13 @@ def _wait_for_state(job_id: str, states: set[str], timeout: float = 60) -> str:
 def _megabytes(value: str) -> int:
     """A SLURM memory amount (`4864M`, `5G`) in MB."""
     return int(float(value[:-1]) * {"M": 1, "G": 1024, "T": 1024**2}[value[-1]])
+
+
+def _gpus(tres_per_job: str | None) -> int:
+    """GPUs in `scontrol`'s TresPerJob (`gres:gpu:1`, `gres/gpu:a100:2`; none: 0)."""
+    if not tres_per_job:
+        return 0
+    return int(re.fullmatch(r"gres[:/]gpu(?::[\w.]+)?[:=](\d+)", tres_per_job).group(1))
 
 
 def _run(*command: str, check: bool = True) -> subprocess.CompletedProcess:

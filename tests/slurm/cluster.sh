@@ -16,7 +16,9 @@
 #
 # What the configuration must say, learned the hard way:
 # - no accounting database here, so `sacct` cannot answer: the snakemake plugin tracks jobs
-#   with squeue, which it only trusts when MinJobAge >= 3x its first status-check delay;
+#   with squeue, which it only trusts when MinJobAge >= 3x its first status-check delay; and
+#   tests/test_slurm.py reads every job of a run with `scontrol show job` after the run, which
+#   answers for a finished job only until MinJobAge has passed (an hour here);
 # - GPUs are GRES backed by character devices (mknod ... c 1 3, like /dev/null): the node
 #   offers $NETTEBENCH_SLURM_GPUS of them, so `--gpus=1` jobs schedule on a CPU-only machine;
 # - DefMemPerCPU keeps a job without --mem from taking the whole node, EnforcePartLimits=ALL
@@ -96,7 +98,7 @@ AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
 JobRequeue=1
-MinJobAge=600
+MinJobAge=3600
 DefMemPerCPU=1024
 EnforcePartLimits=ALL
 KillWait=5
