@@ -18,7 +18,7 @@ def cell(**overrides) -> CellSpec:
     return CellSpec(dataset="imagenette2-320", **overrides)
 
 
-# The study's own measured times (../shared/SEED_STUDY.md): 16 GB T4, 10 epochs, fp32/O0, and
+# The study's own measured times (docs/seed-study.md): 16 GB T4, 10 epochs, fp32/O0, and
 # its CPU baseline (resnet34, one epoch, 4 vCPUs). A request must cover them (the T4 is the
 # slowest GPU it used) and should not ask for absurdly more.
 @pytest.mark.parametrize(
