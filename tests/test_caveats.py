@@ -233,11 +233,11 @@ def test_the_drawn_throughput_figure_carries_its_marks_in_its_own_texts(tmp_path
     texts = _drawn_texts(plot_throughput(runs))
     over_bars = [t for t in texts if set(t) <= set("✗‡≈§")]
     assert sorted(over_bars) == sorted([C.IMPOSSIBLE_MARK, C.INTERFERENCE_MARK, "≈§"])
-    legend = "\n".join(texts)
-    assert "✗ faster than its own ceiling beyond both spreads" in legend
-    assert "‡ timed under interference" in legend
-    assert "≈ above its ceiling's median, within both spreads" in legend
-    assert "§ unstable" in legend
+    legend = " ".join(" ".join(texts).split())  # the figure's note, as its table's notes
+    assert C.IMPOSSIBLE_NOTE in legend
+    assert C.interference_note("share") in legend
+    assert C.WITHIN_NOISE_NOTE in legend
+    assert f"{C.UNSTABLE_MARK} unstable" in legend
 
 
 def test_a_figure_without_caveats_draws_no_marks(tmp_path):

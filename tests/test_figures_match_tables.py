@@ -1,8 +1,8 @@
 """Figures say what the tables say ([4/5] item 3): the speed-up figure draws the time table's
 speed-up (the processes' steady rates, never a ratio of seconds) with its mark and its
-family's verdict, and
-the accuracy curves never average cells the tables keep apart (two loaders), marking partial
-epochs as the tables do. Expected values are computed here from the raw records."""
+family's verdict, and the accuracy curves never average cells the tables keep apart (two
+loaders), marking partial epochs as the time-to-accuracy table says it. Expected values are
+computed here from the raw records."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import math
 import record_factory as F
 
 from nettebench.report import figures, plotting
+from nettebench.report import format as T
 from nettebench.report.aggregate import aggregate
 
 STEADY = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8, 100.1, 99.9]
@@ -98,4 +99,5 @@ def test_accuracy_curves_keep_loaders_apart_and_mark_partial_epochs(tmp_path):
         expected = [F.top1_for("resnet18", "O0", seed, e) for e in range(1, F.STUDY_EPOCHS + 1)]
         assert list(line.get_ydata()) == expected, (ax.get_title(), list(line.get_ydata()))
     legend = [t.get_text() for ax in fig.axes for t in ax.get_legend().get_texts()]
-    assert "bf16 ~ partial epochs" in legend and "O0 ~ partial epochs" not in legend
+    assert "bf16 (partial epochs)" in legend and "O0 (partial epochs)" not in legend
+    assert not any(T.APPROX_MARK in text for text in legend)  # ~ is an extrapolated time

@@ -16,10 +16,10 @@ import matplotlib as mpl
 import pandas as pd
 import pytest
 import record_factory as rf
-from matplotlib.text import Text
 
 from nettebench.profiling.categories import CATEGORIES
 from nettebench.report import aggregate as agg
+from nettebench.report import caveats as C
 from nettebench.report import figures, kernel_figure, plotting
 
 MODELS = ("resnet18", "resnet34", "resnet50", "mobilenet_v3_small", "efficientnet_b0")
@@ -170,9 +170,15 @@ def test_throughput_axis_never_goes_below_zero(tmp_path):
     assert_readable(fig)
 
 
-def test_a_bar_above_its_own_ceiling_is_commented(tmp_path):
+def test_a_bar_beyond_its_own_ceiling_is_withheld_as_its_table_withholds_it(tmp_path):
+    """128 and 129.4 img/s against a ceiling of 100 (its fast end 100 / 0.97): beyond both
+    spreads, so the share table shows ✗ for the cell and no number; the figure draws the
+    ceiling's outline, ✗ in the bar's place and no bar, and says why under the panel."""
     runs = _throughput_runs(tmp_path, (128.0, 129.4), ceiling=100.0)
     fig = drawn(figures.plot_throughput, runs)
-    texts = " ".join(t.get_text() for t in fig.findobj(Text))
-    assert "above its own compute ceiling: resnet18 O0 (128.7 %)" in texts
+    (ax,) = [ax for ax in fig.axes if ax.get_visible()]
+    assert [p.get_height() for p in ax.patches if p.get_fill()] == []  # no bar
+    assert [round(p.get_height(), 3) for p in ax.patches if not p.get_fill()] == [100.0]
+    assert [t.get_text() for t in ax.texts] == [C.IMPOSSIBLE_MARK]
+    assert C.IMPOSSIBLE_NOTE in " ".join(fig._supxlabel.get_text().split())
     assert_readable(fig)

@@ -4,36 +4,54 @@ Joules per image of each cell's steady training steps (validation, the warm-up a
 loader's start-up apart: :func:`nettebench.records.energy.energy_columns`), drawn from runs.csv's
 ``j_per_img`` with the energy table's own statistics (the mean over seeds and its 95 %
 interval, :func:`nettebench.report.stats.summarize`; a one-seed cell's own interval), one panel
-per setup as the table's sections; a bar timed under interference or on a throttled GPU carries
-‡ as in the table. With no energy measured it says so instead of drawing zeros.
+per setup as the table's sections; over each bar its table cell's marks (``~``, ``†``, ``‡``,
+``§``: :func:`nettebench.report.tables.energy.energy_grids`), under the panels the table's
+footnotes for them. With no energy measured it says so instead of drawing zeros.
 """
 
 from __future__ import annotations
 
 import pandas as pd
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import stats
+from nettebench.report.facets import table_marks
 from nettebench.report.grids import GROUP_KEYS, groups, row_keys
-from nettebench.report.plotting import MARK_COLOR, empty_figure, new_figure
-from nettebench.report.tables.energy import measured
+from nettebench.report.plotting import (
+    empty_figure,
+    finish,
+    mark_bar,
+    new_figure,
+    precision_colors,
+)
+from nettebench.report.tables.energy import energy_grids, fmt_joules, measured
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 TITLE = "Energy per trained image (J/img, steady training steps)"
 
 
 def energy_bars(runs: pd.DataFrame) -> list[tuple[str, list[dict]]]:
-    """Per setup: one bar per (row label, precision) with a measured energy."""
-    matrix = runs[(runs["kind"] == "matrix") & (runs["status"] == STATUS_OK)]
+    """Per setup: one bar per (row label, precision) with a measured energy, each with its
+    table cell's marks."""
+    return [(title, bars) for title, bars, _ in energy_panels(runs)]
+
+
+def energy_panels(runs: pd.DataFrame) -> list[tuple[str, list[dict], list[str]]]:
+    """:func:`energy_bars` with each panel's footnotes: its table's, for the marks above."""
+    matrix = runs[runs["kind"] == "matrix"]
+    grids = energy_grids(runs, "j_per_img", fmt_joules)  # the table's, one per group below
     panels = []
-    for key, table in groups(matrix, GROUP_KEYS):
-        labels = T.row_labels(table, row_keys(runs))
+    for (key, everything), grid in zip(groups(matrix, GROUP_KEYS), grids, strict=True):
+        labels = T.row_labels(everything, row_keys(runs))
+        precisions = T.sort_precisions(everything["precision"])
+        ok = everything["status"] == STATUS_OK
         bars = []
-        for label in labels.unique():
-            for precision in T.sort_precisions(table["precision"]):
-                seeds = table[(labels == label) & (table["precision"] == precision)]
+        for row, label in zip(grid.rows, labels.unique(), strict=True):
+            for text, precision in zip(row[1:], precisions, strict=True):
+                seeds = everything[ok & (labels == label) & (everything["precision"] == precision)]
                 summary = stats.summarize(seeds["j_per_img"])
                 if not summary.n:
                     continue
@@ -41,34 +59,45 @@ def energy_bars(runs: pd.DataFrame) -> list[tuple[str, list[dict]]]:
                 if summary.n == 1:
                     own = C.own_interval(seeds, ("j_per_img_low", "j_per_img_high"))
                     low, high = own if own else (None, None)
-                _, mark = C.cell_caveat(seeds.to_dict("records"), "cell")
                 bars.append(
-                    {"label": f"{label} {precision}", "mean": summary.mean, "low": low,
-                     "high": high, "mark": mark}
+                    {"label": f"{label} {precision}", "precision": precision,
+                     "mean": summary.mean, "low": low, "high": high, "mark": table_marks(text)}
                 )  # fmt: skip
         if bars:
-            panels.append((" / ".join(str(k) for k in key if not T.is_missing(k)), bars))
+            title = " / ".join(str(k) for k in key if not T.is_missing(k))
+            panels.append((title, bars, grid.notes()))
     return panels
 
 
 def plot_energy(runs: pd.DataFrame) -> Figure:
     if measured(runs).empty:
         return empty_figure(TITLE, "not measured: no energy counter in any cell's record")
-    panels = energy_bars(runs)
+    panels = energy_panels(runs)
+    colors = precision_colors(runs["precision"].dropna().astype(str))
     fig, axes = new_figure(len(panels), panel_width=6.5)
-    for ax, (title, bars) in zip(axes, panels, strict=True):
+    for ax, (title, bars, _) in zip(axes, panels, strict=True):
         xs = range(len(bars))
         means = [b["mean"] for b in bars]
         errors = [
             [b["mean"] - b["low"] if b["low"] is not None else 0 for b in bars],
             [b["high"] - b["mean"] if b["high"] is not None else 0 for b in bars],
         ]
-        ax.bar(xs, means, yerr=errors, capsize=3, color="tab:green")
-        for x, bar in zip(xs, bars, strict=True):
-            if bar["mark"]:
-                ax.text(x, bar["mean"], bar["mark"], ha="center", va="bottom", color=MARK_COLOR)
+        ax.bar(xs, means, yerr=errors, capsize=3, color=[colors[b["precision"]] for b in bars])
+        for x, bar, high in zip(xs, bars, errors[1], strict=True):
+            if bar["mark"]:  # over its whisker
+                mark_bar(ax, x, bar["mean"] + high, bar["mark"])
         ax.set_xticks(list(xs), [b["label"] for b in bars], rotation=30, ha="right")
         ax.set_ylabel("J per trained image")
         ax.set_title(title, fontsize="small")
+        shown = T.sort_precisions(b["precision"] for b in bars)
+        handles = [Patch(facecolor=colors[p], label=p) for p in shown]
+        ax.legend(
+            handles=handles,
+            title="precision",
+            fontsize=7,
+            title_fontsize=8,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+        )
     fig.suptitle(TITLE)
-    return fig
+    return finish(fig, [note for _, _, notes in panels for note in notes])

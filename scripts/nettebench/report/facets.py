@@ -12,7 +12,7 @@ import pandas as pd
 
 from nettebench.report import caveats as C
 from nettebench.report import format as T
-from nettebench.report.grids import GROUP_KEYS, row_keys
+from nettebench.report.grids import GROUP_KEYS, PARTIAL_NOTE, row_keys
 from nettebench.report.plotting import bar_width, grouped_bars, new_figure, precision_colors
 from nettebench.report.setups import title_suffix
 
@@ -56,12 +56,51 @@ def bar_frame(
     }
     if outline is not None and outline in frame:  # an older runs.csv has no ceiling columns
         columns["outline"] = pd.to_numeric(frame[outline], errors="coerce")
-        columns["mark"] = caveat_marks(frame)
+        columns["mark"] = bar_marks(frame, hue)
     if interval is not None and all(c in frame for c in interval):  # a cell's own interval
         columns["low"], columns["high"] = (
             pd.to_numeric(frame[c], errors="coerce") for c in interval
         )
     return pd.DataFrame(columns)
+
+
+# The marks a table cell may carry after its number, in the order the grids append them.
+_SUFFIXES = (T.PARTIAL_MARK, C.INTERFERENCE_MARK, C.WITHIN_NOISE_MARK, C.UNSTABLE_MARK)
+
+
+def table_marks(text: str) -> str:
+    """The marks of one table cell as :func:`nettebench.report.grids.model_precision_grids`
+    writes it (``~12.3 ± 0.4†‡§`` gives ``~†‡§``; ``✗`` stays ``✗``), so a bar carries what
+    its table's cell says; empty for a plain number or an outcome (``OOM``, ``n/a``)."""
+    text = str(text)
+    if text == C.IMPOSSIBLE_MARK:
+        return text
+    marks = T.APPROX_MARK if text.startswith(T.APPROX_MARK) else ""
+    tail = ""
+    while text and text[-1] in _SUFFIXES:
+        tail, text = text[-1] + tail, text[:-1]
+    return marks + tail
+
+
+def grid_marks(facets, grids) -> list[pd.Series]:
+    """Per facet (:func:`matrix_facets`), the mark of each of its rows: its table cell's
+    (:func:`table_marks` of the matching ``grids``, the table's own, in the same order)."""
+    found = []
+    for (_, frame), grid in zip(facets, grids, strict=True):
+        precisions = T.sort_precisions(frame["precision"])
+        cells = {
+            (label, precision): table_marks(text)
+            for label, row in zip(frame["label"].unique(), grid.rows, strict=True)
+            for precision, text in zip(precisions, row[1:], strict=True)
+        }
+        keys = zip(frame["label"], frame["precision"].astype(str), strict=True)
+        found.append(pd.Series([cells.get(key, "") for key in keys], index=frame.index))
+    return found
+
+
+def grid_notes(grids) -> list[str]:
+    """What the ``grids``' marks mean: their footnotes, as the table prints them."""
+    return [note for grid in grids for note in grid.notes()]
 
 
 def caveat_marks(frame: pd.DataFrame) -> pd.Series:
@@ -84,20 +123,60 @@ def caveat_marks(frame: pd.DataFrame) -> pd.Series:
     return frame.apply(mark, axis=1) if len(frame) else pd.Series(dtype=object)
 
 
+# The marks of a throughput bar, in the order its table cells append them (report.grids).
+_BAR_ORDER = (T.PARTIAL_MARK, C.INTERFERENCE_MARK, C.WITHIN_NOISE_MARK, C.UNSTABLE_MARK)
+
+
+def bar_marks(frame: pd.DataFrame, hue: str = "precision") -> pd.Series:
+    """Per bar (the rows of one label and ``hue``), on each of its rows: its seeds' marks
+    (:func:`caveat_marks`) once each, as the throughput tables mark the cell: ``✗`` alone
+    where a seed is beyond its ceiling (the number withheld), else ``†`` (some seeds did not
+    finish), ``‡``, ``≈``, ``§`` in that order."""
+    found = pd.Series("", index=frame.index, dtype=object)
+    if not len(frame):
+        return found
+    for _, seeds in frame.groupby([frame["label"], frame[hue].astype(str)], sort=False):
+        ok = seeds[seeds["status"] == "ok"]
+        marks = "".join(caveat_marks(ok)) if len(ok) else ""
+        if C.IMPOSSIBLE_MARK in marks:
+            found[seeds.index] = C.IMPOSSIBLE_MARK
+            continue
+        if len(ok) and len(ok) < len(seeds):
+            marks += T.PARTIAL_MARK
+        found[seeds.index] = "".join(m for m in _BAR_ORDER if m in marks)
+    return found
+
+
+def caveat_notes(frame: pd.DataFrame, marks: pd.Series, hue: str = "precision") -> list[str]:
+    """The throughput tables' footnotes for the ``marks`` (:func:`bar_marks`) drawn."""
+    used = set("".join(marks.dropna()))
+    notes = [PARTIAL_NOTE] if T.PARTIAL_MARK in used else []
+    notes += [C.interference_note("share")] if C.INTERFERENCE_MARK in used else []
+    notes += [C.IMPOSSIBLE_NOTE] if C.IMPOSSIBLE_MARK in used else []
+    marked = frame[marks.reindex(frame.index).fillna("").str.contains(C.UNSTABLE_MARK)]
+    cells = [f"{label} {name}" for label, name in zip(marked["label"], marked[hue], strict=True)]
+    notes += [C.unstable_note(cells)] if cells else []
+    return notes + ([C.WITHIN_NOISE_NOTE] if C.WITHIN_NOISE_MARK in used else [])
+
+
 def precision_bar_panels(
-    runs: pd.DataFrame, facets, value: str, status: str = "status", outcomes=None
+    runs: pd.DataFrame, facets, value: str, status: str = "status", outcomes=None, marks=None
 ):
     """One panel per (title, frame) facet: bars of ``value`` by row label, one per precision
-    (colours fixed across the figure). Returns the figure and its (axes, frame) pairs for the
-    caller's own labels and marks."""
+    (colours fixed across the figure), each with its mark (``marks``: one series per facet,
+    as :func:`grid_marks` gives). Returns the figure and its (axes, frame) pairs for the
+    caller's own labels."""
     colors = precision_colors(runs["precision"].dropna().astype(str))
     widest = max(bar_width(f["label"].nunique(), f["precision"].nunique()) for _, f in facets)
     fig, axes = new_figure(len(facets), panel_width=widest)
     panels = []
-    for ax, (facet_title, frame) in zip(axes, facets, strict=True):
+    for index, (ax, (facet_title, frame)) in enumerate(zip(axes, facets, strict=True)):
+        bars = bar_frame(frame, value, status=status)
+        if marks is not None:
+            bars["mark"] = marks[index]
         grouped_bars(
             ax,
-            bar_frame(frame, value, status=status),
+            bars,
             categories=list(frame["label"].unique()),
             hues=T.sort_precisions(frame["precision"]),
             colors=colors,

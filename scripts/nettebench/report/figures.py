@@ -14,7 +14,11 @@ PNG (for the report and quick looks) and SVG (for papers), under fixed names:
 
 Every figure draws one panel per setup (machine label and environment,
 :mod:`nettebench.report.setups`), so two machines are never averaged as seeds; bars are means
-over seeds with their 95 % confidence interval as whiskers.
+over seeds with their 95 % confidence interval as whiskers. A figure says what its table says:
+over each bar the marks its table gives that cell (``~``, ``†``, ``‡``, ``§``, ...), in a bar's
+place the table's word for it (``OOM``, ``✗``, ``not reached``), and under the panels the
+table's own notes for every mark drawn (:func:`nettebench.report.plotting.finish`), kept clear
+of the bars, their whiskers and each other.
 
 A partial study must never break the workflow, so every figure renders something: an empty or
 missing input gives a panel saying "no data" instead of an exception. Cells that did not run are
@@ -38,7 +42,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -48,16 +51,17 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
-from nettebench.report import caveats as C
+from nettebench.records.spread import INTERVAL_NAME
 from nettebench.report import facets as F
 from nettebench.report import format as T
+from nettebench.report import stats
 from nettebench.report.collect import EPOCH_ID_COLUMNS
 from nettebench.report.energy_figure import plot_energy
-from nettebench.report.grids import row_keys
+from nettebench.report.grids import LEGEND, model_precision_grids, row_keys
 from nettebench.report.plotting import (
-    MARK_COLOR,
     bar_width,
     empty_figure,
+    finish,
     grouped_bars,
     new_figure,
     precision_colors,
@@ -68,6 +72,7 @@ from nettebench.report.plotting import (
 from nettebench.report.scaling_figure import plot_scaling
 from nettebench.report.setups import SETUP_COLUMNS
 from nettebench.report.speedup_figure import plot_speedup
+from nettebench.report.tables import time_to_accuracy as tta
 from nettebench.vocabulary import commands, outputs
 
 FIGURE_NAMES = outputs.FIGURE_NAMES
@@ -110,30 +115,27 @@ _RUN_COLUMNS = (
 
 
 _EPOCH_COLUMNS = (*EPOCH_ID_COLUMNS, "epoch", "val_top1", "val_top5")
-NOT_REACHED = "not reached"  # what the time-to-accuracy figure writes where no seed got there
+NOT_REACHED = tta.NOT_REACHED  # what the time-to-accuracy figure writes where no seed got there
+# The time-to-accuracy table says this in its caption; the figure under its panels.
+NOT_REACHED_NOTE = f"{NOT_REACHED}: no seed of the cell reached it within its epochs."
 
 
 def plot_time(runs: pd.DataFrame) -> Figure:
-    """Seconds for all epochs of each matrix cell, by model, one bar per precision."""
+    """Seconds for all epochs of each matrix cell, by model, one bar per precision; over each
+    bar its time table cell's marks (``~`` extrapolated, ``†``, ``‡``), under the panels the
+    table's footnotes for them."""
     title = "Time for all epochs by model and precision"
     facets = F.matrix_facets(runs)
     if not facets:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
-    fig, panels = F.precision_bar_panels(runs, facets, "time_for_epochs_s")
-    for ax, frame in panels:
-        ax.set_ylabel("seconds (mean ± 95 % CI over seeds)")
-        if frame["extrapolated"].any():
-            ax.annotate(
-                "some times extrapolated from max_steps",
-                (0.0, 1.0),
-                xycoords="axes fraction",
-                xytext=(2, -10),
-                textcoords="offset points",
-                fontsize=7,
-                color="0.35",
-            )
+    # the time table's grids (tables.time): its marks and footnotes, cell for cell
+    grids = model_precision_grids(runs, "time_for_epochs_s", T.fmt_seconds, mark_extrapolated=True)
+    marks = F.grid_marks(facets, grids)
+    fig, panels = F.precision_bar_panels(runs, facets, "time_for_epochs_s", marks=marks)
+    for ax, _frame in panels:
+        ax.set_ylabel(f"seconds (mean ± {stats.LEVEL} CI over seeds)")
     fig.suptitle(title)
-    return fig
+    return finish(fig, F.grid_notes(grids))
 
 
 def _cell_labels(runs: pd.DataFrame | None) -> tuple[dict, set]:
@@ -178,12 +180,12 @@ def plot_accuracy(epochs: pd.DataFrame, runs: pd.DataFrame | None = None) -> Fig
         for precision in precisions:
             per_epoch = frame[frame["precision"] == precision].groupby("epoch")
             for column, dashes in (("val_top1", "-"), ("val_top5", "--")):
-                stats = per_epoch[column].agg(["mean", "min", "max"]).dropna()
-                if stats.empty:
+                band = per_epoch[column].agg(["mean", "min", "max"]).dropna()
+                if band.empty:
                     continue
                 ax.plot(
-                    stats.index,
-                    stats["mean"],
+                    band.index,
+                    band["mean"],
                     dashes,
                     color=colors[precision],
                     marker="o",
@@ -191,9 +193,9 @@ def plot_accuracy(epochs: pd.DataFrame, runs: pd.DataFrame | None = None) -> Fig
                     linewidth=1.4 if dashes == "-" else 1.0,
                 )
                 ax.fill_between(
-                    stats.index,
-                    stats["min"],
-                    stats["max"],
+                    band.index,
+                    band["min"],
+                    band["max"],
                     color=colors[precision],
                     alpha=0.15,
                     linewidth=0,
@@ -212,15 +214,17 @@ def plot_accuracy(epochs: pd.DataFrame, runs: pd.DataFrame | None = None) -> Fig
             Line2D([], [], color="0.3", linestyle="-", label="top-1"),
             Line2D([], [], color="0.3", linestyle="--", label="top-5"),
         ]
-        ax.legend(handles=handles, fontsize=7, loc="lower right")
+        # beside the panel, never over a curve or its band
+        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(f"{title}\n(mean over seeds, band = min-max)")
-    return fig
+    return finish(fig, [tta._PARTIAL_NOTE] if matrix["partial"].any() else [])
 
 
 def _partial_label(precision: str, frame: pd.DataFrame) -> str:
-    """``bf16 ~ partial epochs`` where that precision's cells in the panel were extrapolated."""
+    """``bf16 (partial epochs)`` where that precision's cells in the panel ran ``max_steps``
+    steps an epoch (the time-to-accuracy table's words; ``~`` is an extrapolated time)."""
     partial = frame.loc[frame["precision"] == precision, "partial"].any()
-    return f"{precision} {T.APPROX_MARK} partial epochs" if partial else precision
+    return f"{precision} ({tta.PARTIAL})" if partial else precision
 
 
 def plot_throughput(runs: pd.DataFrame) -> Figure:
@@ -266,19 +270,22 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
             facets.append((F.facet_title(dataset, None, part[~is_cpu[part.index]], matrix), part))
     widest = max(bar_width(f["label"].nunique(), f["hue"].nunique()) for _, f in facets)
     fig, axes = new_figure(len(facets), panel_width=widest)
-    above = []
+    notes = []
     for ax, (facet_title, frame) in zip(axes, facets, strict=True):
         matrix_hues = T.sort_precisions(frame.loc[frame["kind"] == "matrix", "precision"])
         hues = matrix_hues + sorted(set(frame["hue"]) - set(matrix_hues))
-        above += grouped_bars(
+        bars = F.bar_frame(
+            frame,
+            "train_img_s",
+            hue="hue",
+            outline="ceiling_img_s",
+            interval=("train_img_s_low", "train_img_s_high"),
+        )
+        if "mark" in bars:
+            notes += F.caveat_notes(frame, bars["mark"], hue="hue")
+        grouped_bars(
             ax,
-            F.bar_frame(
-                frame,
-                "train_img_s",
-                hue="hue",
-                outline="ceiling_img_s",
-                interval=("train_img_s_low", "train_img_s_high"),
-            ),
+            bars,
             categories=list(frame["label"].unique()),
             hues=hues,
             colors=colors,
@@ -292,47 +299,20 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
         if len(ok) and ok.max() / ok.min() > 30:  # CPU next to GPU: keep both readable
             ax.set_yscale("log")
             ax.set_ylim(bottom=ok.min() / 3)  # bars start at the axis, so the smallest shows
-        scale = ", log scale" if ax.get_yscale() == "log" else ""
-        ax.set_ylabel(
-            f"training images / s\n(mean ± 95 % CI over seeds;\n"
-            f"one seed: median step rate ± 95 %{scale})"
-        )
+        scale = " (log scale)" if ax.get_yscale() == "log" else ""
+        ax.set_ylabel(f"training images / s{scale}")
         ax.set_title(facet_title, fontsize=9)
+        if {t.get_text() for t in ax.texts} & set(T.OUTCOME_TEXT.values()):
+            notes.append(LEGEND)  # an outcome written in a bar's place
     fig.suptitle(title)
-    marks = set("".join(F.caveat_marks(wanted)))
-    if marks:
-        legend = {
-            C.INTERFERENCE_MARK: f"{C.INTERFERENCE_MARK} timed under interference (its own or "
-            "its ceiling's): see the Timing conditions table",
-            C.IMPOSSIBLE_MARK: f"{C.IMPOSSIBLE_MARK} faster than its own ceiling beyond both "
-            "spreads: the two were not measured alike",
-            C.WITHIN_NOISE_MARK: f"{C.WITHIN_NOISE_MARK} above its ceiling's median, within "
-            "both spreads: noise, not a gain",
-            C.UNSTABLE_MARK: f"{C.UNSTABLE_MARK} unstable: its steps spread by 10 % of their "
-            "mean or more (`unstable` in runs.csv)",
-        }
-        notes = [legend[m] for m in sorted(marks)]
-    else:
-        notes = []
-    notes += _above_ceiling_notes(above)
-    if notes:  # wrapped to the figure's width (about 18 characters an inch at this size)
-        width = max(40, int(fig.get_figwidth() * 18))
-        text = "\n".join(textwrap.fill(note, width) for note in notes)
-        fig.supxlabel(text, fontsize=6.5, color=MARK_COLOR, ha="center")
-    return fig
+    return finish(fig, [THROUGHPUT_BARS, *notes])
 
 
-def _above_ceiling_notes(above: list[tuple[str, str, float]]) -> list[str]:
-    """A line naming the bars drawn above their own dashed ceiling: a pipeline cannot feed a
-    step faster than the step runs, so such a bar says the two were not measured alike (under
-    interference, say), whether or not the difference is beyond noise (✗)."""
-    if not above:
-        return []
-    bars = ", ".join(f"{label} {hue} ({ratio * 100:.1f} %)" for label, hue, ratio in above)
-    return [
-        f"above its own compute ceiling: {bars}; cell and ceiling were not measured alike, "
-        "so it is no real speed"
-    ]
+# What a throughput bar and its whisker are, as the throughput table says it of its cells.
+THROUGHPUT_BARS = (
+    f"Bar: the mean over seeds, whisker its {stats.LEVEL} confidence interval; a cell of one "
+    f"seed: its median step rate, whisker the {INTERVAL_NAME} over its steps."
+)
 
 
 def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
@@ -346,25 +326,60 @@ def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
     facets = F.matrix_facets(runs)
     if not facets:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
+    # Each bar as its table cell (tables.time_to_accuracy.cell_text): the mean over the seeds
+    # that reached the target, "(k/n)" over it where only some did; else the cell's text in
+    # the bar's place (not reached, partial epochs, OOM, n/a).
+    texts = [_target_texts(frame) for _, frame in facets]
     reached = pd.to_numeric(runs["time_to_target_s"], errors="coerce").notna()
-    reason = np.where(runs["extrapolated"], "partial", "not_reached")
-    runs = runs.assign(
-        target_status=np.where(
-            runs["status"] != "ok", runs["status"], np.where(reached, "ok", reason)
-        )
-    )
-    facets = [(t, f.assign(target_status=runs.loc[f.index, "target_status"])) for t, f in facets]
+    reached &= (runs["status"] == "ok") & ~runs["extrapolated"].map(T.as_bool)
+    facets = [
+        (t, f.assign(target_status=_target_status(text, reached[f.index])))
+        for (t, f), text in zip(facets, texts, strict=True)
+    ]
+    marks = [text.map(lambda t: t.rsplit(" ", 1)[1] if t.endswith(")") else "") for text in texts]
     fig, panels = F.precision_bar_panels(
         runs,
         facets,
         "time_to_target_s",
         status="target_status",
-        outcomes={"not_reached": NOT_REACHED, "partial": "partial epochs"},
+        outcomes={"not_reached": NOT_REACHED, "partial": tta.PARTIAL},
+        marks=marks,
     )
     for ax, _frame in panels:
-        ax.set_ylabel("seconds to target (mean ± 95 % CI)")
+        ax.set_ylabel(f"seconds to target (mean ± {stats.LEVEL} CI)")
     fig.suptitle(title)
-    return fig
+    shown = {t for text in texts for t in text}
+    notes = [tta._PARTIAL_NOTE] if tta.PARTIAL in shown else []
+    notes += [NOT_REACHED_NOTE] if NOT_REACHED in shown else []
+    notes += [tta._SOME_NOTE] if any(t.endswith(")") for t in shown) else []
+    notes += [LEGEND] if shown & set(T.OUTCOME_TEXT.values()) else []
+    return finish(fig, notes)
+
+
+# The status a time-to-accuracy bar is drawn with, for a table cell without a number.
+_TARGET_STATUS = {
+    NOT_REACHED: "not_reached",
+    tta.PARTIAL: "partial",
+    **{text: status for status, text in T.OUTCOME_TEXT.items()},
+}
+
+
+def _target_status(texts: pd.Series, reached: pd.Series) -> pd.Series:
+    """Per row: ok where its seed reached the target in a cell the table gives a number, else
+    the status that writes the cell's text (:data:`_TARGET_STATUS`) in the bar's place."""
+    numbered = np.where(reached, "ok", "not_reached")
+    return pd.Series(
+        [_TARGET_STATUS.get(t, n) for t, n in zip(texts, numbered, strict=True)],
+        index=texts.index,
+    )
+
+
+def _target_texts(frame: pd.DataFrame) -> pd.Series:
+    """On each row of a facet, its cell's text in the time-to-accuracy table."""
+    found = pd.Series("", index=frame.index, dtype=object)
+    for _, seeds in frame.groupby([frame["label"], frame["precision"].astype(str)], sort=False):
+        found[seeds.index] = tta.cell_text(seeds)
+    return found
 
 
 def make_figures(

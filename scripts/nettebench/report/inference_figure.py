@@ -25,6 +25,7 @@ from nettebench.report import plotting as P
 from nettebench.vocabulary import commands
 
 NAME = "inference_latency_throughput"
+POINT_LABELS = "number at a point: its batch size"  # the legend's title says what they are
 
 
 def _label(row) -> str:
@@ -63,7 +64,7 @@ def draw(cells: pd.DataFrame):
             ax.set_xlabel("latency of one batch on the device (ms, median)")
             ax.set_ylabel("images per second")
             ax.set_title(str(device))
-            ax.legend(fontsize=7, loc="best")
+            ax.legend(fontsize=7, loc="best", title=POINT_LABELS, title_fontsize=7)
     return fig
 
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+import textwrap
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +19,10 @@ import pandas as pd
 import seaborn as sns
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import stats
 
@@ -40,6 +43,11 @@ NUMERIC_COLUMNS = (
     "val_top5",
 )
 MARK_COLOR = "firebrick"  # caveat marks over bars (interference, impossible)
+MARK_GID = "nettebench-mark"  # a bar's mark (its table's), kept inside the axes by fit_marks
+NOTE_COLOR = "0.2"
+NOTE_SIZE = 6.5  # points: the footnote that explains a figure's marks
+CHARS_PER_INCH = 18  # of the footnote at NOTE_SIZE, to wrap it to the figure's width
+REFERENCE_COLOR = "0.15"
 CEILING_EDGE = "0.1"
 CEILING_LABEL = "compute ceiling"  # legend entry of the dashed outline over a throughput bar
 CPU_HATCH = "//"
@@ -138,7 +146,8 @@ def grouped_bars(
     colors: dict[str, Any],
     hatched: Sequence[str] = (),
     outcomes: dict[str, str] | None = None,
-) -> list[tuple[str, str, float]]:
+    reference: tuple[float, str] | None = None,
+) -> None:
     """Bars of the mean ``value`` per (``label``, ``hue``), error bars = the 95 % confidence
     interval of the mean over seeds (:func:`nettebench.report.stats.summarize`).
 
@@ -146,15 +155,16 @@ def grouped_bars(
     has rows but none finished, its outcome (``OOM``, ``n/a``, or the text ``outcomes`` gives a
     status of its own, such as ``not reached``) is written where the bar would be.
     An optional column ``outline`` (the compute ceiling) is drawn, as its mean over the seeds
-    that have one, as an unfilled dashed bar over the bar, and gets a legend entry.
+    that have one, as an unfilled dashed bar over the bar, and gets a legend entry. An optional
+    column ``mark`` holds the bar's mark as its table writes it (``~``, ``‡``, ``(ns)``, ...),
+    written above the bar's whisker (:func:`mark_bar`); a bar marked ``✗`` (impossible) is not
+    drawn, its mark stands in its place, as its table withholds its number. ``reference``
+    (y, legend label) draws a dashed line across the panel at y, inside the axis.
 
     Bars stand on zero: a whisker stops there (no count, time or rate is negative, so a wide
-    interval of two seeds must not pull the axis to -100 img/s). Returns the bars drawn above
-    their own outline, as (label, hue, bar / outline), for the caller to comment on.
+    interval of two seeds must not pull the axis to -100 img/s).
     """
-    above: list[tuple[str, str, float]] = []
     width = 0.8 / max(len(hues), 1)
-    text_transform = ax.get_xaxis_transform()  # x in data, y in axes fraction
     outlined = False
     for j, hue in enumerate(hues):
         offsets = np.arange(len(categories)) - 0.4 + width * (j + 0.5)
@@ -176,53 +186,35 @@ def grouped_bars(
                     zorder=3,  # over the filled bar, so it shows where the bar is taller
                 )
             values = seeds.loc[seeds["status"] == "ok", "value"].dropna()
-            marks = "".join(sorted(set(seeds["mark"].dropna()))) if "mark" in seeds else ""
-            if marks and len(values):  # a caveat (report.caveats) over the bar or its ceiling
-                top = max(values.mean(), outline.mean() if len(outline) else 0.0)
-                ax.annotate(
-                    marks,
-                    (offsets[i], top),
-                    xytext=(0, 2),
-                    textcoords="offset points",
-                    ha="center",
-                    va="bottom",
-                    fontsize=9,
-                    fontweight="bold",
-                    color=MARK_COLOR,
-                )
-            if len(values):
-                summary = stats.summarize(values)
-                if len(outline) and outline.mean() > 0 and summary.mean > outline.mean():
-                    above.append((category, hue, summary.mean / outline.mean()))
-                ax.bar(
-                    offsets[i],
-                    summary.mean,
-                    width,
-                    yerr=own_interval(seeds, summary),
-                    capsize=2,
-                    color=colors[hue],
-                    edgecolor="0.2" if hue in hatched else "white",
-                    hatch=CPU_HATCH if hue in hatched else None,
-                    linewidth=0.6,
-                    error_kw={"elinewidth": 0.8, "ecolor": "0.2"},
-                )
-            else:
+            marks = "".join(dict.fromkeys(seeds["mark"].dropna())) if "mark" in seeds else ""
+            if marks == C.IMPOSSIBLE_MARK:  # withheld, as in its table
+                in_place(ax, offsets[i], marks, color=MARK_COLOR, fontsize=9)
+                continue
+            if not len(values):
                 statuses = list(seeds["status"])
                 text = T.outcome_cell(statuses, None, str) or next(
                     (t for s, t in (outcomes or {}).items() if s in statuses), ""
                 )
                 if text:
-                    ax.text(
-                        offsets[i],
-                        0.02,
-                        text,
-                        transform=text_transform,
-                        rotation=90,
-                        ha="center",
-                        va="bottom",
-                        fontsize=7,
-                        color="0.2",
-                    )
+                    in_place(ax, offsets[i], text)
+                continue
+            summary = stats.summarize(values)
+            whisker = own_interval(seeds, summary)
+            ax.bar(
+                offsets[i],
+                summary.mean,
+                width,
+                yerr=whisker,
+                capsize=2,
+                color=colors[hue],
+                edgecolor="0.2" if hue in hatched else "white",
+                hatch=CPU_HATCH if hue in hatched else None,
+                linewidth=0.6,
+                error_kw={"elinewidth": 0.8, "ecolor": "0.2"},
+            )
+            if marks:  # over the whisker or the ceiling, whichever is higher
+                top = summary.mean + (whisker[1][0] if whisker is not None else 0.0)
+                mark_bar(ax, offsets[i], max(top, outline.mean() if len(outline) else 0.0), marks)
     ax.set_xticks(range(len(categories)), categories, rotation=20, ha="right")
     ax.set_xlim(-0.6, len(categories) - 0.4)
     ax.set_ylim(bottom=0)
@@ -239,6 +231,8 @@ def grouped_bars(
         handles.append(
             Patch(fill=False, edgecolor=CEILING_EDGE, linestyle="--", label=CEILING_LABEL)
         )
+    if reference is not None:
+        handles.append(reference_line(ax, *reference))
     ax.legend(  # beside the bars, never over one
         handles=handles,
         title="precision",
@@ -248,7 +242,121 @@ def grouped_bars(
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
     )
-    return above
+
+
+def in_place(ax, x: float, text: str, *, color: str = "0.2", fontsize: float = 7) -> None:
+    """``text`` standing where a bar at ``x`` would be (``OOM``, ``n/a``, ``✗``, ...)."""
+    ax.text(
+        x,
+        0.02,
+        text,
+        transform=ax.get_xaxis_transform(),  # x in data, y in axes fraction
+        rotation=90 if len(text) > 2 else 0,
+        ha="center",
+        va="bottom",
+        fontsize=fontsize,
+        color=color,
+    )
+
+
+def mark_bar(ax, x: float, top: float, text: str) -> None:
+    """A bar's mark just above ``top`` (its whisker's end), kept in the panel by
+    :func:`fit_marks` (turned upright where wider than its bar, the axis raised to hold it)."""
+    ax.annotate(
+        text,
+        (x, top),
+        xytext=(0, 2),
+        textcoords="offset points",
+        ha="center",
+        va="bottom",
+        fontsize=8,
+        fontweight="bold",
+        color=MARK_COLOR,
+        gid=MARK_GID,
+    )
+
+
+def reference_line(ax, y: float, label: str) -> Line2D:
+    """A dashed line across the panel at ``y`` (1 on a ratio's axis), named ``label`` in the
+    legend, the axis raised to hold it with room to spare; the line."""
+    line = ax.axhline(y, color=REFERENCE_COLOR, linewidth=1.0, linestyle="--", zorder=3)
+    line.set_label(label)
+    low, high = ax.get_ylim()
+    if ax.get_yscale() == "linear" and high < 1.1 * y:
+        ax.set_ylim(low, 1.1 * y)
+    return line
+
+
+def fit_marks(fig: Figure, *, pad: float = 3.0) -> None:
+    """Keep every bar mark (:func:`mark_bar`) clear of the bars beside it and inside its panel.
+
+    A mark wider than its bar stands upright, so it never reaches over a neighbour's bar or
+    whisker; then each panel's y axis is raised until its highest mark ends ``pad`` pixels
+    below the top (in the axis' own scale, linear or log). Measured on the laid-out figure
+    (the text's real extent), twice, as a raised axis can change the layout a little."""
+    marked = [(ax, t) for ax in fig.axes for t in ax.texts if t.get_gid() == MARK_GID]
+    if not marked:
+        return
+    fig.draw_without_rendering()
+    renderer = fig.canvas.get_renderer()
+    for ax, text in marked:
+        if text.get_window_extent(renderer).width > _bar_pixels(ax, text.xy[0]):
+            text.set_rotation(90)
+    for _ in range(3):
+        fig.draw_without_rendering()
+        raised = False
+        for ax in dict.fromkeys(ax for ax, _ in marked):
+            scale = ax.yaxis.get_transform()
+            low, high = ax.get_ylim()
+            low_s = scale.transform([low])[0]
+            height = ax.bbox.height
+            needed = high
+            for text in (t for a, t in marked if a is ax):
+                anchor = ax.transData.transform(text.xy)[1]
+                above = text.get_window_extent(renderer).y1 - anchor + pad
+                share = max(0.2, (height - above) / height)
+                value_s = scale.transform([text.xy[1]])[0]
+                top_s = low_s + (value_s - low_s) / share
+                needed = max(needed, scale.inverted().transform([top_s])[0])
+            if needed > high * (1 + 1e-6):
+                ax.set_ylim(low, needed)
+                raised = True
+        if not raised:
+            return
+
+
+def _bar_pixels(ax, x: float) -> float:
+    """The width on screen of the bar centred at ``x`` (infinite where none is)."""
+    for patch in ax.patches:
+        if hasattr(patch, "get_width") and math.isclose(
+            patch.get_x() + patch.get_width() / 2, x, abs_tol=1e-9
+        ):
+            left, right = patch.get_x(), patch.get_x() + patch.get_width()
+            (x0, _), (x1, _) = ax.transData.transform([(left, 0), (right, 0)])
+            return abs(x1 - x0)
+    return math.inf
+
+
+def footnote(fig: Figure, notes: Iterable[str]) -> None:
+    """Write ``notes`` (each once, in order: what the figure's marks mean, as its tables say
+    it) under the figure's panels, wrapped to its width."""
+    notes = list(dict.fromkeys(n for n in notes if n))
+    if not notes:
+        return
+    width = max(40, int(fig.get_figwidth() * CHARS_PER_INCH))
+    text = "\n".join(textwrap.fill(note, width, break_on_hyphens=False) for note in notes)
+    lines = text.count("\n") + 1  # the figure grows by the note, so its panels keep their size
+    fig.set_figheight(fig.get_figheight() + lines * NOTE_SIZE * 1.25 / 72 + 0.1)
+    fig.supxlabel(
+        text, x=0.01, ha="left", multialignment="left", fontsize=NOTE_SIZE, color=NOTE_COLOR
+    )
+
+
+def finish(fig: Figure, notes: Iterable[str] = ()) -> Figure:
+    """The footnote explaining ``notes``' marks, then every mark fitted (:func:`fit_marks`)."""
+    footnote(fig, notes)
+    fit_marks(fig)
+    return fig
 
 
 def own_interval(seeds: pd.DataFrame, summary) -> Any:

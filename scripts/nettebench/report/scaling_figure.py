@@ -2,8 +2,9 @@
 
 Drawn from the same rows as the scaling table (:func:`nettebench.report.tables.scaling.
 scaling_frame`), so figure and table cannot disagree. One line per cell (its label), the
-efficiency at 1 process is 100 % by definition, and a dashed line marks perfect scaling; cells
-without a one-process twin have no efficiency and are named under the plot instead.
+efficiency at 1 process is 100 % by definition, and a dashed line across the panel marks
+perfect scaling (100 %, inside the axis whatever the efficiencies); cells without a one-process
+twin have no efficiency and are named over the plot instead.
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from nettebench.report.plotting import empty_figure, new_figure
+from nettebench.report.plotting import empty_figure, new_figure, reference_line
 from nettebench.report.tables.scaling import NO_TWIN, scaling_frame
 
 TITLE = "Data-parallel scaling efficiency"
@@ -27,11 +28,11 @@ def plot_scaling(runs: pd.DataFrame) -> Figure:
     for label, line in drawn.groupby("label", sort=False):
         ax.plot(line["processes"], 100 * line["efficiency"].astype(float), marker="o", label=label)
     counts = sorted(frame["processes"].unique())
-    ax.plot(counts, [100] * len(counts), linestyle="--", color="0.4", label="perfect scaling")
     ax.set_xticks(counts)
     ax.set_xlabel("processes (GPUs, or CPU processes)")
     ax.set_ylabel("img/s at N / (N x img/s at 1), %")
     ax.set_ylim(bottom=0)
+    reference_line(ax, 100.0, "perfect scaling")
     ax.legend(loc="lower left", fontsize="small")
     missing = sorted(set(frame.loc[frame["note"] == NO_TWIN, "label"]))
     if missing:

@@ -15,19 +15,24 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from nettebench.report import caveats as C
-from nettebench.report import compare
+from nettebench.report import compare, stats
 from nettebench.report import facets as F
 from nettebench.report import format as T
+from nettebench.report.grids import APPROX_NOTE, LEGEND
 from nettebench.report.plotting import (
     bar_width,
     empty_figure,
+    finish,
     grouped_bars,
     new_figure,
     precision_colors,
 )
 
 BASELINE_PRECISION = compare.BASELINE_PRECISION  # the study's pure-fp32 level
+REFERENCE_LABEL = f"{BASELINE_PRECISION} = 1"  # the legend's name of the dashed line at 1
+WHISKER_NOTE = (
+    f"Whisker: the speed-up's {stats.LEVEL} Welch interval between processes (the table's `[L-H]`)."
+)
 
 
 def speedup_frame(frame: pd.DataFrame, family: compare.Family | None = None) -> pd.DataFrame:
@@ -65,9 +70,10 @@ def speedup_frame(frame: pd.DataFrame, family: compare.Family | None = None) -> 
                         "low": found.low if found and found.low is not None else np.nan,
                         "high": found.high if found and found.high is not None else np.nan,
                         "mark": (approx, found),
+                        "disturbed": found.disturbed if found else None,
                     }
                 )
-    columns = ["label", "hue", "status", "value", "low", "high", "mark"]
+    columns = ["label", "hue", "status", "value", "low", "high", "mark", "disturbed"]
     bars = pd.DataFrame(rows, columns=columns)
     return finish_marks(bars) if own else bars
 
@@ -77,7 +83,7 @@ def finish_marks(bars: pd.DataFrame) -> pd.DataFrame:
 
     def mark(pair):
         approx, found = pair
-        return (approx + (found.mark if found else "")) or np.nan
+        return " ".join(m for m in (approx, found.mark if found else "") if m) or np.nan
 
     return bars.assign(mark=bars["mark"].map(mark)) if len(bars) else bars
 
@@ -97,6 +103,7 @@ def plot_speedup(runs: pd.DataFrame) -> Figure:
     colors = precision_colors(runs["precision"].dropna().astype(str))
     widest = max(bar_width(f["label"].nunique(), f["hue"].nunique()) for _, f, _ in facets)
     fig, axes = new_figure(len(facets), panel_width=widest)
+    notes = [WHISKER_NOTE]
     for ax, (facet_title, bars, frame) in zip(axes, facets, strict=True):
         grouped_bars(
             ax,
@@ -104,18 +111,24 @@ def plot_speedup(runs: pd.DataFrame) -> Figure:
             categories=list(bars["label"].unique()),
             hues=[p for p in T.sort_precisions(frame["precision"]) if p in set(bars["hue"])],
             colors=colors,
+            reference=(1.0, REFERENCE_LABEL),
         )
         ax.set_title(facet_title, fontsize=9)
-        ax.axhline(1.0, color="0.15", linewidth=1.0, linestyle="--", zorder=3)
-        ax.annotate(
-            f"{BASELINE_PRECISION} = 1",
-            (1.0, 1.0),
-            xycoords=("axes fraction", "data"),
-            xytext=(-2, 2),
-            textcoords="offset points",
-            ha="right",
-            fontsize=7,
-        )
-        ax.set_ylabel("times as fast as O0 (table: Speed-up over O0)")
-    fig.suptitle(f"{title}\n(whisker: its interval; {C.INTERFERENCE_MARK}: no verdict)")
-    return fig
+        ax.set_ylabel(f"times as fast as {BASELINE_PRECISION}")
+        notes += facet_notes(bars, frame)
+    fig.suptitle(title)
+    return finish(fig, notes)
+
+
+def facet_notes(bars: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
+    """What the marks of one panel mean, as its table (the time table's speed-up grid) says:
+    ``~`` its extrapolated note, ``(ns)`` / ``(n=1)`` its comparison note, ``‡ (no verdict)``
+    its note naming the disturbed sides, ``OOM`` / ``n/a`` its legend."""
+    marks = " ".join(str(m) for m in bars["mark"].dropna())
+    notes = [APPROX_NOTE] if T.APPROX_MARK in marks else []
+    if stats.NOT_SUPPORTED_MARK in marks or stats.UNTESTED_MARK in marks:
+        notes.append(stats.COMPARISON_NOTE)
+    withheld = [found for found in bars["disturbed"] if found is not None]
+    notes += [compare.no_verdict_note(withheld)] if withheld else []
+    failed = bars.loc[bars["status"] != "ok", "status"]
+    return notes + ([LEGEND] if failed.isin(list(T.OUTCOME_TEXT)).any() else [])
