@@ -57,7 +57,7 @@ from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.collect import EPOCH_ID_COLUMNS
 from nettebench.report.energy_figure import plot_energy
-from nettebench.report.grids import LEGEND, model_precision_grids, row_keys
+from nettebench.report.grids import LEGEND, row_keys
 from nettebench.report.plotting import (
     bar_width,
     empty_figure,
@@ -73,6 +73,7 @@ from nettebench.report.scaling_figure import plot_scaling
 from nettebench.report.setups import SETUP_COLUMNS
 from nettebench.report.speedup_figure import plot_speedup
 from nettebench.report.tables import time_to_accuracy as tta
+from nettebench.report.tables.time import time_grids
 from nettebench.vocabulary import commands, outputs
 
 FIGURE_NAMES = outputs.FIGURE_NAMES
@@ -116,8 +117,6 @@ _RUN_COLUMNS = (
 
 _EPOCH_COLUMNS = (*EPOCH_ID_COLUMNS, "epoch", "val_top1", "val_top5")
 NOT_REACHED = tta.NOT_REACHED  # what the time-to-accuracy figure writes where no seed got there
-# The time-to-accuracy table says this in its caption; the figure under its panels.
-NOT_REACHED_NOTE = f"{NOT_REACHED}: no seed of the cell reached it within its epochs."
 
 
 def plot_time(runs: pd.DataFrame) -> Figure:
@@ -129,7 +128,7 @@ def plot_time(runs: pd.DataFrame) -> Figure:
     if not facets:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
     # the time table's grids (tables.time): its marks and footnotes, cell for cell
-    grids = model_precision_grids(runs, "time_for_epochs_s", T.fmt_seconds, mark_extrapolated=True)
+    grids = time_grids(runs)
     marks = F.grid_marks(facets, grids)
     fig, panels = F.precision_bar_panels(runs, facets, "time_for_epochs_s", marks=marks)
     for ax, _frame in panels:
@@ -217,7 +216,7 @@ def plot_accuracy(epochs: pd.DataFrame, runs: pd.DataFrame | None = None) -> Fig
         # beside the panel, never over a curve or its band
         ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     fig.suptitle(f"{title}\n(mean over seeds, band = min-max)")
-    return finish(fig, [tta._PARTIAL_NOTE] if matrix["partial"].any() else [])
+    return finish(fig, [tta.PARTIAL_NOTE] if matrix["partial"].any() else [])
 
 
 def _partial_label(precision: str, frame: pd.DataFrame) -> str:
@@ -349,9 +348,9 @@ def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
         ax.set_ylabel(f"seconds to target (mean ± {stats.LEVEL} CI)")
     fig.suptitle(title)
     shown = {t for text in texts for t in text}
-    notes = [tta._PARTIAL_NOTE] if tta.PARTIAL in shown else []
-    notes += [NOT_REACHED_NOTE] if NOT_REACHED in shown else []
-    notes += [tta._SOME_NOTE] if any(t.endswith(")") for t in shown) else []
+    notes = [tta.PARTIAL_NOTE] if tta.PARTIAL in shown else []
+    notes += [tta.NOT_REACHED_NOTE] if NOT_REACHED in shown else []
+    notes += [tta.SOME_NOTE] if any(t.endswith(")") for t in shown) else []
     notes += [LEGEND] if shown & set(T.OUTCOME_TEXT.values()) else []
     return finish(fig, notes)
 

@@ -7,12 +7,17 @@ import pandas as pd
 
 from nettebench.report import format as T
 from nettebench.report.compare import BASELINE_PRECISION, formula_note, speedup_grids
-from nettebench.report.grids import grid_sections, model_precision_grids, no_matrix
+from nettebench.report.grids import Grid, grid_sections, model_precision_grids, no_matrix
+
+
+def time_grids(runs: pd.DataFrame) -> list[Grid]:
+    """The time table's model x precision grids (the time figure draws their marks)."""
+    return model_precision_grids(runs, "time_for_epochs_s", T.fmt_seconds, mark_extrapolated=True)
 
 
 def time_markdown(runs: pd.DataFrame) -> str:
     """The study's "seconds for N epochs" table: model x precision, mean over seeds."""
-    grids = model_precision_grids(runs, "time_for_epochs_s", T.fmt_seconds, mark_extrapolated=True)
+    grids = time_grids(runs)
     counts = [c for g in grids for c in g.seed_counts]
     note = (
         "Seconds to train and validate all epochs of a cell (sum of per-epoch wall times, "

@@ -25,11 +25,12 @@ from nettebench.vocabulary.record_keys import STATUS_OK
 
 NOT_REACHED = "not reached"
 PARTIAL = "partial epochs"
-_PARTIAL_NOTE = (
+PARTIAL_NOTE = (
     f"{PARTIAL}: the cell trained only `max_steps` steps of each epoch, so its accuracy is not "
     "that of a full epoch and it has no time to accuracy."
 )
-_SOME_NOTE = "(k/n): only k of the n finished seeds reached the target; mean over those that did."
+NOT_REACHED_NOTE = f"{NOT_REACHED}: no seed of the cell reached it within its epochs."
+SOME_NOTE = "(k/n): only k of the n finished seeds reached the target; mean over those that did."
 _NO_TARGET = (
     "No target set: add `target_top1: 75` (validation top-1 in %) to the config, or "
     "`--config target_top1=75`, to see how long each cell takes to reach it. Only the tables "
@@ -92,8 +93,8 @@ def time_to_accuracy_markdown(runs: pd.DataFrame) -> str:
                 row.append(text)
             rows.append(row)
         notes = (
-            ([_PARTIAL_NOTE] if partial else [])
-            + ([_SOME_NOTE] if some else [])
+            ([PARTIAL_NOTE] if partial else [])
+            + ([SOME_NOTE] if some else [])
             + ([LEGEND] if not_ok else [])
         )
         heading = (
