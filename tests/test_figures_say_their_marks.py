@@ -278,12 +278,12 @@ def marks_used(fig) -> set[str]:
 
 def table_clauses(tables: str, token: str) -> list[str]:
     """How the tables explain ``token``: each sentence that starts with it (a note's first
-    words, or a clause after ``. `` or ``; ``), up to its end."""
+    words, or a clause after ``. `` or ``; ``), up to its end (``. `` or ``; ``)."""
     clauses = []
     pattern = r"(?:^|(?<=[.;] ))" + re.escape(token) + r"[: ]"
     for found in re.finditer(pattern, tables, re.MULTILINE):
         line = tables[found.start() :].split("\n", 1)[0]
-        clauses.append(re.split(r"(?<=\.) ", line, maxsplit=1)[0])
+        clauses.append(re.split(r"(?<=\.) |; ", line, maxsplit=1)[0])
     return clauses
 
 

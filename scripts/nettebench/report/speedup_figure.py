@@ -126,8 +126,13 @@ def facet_notes(bars: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
     its note naming the disturbed sides, ``OOM`` / ``n/a`` its legend."""
     marks = " ".join(str(m) for m in bars["mark"].dropna())
     notes = [APPROX_NOTE] if T.APPROX_MARK in marks else []
-    if stats.NOT_SUPPORTED_MARK in marks or stats.UNTESTED_MARK in marks:
-        notes.append(stats.COMPARISON_NOTE)
+    explained = [
+        note
+        for mark, note in ((stats.NOT_SUPPORTED_MARK, stats.NOT_SUPPORTED_NOTE),
+                           (stats.UNTESTED_MARK, stats.UNTESTED_NOTE))
+        if mark in marks
+    ]  # fmt: skip
+    notes += [f"{'; '.join(explained)}. {stats.FORMULAS}"] if explained else []
     withheld = [found for found in bars["disturbed"] if found is not None]
     notes += [compare.no_verdict_note(withheld)] if withheld else []
     failed = bars.loc[bars["status"] != "ok", "status"]

@@ -45,11 +45,10 @@ CI_NOTE = (
     f"Each number is the mean over seeds ± the half-width of its {LEVEL} confidence interval "
     "(Student's t, n - 1 degrees of freedom); a cell with one seed shows its value alone."
 )
-COMPARISON_NOTE = (
-    f"{NOT_SUPPORTED_MARK}: not supported after Holm's correction over the table; "
-    f"{UNTESTED_MARK}: one process a side, untested. Formulas: docs/honest-numbers.md "
-    "(Statistics)."
-)
+NOT_SUPPORTED_NOTE = f"{NOT_SUPPORTED_MARK}: not supported after Holm's correction over the table"
+UNTESTED_NOTE = f"{UNTESTED_MARK}: one process a side, untested"
+FORMULAS = "Formulas: docs/honest-numbers.md (Statistics)."
+COMPARISON_NOTE = f"{NOT_SUPPORTED_NOTE}; {UNTESTED_NOTE}. {FORMULAS}"
 
 
 @dataclass(frozen=True)
