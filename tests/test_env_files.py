@@ -1,6 +1,7 @@
 """Every ``envs/*.yaml`` builds, and its rules' commands start in it: each env file's packages
 installed with pip (there is no conda here) into a fresh virtual environment (no system site
-packages, nothing of the project's venv), under the tested pins (``envs/constraints.txt``),
+packages, nothing of the project's venv), under the tested pins (the lock of this Python,
+``envs/lock-py311.txt``: its ``name==version`` lines, as constraints),
 then ``python -m <module> [<subcommand>] --help`` of every rule that names the env file, with
 the project's ``scripts/`` on ``PYTHONPATH`` as the rules put it. A module a command imports
 that its env file does not list fails here with its ModuleNotFoundError.
@@ -16,6 +17,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import venv
 from pathlib import Path
 
@@ -66,6 +68,15 @@ def pip_requirements(env_file: Path) -> list[str]:
     return wanted
 
 
+def lock_pins(folder: Path) -> Path:
+    """The lock's pins without their hashes, as a constraints file (a constraint with hashes
+    turns on pip's hash checking, which an env file's unpinned names cannot pass)."""
+    lock = ENVS / f"lock-py{sys.version_info[0]}{sys.version_info[1]}.txt"
+    pins = [line.split()[0] for line in lock.read_text().splitlines() if line[:1].isalnum()]
+    (folder / "pins.txt").write_text("\n".join(pins) + "\n")
+    return folder / "pins.txt"
+
+
 @pytest.fixture
 def home(tmp_path):
     """Where the env file's venv goes, removed when the test ends, passed or failed: the train
@@ -82,7 +93,7 @@ def home(tmp_path):
 def test_an_env_file_builds_and_its_rules_commands_start(env_file, home, tmp_path):
     venv.create(home, with_pip=True)  # fresh: no system site packages
     python = home / "bin" / "python"
-    install = [str(python), "-m", "pip", "install", "-q", "-c", str(ENVS / "constraints.txt"),
+    install = [str(python), "-m", "pip", "install", "-q", "-c", str(lock_pins(tmp_path)),
                *pip_requirements(ENVS / env_file)]  # fmt: skip
     subprocess.run(install, check=True, timeout=1200)
     env = {**os.environ, "PYTHONPATH": str(ROOT / "scripts")}

@@ -1,7 +1,8 @@
 """What the README's Quick start says is what installs: its two commands (``make quickstart``,
-``make test``) and the Makefile's set-up with the one set of pins in ``envs/constraints.txt``
-(which the SLURM stage of ``.ci/run`` reads too), the Python the dependencies need, the
-package's lower bounds, the CPU-only option, and the licence."""
+``make test``) and the Makefile's set-up from the lock of this Python (``envs/lock-py311.txt``,
+``envs/lock-py312.txt``: every package pinned with its hashes, which the SLURM stage of
+``.ci/run`` installs too), the Python the dependencies need, the package's lower bounds, the
+CPU-only option, and the licence. tests/test_lock.py checks the locks against pyproject.toml."""
 
 from __future__ import annotations
 
@@ -18,13 +19,16 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from nettebench.records import lock
+
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-CONSTRAINTS = ROOT / "envs" / "constraints.txt"
+LOCK = ROOT / "envs" / f"lock-py{sys.version_info[0]}{sys.version_info[1]}.txt"
+# The lock's pins (``name==version``; the hashes on the lines after each)
 PINS = {
-    Requirement(line).name: Requirement(line)
-    for line in CONSTRAINTS.read_text().splitlines()
-    if line.strip() and not line.startswith("#")
+    Requirement(line.rstrip(" \\")).name: Requirement(line.rstrip(" \\"))
+    for line in LOCK.read_text().splitlines()
+    if line[:1].isalnum()
 }
 README = (ROOT / "README.md").read_text()
 
@@ -50,12 +54,17 @@ def make_dry_run(*args: str) -> list[str]:
     return [line.strip() for line in result.stdout.splitlines()]
 
 
-def test_the_quick_start_is_two_commands_that_set_up_with_the_pins():
+def test_the_quick_start_is_two_commands_that_set_up_from_the_lock():
     assert quick_start() == ["make quickstart", "make test"]
     for target, last in (("quickstart", "snakemake"), ("test", "pytest")):
         commands = make_dry_run(target)
-        assert "python3 -m venv /fresh/venv" in commands
-        assert "/fresh/venv/bin/pip install -e '.[dev]' -c envs/constraints.txt" in commands
+        venv = commands.index("python3 -m venv /fresh/venv")
+        (locked,) = [c for c in commands if "--require-hashes" in c]
+        assert re.fullmatch(
+            r"/fresh/venv/bin/pip install --require-hashes -r envs/lock-py3\d+\.txt", locked
+        )
+        package = commands.index("/fresh/venv/bin/pip install --no-deps -e .")
+        assert venv < commands.index(locked) < package  # the lock, then the package alone
         assert commands[-1].split()[0] in (f"/fresh/venv/bin/{last}", "echo"), commands
     assert make_dry_run("test")[-1] == "/fresh/venv/bin/pytest"
 
@@ -73,8 +82,9 @@ def test_the_quick_start_runs_then_writes_the_report_in_a_call_of_its_own():
 
 
 def test_ci_and_the_device_suite_read_the_same_pins():
-    assert "-c envs/constraints.txt" in (ROOT / ".ci/run").read_text().split("slurm_venv")[-1]
-    assert "-c envs/constraints.txt" in (ROOT / "Makefile").read_text()
+    slurm_stage = (ROOT / ".ci/run").read_text().split("slurm_venv")[-1]
+    assert "--require-hashes -r envs/lock-py$py.txt -r envs/lock-py$py-slurm.txt" in slurm_stage
+    assert "--require-hashes -r $(LOCK)" in (ROOT / "Makefile").read_text()
     # The device suite installs no registry package (the GPU machine reaches none and brings
     # its own torch): it builds only the vendored apex, with the standard library (no pip at
     # all), so it has no pin to disagree with.
@@ -84,7 +94,12 @@ def test_ci_and_the_device_suite_read_the_same_pins():
 
 
 def test_the_package_has_lower_bounds_and_the_pins_lie_within_them():
-    bounds = {Requirement(dep).name: Requirement(dep) for dep in PROJECT["dependencies"]}
+    """pyproject.toml holds lower bounds (a site's own torch build stays), the lock exact pins
+    within them (every role against every lock: tests/test_lock.py)."""
+    extras = [dep for role in PROJECT["optional-dependencies"].values() for dep in role]
+    bounds = {
+        Requirement(dep).name: Requirement(dep) for dep in [*PROJECT["dependencies"], *extras]
+    }
     for name in ("torch", "torchvision"):
         assert not any(spec.operator == "==" for spec in bounds[name].specifier), bounds[name]
         assert any(spec.operator == ">=" for spec in bounds[name].specifier), bounds[name]
@@ -92,7 +107,8 @@ def test_the_package_has_lower_bounds_and_the_pins_lie_within_them():
     for name, pin in PINS.items():
         (exact,) = pin.specifier
         assert exact.operator == "==", pin
-        assert Version(exact.version) in bounds[name].specifier, (pin, bounds[name])
+        if name in bounds:
+            assert Version(exact.version) in bounds[name].specifier, (pin, bounds[name])
 
 
 def test_requires_python_is_what_the_pinned_dependencies_require():
@@ -126,9 +142,7 @@ def cpu_install_line() -> str:
 
 def test_the_cpu_only_install_asks_for_the_pins():
     argv = shlex.split(cpu_install_line())
-    assert {"torch", "torchvision"} <= set(argv) and argv[argv.index("-c") + 1] == str(
-        CONSTRAINTS.relative_to(ROOT)
-    )
+    assert {str(PINS["torch"]), str(PINS["torchvision"])} <= set(argv) and "--no-deps" in argv
     for name in ("torch", "torchvision"):
         # The CPU index's wheels carry a local label (2.14.1+cpu); the pin accepts it.
         (exact,) = PINS[name].specifier
@@ -156,6 +170,30 @@ def test_pip_accepts_the_cpu_only_line():
     )
     assert result.returncode == 0, result.stderr
     assert "Would install" not in result.stdout, result.stdout
+
+
+def test_pip_accepts_the_lock_as_the_set_up_installs_it(tmp_path):
+    """pip reads the lock in hash-checking mode, and the rest of it the CPU-only set-up installs
+    after torch (a dry run, offline: only where this environment has every pin installed, so
+    pip asks no index)."""
+    locked = {name: str(pin.specifier)[2:] for name, pin in PINS.items()}
+    differ = lock.differences({lock.canonical(n): v for n, v in locked.items()},
+                              lock.installed_versions())  # fmt: skip
+    if differ:
+        pytest.skip(f"this environment is not the lock's: {differ[:3]}")
+    made = subprocess.run(
+        [sys.executable, "envs/lock.py", "without-torch", str(LOCK)],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    (tmp_path / "cpu.txt").write_text(made.stdout)
+    for requirements in (LOCK, tmp_path / "cpu.txt"):
+        result = subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--dry-run", "-q", "--require-hashes",
+             "-r", str(requirements)],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        assert "Would install" not in result.stdout, result.stdout
 
 
 def test_the_licence_is_named_in_the_metadata():

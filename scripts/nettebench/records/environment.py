@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from nettebench.builds.activate import active_environment, find_build
-from nettebench.records import conditions, cpu, nvml
+from nettebench.records import conditions, cpu, lock, nvml
 from nettebench.vocabulary.build_catalog import LIBRARIES
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
@@ -52,6 +52,7 @@ def collect() -> dict[str, Any]:
         "apex_kernels": apex_kernels(),
         **library_builds(),
         **package_environment(),
+        "lock": lock.identity(),  # the lock installed from, by its hash; "none" (records/lock.py)
         "git_commit": commit,
         "git_dirty": _git_dirty(commit),
         "nettebench": _version("nettebench"),

@@ -63,6 +63,25 @@ def _setups_section(matrix: pd.DataFrame) -> str:
     return T.section("Setups", T.pipe_table(header, rows), level=2)
 
 
+def _locks_note(matrix: pd.DataFrame) -> str:
+    """Which lock each setup ran (``environment.lock``, :mod:`nettebench.records.lock`) where
+    the setups compared did not all run the same: their packages beyond the ones a setup
+    names (numpy, pillow, ...) may differ too. Empty where they did, or no record says."""
+    if "env_lock" not in matrix.columns or matrix["env_lock"].map(T.is_missing).all():
+        return ""
+    locks = {
+        setup[0]: sorted({"unknown" if T.is_missing(v) else str(v) for v in cells["env_lock"]})
+        for setup, cells in groups(matrix, ["setup"])
+    }
+    if len({tuple(names) for names in locks.values()}) < 2:
+        return ""
+    ran = "; ".join(f"{T.fmt_value(s)}: {', '.join(names)}" for s, names in locks.items())
+    return (
+        f"The setups ran different locks of the installed packages ({ran}): packages other "
+        "than those the setups name may differ too."
+    )
+
+
 def machines_markdown(runs: pd.DataFrame) -> str:
     """Seconds for N epochs by cell, one column per setup, then each setup's speed-up over the
     first (mean over seeds, with whether the seeds support it)."""
@@ -128,4 +147,6 @@ def machines_markdown(runs: pd.DataFrame) -> str:
         sections.append(T.section(title, body, notes=notes, level=2))
     note = note.replace(T.SEEDS_TEXT, T.seeds_note(counts))
     note += f" {family.note()}" if family.members else ""
+    locks = _locks_note(matrix)
+    note += f" {locks}" if locks else ""
     return T.document("Machines side by side", note, [*sections, _setups_section(matrix)])
