@@ -11,7 +11,7 @@ short, a hand edit. What brings it back depends on where the dataset came from, 
   ``--configfile``). It writes the same files and the same ``dataset.json``, so the next run
   of the study reruns only what is missing (the job that failed) and what depends on an
   output that changed, not the cells already done: Snakemake compares a rewritten input's
-  checksum with the one it recorded, not only its time (``tests/test_workflow.py``). A
+  checksum with the one it recorded, not only its time (``tests/test_faults.py``). A
   ``--forcerun`` of the dataset's rule instead plans every job that depends on it;
 * anything else (a user's folder, registered in place, or a tree given to a command by hand):
   replace or remove the file; the workflow checks a registered folder again at its next run.
