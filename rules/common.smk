@@ -317,6 +317,24 @@ def job_cpus(cluster_cpus):
     return cpus_per_task
 
 
+def cell_message(first_output, more=""):
+    """A cell job's text in the terminal, in the fields Snakemake prints for a job but without
+    its lists of every input and output file (a cell's paths make those lines 500 characters
+    long): the cell, its first output (``more`` says what else it writes), its log, and the
+    threads and resources it asks for, which a SLURM dry run is read for (docs/slurm.md).
+    """
+    return (
+        "{rule}: {wildcards.dataset}/{wildcards.cell}\n"
+        f"    output: {{output.{first_output}}}{more}\n"
+        "    log: {log}\n"
+        "    wildcards: dataset={wildcards.dataset}, cell={wildcards.cell}\n"
+        "    threads: {threads}\n"
+        "    resources: gpu={resources.gpu}, timed={resources.timed}, "
+        "mem_mb={resources.mem_mb}, runtime={resources.runtime}, "
+        "cpus_per_task={resources.cpus_per_task}"
+    )
+
+
 # -- profiling (the config's `profile:` section; see scripts/nettebench/profiling/plan.py) -------
 
 from nettebench.profiling.plan import PROFILE_ROOT, ProfilePlan

@@ -55,6 +55,8 @@ rule inference_accuracy:
         cpus_per_task=job_cpus(inference_resource("cpus", accuracy=True)),
     params:
         job=accuracy_args,
+    message:
+        cell_message("record")
     shell:
         "exec python -m nettebench inference accuracy --data {input.data}"
         " --weights {input.weights} --trained {input.trained} --out {output.record}"

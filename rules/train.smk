@@ -38,6 +38,8 @@ rule cell_train:
         kind="matrix",
         out_dir=cell_dir,
         store=store_option,
+    message:
+        cell_message("metrics", " (and the cell's other files beside it)")
     shell:
         # exec: the job's process is the trainer, so a signal to the job reaches it (bash would
         # die of a SIGTERM at once and leave it running unseen). --depends-on {input}: every

@@ -171,13 +171,18 @@ def timed_job_count(log: str, rules: tuple[str, ...] = TIMED_RULES) -> int:
 
 def dry_run_jobs(text: str) -> list[dict]:
     """Each job a dry run (`snakemake -n`) lists: its rule, first output, wildcards and
-    resources (name -> value, as printed)."""
+    resources (name -> value, as printed), from Snakemake's own block (``rule x:``) or from a
+    cell job's message in the same fields (``Job 3: cell_train: ...``, rules/common.smk's
+    ``cell_message``)."""
     jobs = []
-    for block in re.split(r"^(?=(?:local)?rule \w+:$)", text, flags=re.MULTILINE)[1:]:
+    header = r"(?:(?:local)?rule (\w+):$|Job \d+: (\w+): )"
+    starts = r"(?:(?:local)?rule \w+:$|Job \d+: \w+: )"  # header's form, capturing nothing
+    for block in re.split(rf"^(?={starts})", text, flags=re.MULTILINE)[1:]:
         fields = dict(re.findall(r"^    (\w+): (.*)$", block, re.MULTILINE))
+        named = re.match(header, block, re.MULTILINE)
         jobs.append(
             {
-                "rule": re.match(r"(?:local)?rule (\w+):", block).group(1),
+                "rule": named.group(1) or named.group(2),
                 "output": fields.get("output", "").split(", ")[0],
                 "wildcards": dict(
                     item.split("=", 1) for item in fields.get("wildcards", "").split(", ") if item
