@@ -65,7 +65,7 @@ quickstart: $(STAMP)
 	$(BIN)/snakemake $(QUICKSTART)
 	$(BIN)/snakemake $(QUICKSTART) --report results/report.html
 	@echo "nettebench: report: results/report.html (open it in a browser; the tables are in results/tables/, the figures in results/figures/)"
-	@echo "nettebench: the answer (results/tables/answer.txt):" && sed 's/^/  /' results/tables/answer.txt
+	@$(BIN)/python -c 'from nettebench.study.terminal_answer import print_answer; print_answer(0)' 2>&1
 
 test: $(STAMP)
 	$(BIN)/pytest
