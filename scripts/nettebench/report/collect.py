@@ -61,6 +61,7 @@ ENV_KEYS = (
     "git_commit",
     "git_dirty",
     "nettebench",
+    "lock",  # the hash lock the environment was installed from (records/lock.py)
     "slurm_job_id",
     "slurm_node",
     "slurm_partition",
