@@ -378,7 +378,7 @@ def test_the_workflow_submits_a_data_parallel_cell_with_a_gpu_per_process(tmp_pa
     """What the executor gets for the job (SLURM's plugin submits gpu=N as --gpus=N, mem_mb as
     --mem): N GPUs, the memory of N processes, and the trainer's --processes N. (The CPUs, N x
     (workers + 1) on a cluster, are every core in a local run: tests/test_resources.py.)"""
-    from tests.workflow_helpers import copy_workflow, snakemake, write_config
+    from tests.workflow_helpers import copy_workflow, job_blocks, snakemake, write_config
 
     workdir = copy_workflow(tmp_path)
     config = write_config(
@@ -398,7 +398,7 @@ def test_the_workflow_submits_a_data_parallel_cell_with_a_gpu_per_process(tmp_pa
         workdir, "-n", "-p", "--configfile", str(config), "--replace-workflow-config",
         "--cores", "2", "--resources", "gpu=4",
     ).stdout  # fmt: skip
-    jobs = dry.split("rule cell_train:")[1:]
+    jobs = job_blocks(dry, "cell_train")
 
     def output(block):
         return block.split("output:")[1].splitlines()[0]

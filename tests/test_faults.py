@@ -30,6 +30,7 @@ from nettebench.study.workflow import Study
 from nettebench.vocabulary.cell import CellSpec
 from tests.workflow_helpers import (
     copy_workflow,
+    job_blocks,
     planned_jobs,
     run_study,
     snakemake,
@@ -326,7 +327,7 @@ def test_a_cell_finished_unseen_is_restored_not_trained_again(chain):
     assert orphan.epoch == EPOCHS - 1 and f"epoch {EPOCHS}/{EPOCHS}" in orphan.log
     assert set(orphan.extra["finished"]) == {"metrics.json", "epochs.csv", "finished.json"}
     rerun = chain.steps["rerun"]
-    assert "rule cell_train" in rerun.output  # Snakemake ran the job again ...
+    assert job_blocks(rerun.output, "cell_train")  # Snakemake ran the job again ...
     assert rerun.log.startswith("restored: " + CHAIN), rerun.log  # ... which trained nothing
     assert "epoch " not in rerun.log
     for name in ("metrics.json", "epochs.csv"):
@@ -363,7 +364,7 @@ def test_an_image_that_stopped_decoding_is_named_first_and_its_rebuild_plans_one
     output = failed.stdout + failed.stderr
     assert failed.returncode == 1
     lines = output.splitlines()
-    start = lines.index(next(line for line in lines if line.endswith("rule cell_train:")))
+    start = next(i for i, line in enumerate(lines) if job_blocks(line, "cell_train"))
     # the job's block (indented), then the failure: its first line
     first = next(line for line in lines[start + 1 :] if not line.startswith(" "))
     shown = image.relative_to(work).as_posix()

@@ -123,7 +123,11 @@ def planned_jobs(result: subprocess.CompletedProcess) -> dict[str, int]:
 
 # Rules whose jobs time something: two of them at once would spoil each other's numbers.
 TIMED_RULES = ("cell_train", "cpu_baseline_train", "cell_profile")
-_JOB_START = re.compile(r"^(?:local)?rule (\w+):$")
+# A job's first line: Snakemake's own block (`rule x:`, its jobid on a line below), or a job
+# with a message (rules/common.smk `cell_message`: `Job 3: cell_train: <dataset>/<cell>`).
+JOB_START = re.compile(
+    r"^(?:(?:local)?rule (?P<rule>\w+):|Job (?P<jobid>\d+): (?P<named>\w+): .*)$"
+)
 _JOB_ID = re.compile(r"^\s+jobid: (\d+)$")
 _JOB_END = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$")
 
@@ -142,18 +146,19 @@ def concurrent_jobs(log: str, rules: tuple[str, ...] = TIMED_RULES) -> list[tupl
     pending_rule = None
     pairs = []
     for line in log.splitlines():
-        start = _JOB_START.match(line)
+        start = JOB_START.match(line)
         if start:
-            pending_rule = start.group(1)
-            continue
-        job = _JOB_ID.match(line)
+            pending_rule = start["rule"] or start["named"]
+            if start["jobid"] is None:
+                continue  # its jobid comes on a line of its block
+        job = _JOB_ID.match(line) or start
         if job and pending_rule is not None:
+            jobid = job["jobid"] if start else job.group(1)
             if pending_rule in rules:
                 pairs += [
-                    (f"{rule}#{jid}", f"{pending_rule}#{job.group(1)}")
-                    for jid, rule in running.items()
+                    (f"{rule}#{jid}", f"{pending_rule}#{jobid}") for jid, rule in running.items()
                 ]
-                running[job.group(1)] = pending_rule
+                running[jobid] = pending_rule
             pending_rule = None
             continue
         end = _JOB_END.match(line)
@@ -169,20 +174,26 @@ def timed_job_count(log: str, rules: tuple[str, ...] = TIMED_RULES) -> int:
     )
 
 
+def job_blocks(text: str, rule: str = r"\w+") -> list[str]:
+    """Snakemake's text of each job (of ``rule``), from its first line (:data:`JOB_START`) to
+    the next job's."""
+    starts = rf"(?:(?:local)?rule {rule}:$|Job \d+: {rule}: )"
+    blocks = re.split(r"^(?=(?:(?:local)?rule \w+:$|Job \d+: \w+: ))", text, flags=re.MULTILINE)
+    return [block for block in blocks[1:] if re.match(starts, block, re.MULTILINE)]
+
+
 def dry_run_jobs(text: str) -> list[dict]:
     """Each job a dry run (`snakemake -n`) lists: its rule, first output, wildcards and
     resources (name -> value, as printed), from Snakemake's own block (``rule x:``) or from a
     cell job's message in the same fields (``Job 3: cell_train: ...``, rules/common.smk's
     ``cell_message``)."""
     jobs = []
-    header = r"(?:(?:local)?rule (\w+):$|Job \d+: (\w+): )"
-    starts = r"(?:(?:local)?rule \w+:$|Job \d+: \w+: )"  # header's form, capturing nothing
-    for block in re.split(rf"^(?={starts})", text, flags=re.MULTILINE)[1:]:
+    for block in job_blocks(text):
         fields = dict(re.findall(r"^    (\w+): (.*)$", block, re.MULTILINE))
-        named = re.match(header, block, re.MULTILINE)
+        named = JOB_START.match(block.split("\n", 1)[0])
         jobs.append(
             {
-                "rule": named.group(1) or named.group(2),
+                "rule": named["rule"] or named["named"],
                 "output": fields.get("output", "").split(", ")[0],
                 "wildcards": dict(
                     item.split("=", 1) for item in fields.get("wildcards", "").split(", ") if item

@@ -368,7 +368,8 @@ def interference_note(subject: str) -> str:
     )
     return (
         f"{INTERFERENCE_MARK} timed under interference while {what} ran: {INTERFERENCE_RULE}; "
-        f"so {effect} (each window's reasons: the timing conditions table)."
+        f"so {effect} (each window's reasons: `interference_reasons` in runs.csv, and the "
+        "timing conditions table)."
     )
 
 
