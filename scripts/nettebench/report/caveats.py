@@ -51,39 +51,6 @@ WITHIN_NOISE_MARK = "≈"  # suffix: above its ceiling, but within both their sp
 POWER_LIMIT_MARK = "¤"  # the GPU ran at its power limit: its state, not interference
 EMULATED_LABEL = "(emulated)"  # after a precision's name in a column header
 
-# The columns runs.csv gets, after the ceiling's (report.collect.CEILING_COLUMNS).
-CAVEAT_COLUMNS = (
-    "interference",  # bool | None: the cell's epochs ran under interference (None: not measured)
-    "interference_reasons",  # text: why, "; "-joined
-    "other_cpu_share",  # other processes' share of the job's CPUs during the epochs
-    "steal_share",  # the hypervisor's share of their time
-    "gpu_other_util",  # highest SM % another process used on the job's GPU (None: not visible)
-    "timed_from",  # Unix times of the epochs' window (this process's), to find overlapping jobs
-    "timed_to",
-    "ceiling_context",  # "cell job" (same process, right after the epochs) or "standalone"
-    "ceiling_interference",  # bool | None: the ceiling's timed steps ran under interference
-    "ceiling_interference_reasons",
-    "ceiling_other_cpu_share",
-    "ceiling_timed_from",
-    "ceiling_timed_to",
-    "ceiling_fast_img_s",  # batch / p10 step time: the ceiling's fast end (its noise)
-    "above_ceiling",  # bool | None: train_img_s_low > ceiling_fast_img_s (beyond both spreads)
-    "ceiling_exceeded",  # text | None: above the ceiling's median img/s, within both spreads
-    "implausible",  # text | None: every figure of this cell that cannot be true, and why
-    "precision_emulated",  # text | None: why the precision ran emulated
-    # The GPU's power state over the epochs (records.nvml's keys; None: a CPU, or no NVML),
-    # never a caveat: the share of busy readings at the power cap, their mean power over the
-    # enforced limit, their median SM clock over its maximum, and the limits (W)
-    "gpu_power_cap_share",
-    "gpu_power_of_limit",
-    "gpu_sm_clock_of_max",
-    "gpu_power_limit_w",
-    "gpu_power_default_limit_w",
-    "gpu_power_limit_lowered_w",  # the enforced limit where below the default: a setup column
-    "ceiling_gpu_power_cap_share",  # the same over the ceiling's timed steps
-    "ceiling_gpu_power_of_limit",
-    "ceiling_gpu_sm_clock_of_max",
-)
 
 # The trainer's anomaly text for a first epoch faster than the later ones, as records made
 # before ``summary.epoch_variation`` wrote into ``summary.anomalies``: variation, not impossible
@@ -124,13 +91,16 @@ def caveat_columns(record: Mapping[str, Any], ceiling: Mapping[str, Any] | None)
     device = (record.get("device") or {}).get("type")
     env = record.get("environment") or {}
     row: dict[str, Any] = {
+        # the cell's epochs ran under interference (None: not measured), and why ("; "-joined)
         "interference": None if found is None else bool(found.get("interference")),
         "interference_reasons": _reasons(found),
-        "other_cpu_share": (found or {}).get("other_cpu_share"),
-        "steal_share": (found or {}).get("steal_share"),
-        "gpu_other_util": (found or {}).get("gpu_other_util"),
+        "other_cpu_share": (found or {}).get("other_cpu_share"),  # of the job's CPUs
+        "steal_share": (found or {}).get("steal_share"),  # the hypervisor's share
+        "gpu_other_util": (found or {}).get("gpu_other_util"),  # another process's top SM %
+        # Unix times of the epochs' window, to find overlapping jobs
         "timed_from": (found or {}).get("started_at"),
         "timed_to": (found or {}).get("ended_at"),
+        # "cell job" (same process, right after the epochs) or "standalone"
         "ceiling_context": (ceiling or {}).get("context"),
         "ceiling_interference": None
         if ceiling_found is None
@@ -139,11 +109,12 @@ def caveat_columns(record: Mapping[str, Any], ceiling: Mapping[str, Any] | None)
         "ceiling_other_cpu_share": (ceiling_found or {}).get("other_cpu_share"),
         "ceiling_timed_from": (ceiling_found or {}).get("started_at"),
         "ceiling_timed_to": (ceiling_found or {}).get("ended_at"),
-        "ceiling_fast_img_s": None,
-        "above_ceiling": None,
-        "ceiling_exceeded": None,
-        "implausible": None,
-        "precision_emulated": None,
+        "ceiling_fast_img_s": None,  # batch / p10 step time: the ceiling's fast end (its noise)
+        "above_ceiling": None,  # train_img_s_low > ceiling_fast_img_s (beyond both spreads)
+        "ceiling_exceeded": None,  # above the ceiling's median img/s, within both spreads
+        "implausible": None,  # every figure of this cell that cannot be true, and why
+        "precision_emulated": None,  # why the precision ran emulated
+        # the GPU's power state over the epochs (never a caveat; None: a CPU, or no NVML)
         **power_state(found),
         **{f"ceiling_{k}": v for k, v in power_state(ceiling_found).items() if k in _CEILING_STATE},
     }
@@ -172,11 +143,14 @@ def power_state(found: Mapping[str, Any] | None) -> dict[str, Any]:
     limit = found.get("gpu_power_limit_w", device.get("power_limit_w"))
     default = found.get("gpu_power_default_limit_w", device.get("power_default_limit_w"))
     return {
+        # of the busy readings: the share at the power cap, their mean power over the enforced
+        # limit, their median SM clock over its maximum
         "gpu_power_cap_share": found.get("gpu_power_cap_share"),
         "gpu_power_of_limit": found.get("gpu_power_of_limit"),
         "gpu_sm_clock_of_max": found.get("gpu_sm_clock_of_max"),
-        "gpu_power_limit_w": limit,
+        "gpu_power_limit_w": limit,  # the limits (W)
         "gpu_power_default_limit_w": default,
+        # the enforced limit where below the default: a setup column (the machines table)
         "gpu_power_limit_lowered_w": lowered_power_limit(
             {"power_limit_w": limit, "power_default_limit_w": default}
         ),
@@ -422,3 +396,8 @@ def reasons_of(value: Any) -> list[str]:
         except ValueError:
             pass
     return [part.strip() for part in text.split("; ") if part.strip()]
+
+
+# The columns runs.csv gets, after the ceiling's (report.collect.CEILING_COLUMNS): those
+# caveat_columns writes, in its order (one definition: the function's own keys).
+CAVEAT_COLUMNS = tuple(caveat_columns({}, None))
