@@ -17,7 +17,7 @@ import pytest
 import record_factory as F
 
 from nettebench.report import answers
-from nettebench.report.collect import read_cells, runs_frame
+from nettebench.report.frames.runs import read_cells, runs_frame
 
 LRS = [round(0.05 + 0.0001 * i, 4) for i in range(12)]  # an axis that cannot change speed
 BETWEEN_CV = 0.08  # between-process spread of a steady rate (about ±13 % over 12 processes)

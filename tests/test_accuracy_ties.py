@@ -16,7 +16,7 @@ import torch
 from nettebench.datasets.synthetic import generate
 from nettebench.inference import cli
 from nettebench.inference.model import InferenceModel
-from nettebench.report.tables import inference as table
+from nettebench.report import inference_tables
 from nettebench.training import checkpoint
 from nettebench.training.loop import PADDING_TARGET, predicted_classes, topk_correct
 from tests.test_inference_report import record as inference_record
@@ -116,7 +116,7 @@ def test_a_bf16_tie_changes_no_prediction_and_no_top1_and_the_front_page_says_so
 
     cell = tmp_path / "inference.json"
     cell.write_text(json.dumps(inference_record()))
-    written = table.write([str(cell)], [str(out)], tmp_path / "tables")
+    written = inference_tables.write([str(cell)], [str(out)], tmp_path / "tables")
     markdown = written["accuracy_table"].read_text()
     line = next(row for row in markdown.splitlines() if "| bf16" in row)
     cols = [col.strip() for col in line.strip("|").split("|")]

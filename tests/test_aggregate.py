@@ -13,8 +13,9 @@ import pytest
 import record_factory as rf
 
 from nettebench.report import aggregate as agg
-from nettebench.report import collect, stats
 from nettebench.report import format as T
+from nettebench.report import stats
+from nettebench.report.frames import runs as collect
 from nettebench.vocabulary import outputs
 from nettebench.vocabulary.cell import PARAMETER_NAMES
 from nettebench.vocabulary.record_keys import EPOCH_COLUMNS, SCHEMA_VERSION, SUMMARY_KEYS

@@ -9,8 +9,8 @@ import math
 import record_factory as F
 
 from nettebench.report import answers as A
-from nettebench.report.collect import read_cells, runs_frame
 from nettebench.report.compare import Family, Speedup
+from nettebench.report.frames.runs import read_cells, runs_frame
 
 
 def _word(ratio, p, n=(3, 3), disturbed=None):

@@ -14,8 +14,8 @@ import pandas as pd
 import record_factory as F
 
 from nettebench.report import answers as A
-from nettebench.report.collect import read_cells, runs_frame
 from nettebench.report.compare import Family
+from nettebench.report.frames.runs import read_cells, runs_frame
 
 STEADY = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8, 100.1, 99.9]
 # Three processes a side, the same spread of logs on both sides: Welch's degrees of freedom are

@@ -27,7 +27,7 @@ from nettebench.records import environment, nvml
 from nettebench.report import aggregate as agg
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.collect import read_cells, runs_frame
+from nettebench.report.frames.runs import read_cells, runs_frame
 from nettebench.report.tables.scaling import scaling_frame, scaling_markdown
 from nettebench.training import finished, validity
 from nettebench.vocabulary.cell import CellSpec

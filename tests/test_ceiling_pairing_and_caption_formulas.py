@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import record_factory as F
 
-from nettebench.report.collect import read_cells, runs_frame
 from nettebench.report.compare import Family, cells_speedup, formula_note, speedup_grids
+from nettebench.report.frames.runs import read_cells, runs_frame
 
 
 def test_the_formula_note_names_the_rule_and_the_docs_hold_its_formula():

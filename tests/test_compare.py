@@ -15,8 +15,8 @@ import record_factory as F
 from nettebench.report import caveats as C
 from nettebench.report import stats
 from nettebench.report.aggregate import aggregate
-from nettebench.report.collect import read_cells, runs_frame
 from nettebench.report.compare import Family, cells_speedup, speedup, speedup_grids
+from nettebench.report.frames.runs import read_cells, runs_frame
 
 STEADY = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8, 100.1, 99.9]
 # Three processes a side, the same spread of logs on both sides (so Welch's degrees of freedom

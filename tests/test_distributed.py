@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from nettebench.datasets.synthetic import generate
-from nettebench.report.collect import read_cells, runs_frame
+from nettebench.report.frames.runs import read_cells, runs_frame
 from nettebench.report.tables.scaling import scaling_frame
 from nettebench.training import launch
 from nettebench.vocabulary.cell import CellSpec

@@ -205,7 +205,8 @@ def test_each_inference_phase_has_its_own_window_and_energy(tmp_path):
         if E.read_rapl() is None:  # this machine: no /sys/class/powercap
             assert found["energy_j"] is None and found["j_per_img"] is None
             assert found["energy_source"] == E.NO_RAPL
-    from nettebench.report.tables.inference import cells_frame, inference_markdown
+    from nettebench.report.frames.inference import cells_frame
+    from nettebench.report.tables.inference import inference_markdown
 
     table = inference_markdown(cells_frame([(str(tmp_path / "inference.json"), record)]))
     row = next(line for line in table.splitlines() if line.startswith("| resnet18"))

@@ -9,7 +9,8 @@ import pytest
 import record_factory as rf
 
 from nettebench.report import aggregate as agg
-from nettebench.report import collect, figures, plotting
+from nettebench.report import figures, plotting
+from nettebench.report.frames import runs as collect
 
 EXPECTED_FILES = sorted(f"{name}.{fmt}" for name in figures.FIGURE_NAMES for fmt in ("png", "svg"))
 

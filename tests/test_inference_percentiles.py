@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from test_inference_report import record
 
+from nettebench.report.frames import inference as frames
 from nettebench.report.tables import inference as table
 
 
@@ -31,7 +32,7 @@ def _stream_cell(text):
 def test_a_percentile_needs_one_over_one_minus_q_queries(queries, p90, p99):
     raw = _with_queries(queries)
     latency = raw["single_stream"]["latency_ms"]
-    cells = table.cells_frame([("a/inference.json", raw)])
+    cells = frames.cells_frame([("a/inference.json", raw)])
     shown = _stream_cell(table.inference_markdown(cells)).split(" / ")
     median = f"{latency['median']:.2f} [{latency['median_low']:.2f}-{latency['median_high']:.2f}]"
     assert shown[0] == median  # the median always
@@ -41,6 +42,6 @@ def test_a_percentile_needs_one_over_one_minus_q_queries(queries, p90, p99):
     assert shown[2] == (ninety_nine if p99 else table.TOO_FEW)
     # the frame inference.csv and the figure read holds the same: no p99 from too few queries
     assert cells["ss_p99"].notna().item() is p99
-    line = table.headline(cells, table.accuracy_frame([]))
+    line = table.headline(cells, frames.accuracy_frame([]))
     assert ("p99" in line and "too few" not in line) is p99
     assert f"p50 {latency['median']:.2f} ms" in line

@@ -6,7 +6,8 @@ import json
 
 import pandas as pd
 
-from nettebench.report import front_page, inference_figure
+from nettebench.report import front_page, inference_figure, inference_tables
+from nettebench.report.frames import inference as frames
 from nettebench.report.tables import inference as table
 
 
@@ -93,7 +94,7 @@ ACCURACY = {
 
 
 def test_the_table_shows_medians_intervals_and_marks_and_a_refused_cell():
-    cells = table.cells_frame(
+    cells = frames.cells_frame(
         [
             ("a/inference.json", record()),
             ("b/inference.json", record(batch=8, img_s=400.0, unstable=True)),
@@ -111,16 +112,16 @@ def test_the_table_shows_medians_intervals_and_marks_and_a_refused_cell():
 
 
 def test_accuracy_table_and_headline_give_the_difference_from_fp32():
-    scores = table.accuracy_frame([("x/accuracy.json", ACCURACY)])
+    scores = frames.accuracy_frame([("x/accuracy.json", ACCURACY)])
     text = table.accuracy_markdown(scores)
     assert (
         "| resnet18 | O0 | 0 | bf16 (channels_last) | 79.0 | 99.0 | -1.00 | +0.00 | 2.0 |" in text
     )
-    cells = table.cells_frame([("a/inference.json", record())])
+    cells = frames.cells_frame([("a/inference.json", record())])
     line = table.headline(cells, scores)
     assert "at most 100 img/s" in line and "p99 20.00 ms" in line
     assert "-1.00 points, 2.0 % of predictions changed" in line  # the table's -1.00 and 2.0
-    assert table.headline(table.cells_frame([]), scores) == ""
+    assert table.headline(frames.cells_frame([]), scores) == ""
 
 
 def test_write_then_draw_from_the_csv_alone(tmp_path):
@@ -129,7 +130,7 @@ def test_write_then_draw_from_the_csv_alone(tmp_path):
         path = tmp_path / f"{index}.json"
         path.write_text(json.dumps(record(batch=batch, img_s=100.0 * batch**0.5)))
         paths.append(str(path))
-    written = table.write(paths, [], tmp_path / "tables")
+    written = inference_tables.write(paths, [], tmp_path / "tables")
     assert "No accuracy was evaluated" in written["accuracy_table"].read_text()
     cells = pd.read_csv(written["cells"])
     fig = inference_figure.draw(cells)

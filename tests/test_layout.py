@@ -196,3 +196,24 @@ def test_no_module_imports_itself_through_others():
                     seen.add(nxt)
                     paths.append([*path, nxt])
     assert cycles == []
+
+
+def test_table_modules_only_render():
+    """A module of report/tables/ renders frames: it defines no command (``main``), imports no
+    json and opens, reads or parses no file. Records are read in report/frames/ alone."""
+    reading = {"open", "read_text", "read_bytes", "read_csv", "read_json", "load", "loads"}
+    found = []
+    for path in sorted((PACKAGE_DIR / "report" / "tables").glob("*.py")):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef) and node.name == "main":
+                found.append(f"{path.name}: def main")
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+                if "json" in names:
+                    found.append(f"{path.name}: imports json")
+            if isinstance(node, ast.Call):
+                name = getattr(node.func, "attr", getattr(node.func, "id", ""))
+                if name in reading:
+                    found.append(f"{path.name}:{node.lineno}: calls {name}")
+    assert found == []

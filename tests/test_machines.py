@@ -242,7 +242,7 @@ def test_pinned_package_versions_are_columns(tmp_path):
 
 
 def test_two_machines_profiles_of_one_cell_keep_a_row_each():
-    from nettebench.report.tables.kernels import cells_frame
+    from nettebench.report.frames.kernels import cells_frame
 
     cell = {"dataset": "d", "model": "resnet18", "precision": "O3", "batch_size": 256}
     profiles = [

@@ -1,12 +1,12 @@
 """The round-robin order of the timed jobs (nettebench.study.replicates) and the columns that
-show it in runs.csv (nettebench.report.collect.order_columns). The real run's order is
+show it in runs.csv (nettebench.report.frames.runs.order_columns). The real run's order is
 tests/test_replicates_interleaved.py."""
 
 from __future__ import annotations
 
 import pandas as pd
 
-from nettebench.report import collect
+from nettebench.report.frames import runs as collect
 from nettebench.study import replicates
 from nettebench.study.workflow import Study
 from nettebench.vocabulary.cell import CellSpec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from nettebench.report.collect import read_cells, runs_frame
+from nettebench.report.frames.runs import read_cells, runs_frame
 from nettebench.report.scaling_figure import plot_scaling
 from nettebench.report.tables.scaling import NO_TWIN, scaling_frame, scaling_markdown
 from tests.record_factory import make_cell

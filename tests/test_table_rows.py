@@ -71,7 +71,7 @@ def _profile(path, precision, seed=0, machine=None, gpu="NVIDIA H200"):
 def test_top_kernels_labels_read_one_way_and_never_as_a_results_path():
     """Five profiles (two seeds of bf16, two machines' O0, one O3): every label says what
     tells it apart, in one form, and none falls back to a results path."""
-    from nettebench.report.tables.kernels import cells_frame
+    from nettebench.report.frames.kernels import cells_frame
 
     profiles = [
         _profile("results/profiles/d/model~resnet18/precision~bf16/seed~0", "bf16", seed=0),
@@ -88,7 +88,7 @@ def test_top_kernels_labels_read_one_way_and_never_as_a_results_path():
 
 
 def test_profiles_alike_in_everything_but_their_folder_name_only_what_differs():
-    from nettebench.report.tables.kernels import cells_frame
+    from nettebench.report.frames.kernels import cells_frame
 
     profiles = [_profile(f"imports/{name}/profiles/d/x", "O3") for name in ("copy-a", "copy-b")]
     assert sorted(cells_frame(profiles)["label"]) == [

@@ -1,6 +1,6 @@
 """Write every cell's record as tidy CSVs and the study's markdown and HTML tables.
 
-Reading and the tidy frames are :mod:`nettebench.report.collect`, each table a module of
+Reading and the tidy frames are :mod:`nettebench.report.frames.runs`, each table a module of
 :mod:`nettebench.report.tables`; this module writes them. Everything after reading is built from
 the ``runs`` and ``epochs`` frames, which is also all that :mod:`nettebench.report.figures` gets
 to see, so a table can always be traced back to the cell directories in the ``path`` column of
@@ -40,8 +40,8 @@ import pandas as pd
 from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report.answers import answer_sentences, comparisons
-from nettebench.report.collect import RecordError, epochs_frame, read_cells, runs_frame
 from nettebench.report.duplicates import Merge, merge_duplicates
+from nettebench.report.frames.runs import RecordError, epochs_frame, read_cells, runs_frame
 from nettebench.report.front_page import answer_text, headline_html
 from nettebench.report.grids import NO_CELLS_NOTE
 from nettebench.report.tables.comparisons import comparisons_frame

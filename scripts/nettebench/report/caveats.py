@@ -398,6 +398,6 @@ def reasons_of(value: Any) -> list[str]:
     return [part.strip() for part in text.split("; ") if part.strip()]
 
 
-# The columns runs.csv gets, after the ceiling's (report.collect.CEILING_COLUMNS): those
+# The columns runs.csv gets, after the ceiling's (report.frames.runs.CEILING_COLUMNS): those
 # caveat_columns writes, in its order (one definition: the function's own keys).
 CAVEAT_COLUMNS = tuple(caveat_columns({}, None))

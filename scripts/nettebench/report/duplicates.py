@@ -4,7 +4,7 @@ A merged study can hold two records of the same cell, seed and setup that are no
 the same: two snapshots of one results folder taken before and after a rerun, or two unlabelled
 clusters with the same hardware and software. Counted as two seeds they narrow the interval as
 if the cell had been measured twice independently, so only one is kept (byte-identical copies
-are left out earlier, by :func:`nettebench.report.collect.read_cells`).
+are left out earlier, by :func:`nettebench.report.frames.runs.read_cells`).
 
 Two records are the same measurement when every column of ``runs`` that says *what* was measured
 and *where* is equal: the kind, every cell parameter (seed, machine label and package
@@ -34,7 +34,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from nettebench.report import format as T
-from nettebench.report.collect import cell_keys
+from nettebench.report.frames.runs import cell_keys
 from nettebench.vocabulary.outputs import METRICS_FILE
 from nettebench.vocabulary.record_keys import STATUS_OK
 

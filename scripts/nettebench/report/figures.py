@@ -55,8 +55,8 @@ from nettebench.records.spread import INTERVAL_NAME
 from nettebench.report import facets as F
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.collect import EPOCH_ID_COLUMNS
 from nettebench.report.energy_figure import plot_energy
+from nettebench.report.frames.runs import EPOCH_ID_COLUMNS
 from nettebench.report.grids import LEGEND, row_keys
 from nettebench.report.plotting import (
     bar_width,

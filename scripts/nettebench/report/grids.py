@@ -20,7 +20,7 @@ import pandas as pd
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.collect import cell_keys
+from nettebench.report.frames.runs import cell_keys
 from nettebench.report.setups import title_suffix
 from nettebench.vocabulary.record_keys import STATUS_OK
 

@@ -5,7 +5,7 @@ through its batch sizes: x the median latency of one batch on the device, y the 
 batch (both from the Offline device-batch phase), each point labelled with its batch size; the
 pipeline's img/s at the same batches as a dashed line of the same colour, so the distance between
 the two is what the input pipeline costs. Log-log, as a batch sweep spans orders of magnitude.
-Reads only ``results/tables/inference.csv`` (nettebench.report.tables.inference)::
+Reads only ``results/tables/inference.csv`` (python -m nettebench report inference-tables)::
 
     python -m nettebench report inference-figure --cells results/tables/inference.csv \\
         --out-dir results/figures

@@ -6,8 +6,9 @@ side, O0 and O3 of the same model show why mixed precision helps: the convolutio
 segments shrink on tensor cores while elementwise work and copies (casts) do not. On a CPU-only
 run the bars are CPU operators' self time, which the panel title says.
 
-Reads only ``kernel_categories.csv`` (:mod:`nettebench.report.tables.kernels`); an empty file gives
-a figure that says there is nothing profiled. Deterministic SVG, like the study's other figures.
+Reads only ``kernel_categories.csv`` (``python -m nettebench report kernel-tables``); an empty
+file gives a figure that says there is nothing profiled. Deterministic SVG, like the study's
+other figures.
 
 Usage::
 
@@ -50,7 +51,9 @@ def category_colors() -> dict[str, tuple]:
 def read_categories(path: str | Path) -> pd.DataFrame:
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: no such table (run nettebench.report.tables.kernels)")
+        raise FileNotFoundError(
+            f"{path}: no such table (run python -m nettebench report kernel-tables)"
+        )
     try:
         frame = pd.read_csv(path)
     except pd.errors.EmptyDataError:

@@ -57,9 +57,9 @@ COMMANDS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
         "tables": ("aggregate", ()),  # records -> every table
         "figures": ("figures", ()),  # the aggregate -> the figures
         "front-page": ("front_page", ()),  # the report's front page
-        "kernel-tables": ("tables.kernels", ()),  # profiled cells -> kernel tables
+        "kernel-tables": ("kernel_tables", ()),  # profiled cells -> kernel tables
         "kernel-figure": ("kernel_figure", ()),  # their figure
-        "inference-tables": ("tables.inference", ()),  # inference cells -> their tables
+        "inference-tables": ("inference_tables", ()),  # inference cells -> their tables
         "inference-figure": ("inference_figure", ()),  # latency against throughput
         "steps": ("steps_export", ()),  # steps.csv and pyperf files for other tools
         "rerun": ("rerun", ()),  # the line that re-measures the cells timed under interference

@@ -6,7 +6,7 @@ import pandas as pd
 
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.collect import cell_keys
+from nettebench.report.frames.runs import cell_keys
 from nettebench.report.grids import LEGEND, device_title, groups, no_matrix
 from nettebench.report.setups import title_suffix
 from nettebench.vocabulary.record_keys import STATUS_OK

@@ -26,9 +26,9 @@ from nettebench.report.answers import (
     direction,
     verdict,
 )
-from nettebench.report.collect import cell_keys
 from nettebench.report.compare import Family, render
 from nettebench.report.duplicates import identity_columns
+from nettebench.report.frames.runs import cell_keys
 from nettebench.report.grids import APPROX_NOTE, LEGEND, NO_CELLS_NOTE, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, describe, varying
 from nettebench.vocabulary.cell import PATH_LABELS

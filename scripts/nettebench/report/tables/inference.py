@@ -1,26 +1,17 @@
 """Inference tables: img/s and latency by model x precision x batch, and accuracy by precision.
 
-Reads the inference cells' ``inference.json`` and the accuracy jobs' ``accuracy.json`` records
-into two tidy frames (written as ``inference.csv`` and ``inference_accuracy.csv``, which the
-latency-throughput figure reads), then writes both tables as markdown and HTML and a one-line
-summary for the report's front page::
-
-    python -m nettebench report inference-tables --out-dir results/tables \\
-        --records results/inference/.../inference.json --accuracy .../accuracy.json
-
-Every timing is a median with its 95 % interval (nettebench.records.spread); a number whose
-samples spread by 10 % of their mean or more is marked unstable, one timed while other processes
-took the job's CPUs or GPU is marked as the training tables mark it (‡). Imports pandas, no torch.
+Renders the frames of :mod:`nettebench.report.frames.inference` (the inference cells' and the
+accuracy jobs' records) as Markdown, and the one-line summary for the report's front page;
+``python -m nettebench report inference-tables`` (:mod:`nettebench.report.inference_tables`)
+writes them. Every timing is a median with its order-statistic interval
+(nettebench.records.spread); an unstable one is marked ``§``, one timed while other processes
+took the job's CPUs or GPU ``‡``, as the training tables mark them. Imports pandas, no torch.
 """
 
 from __future__ import annotations
 
-import argparse
 import html
-import json
-import sys
-from collections.abc import Iterable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Any
 
 import pandas as pd
@@ -28,24 +19,10 @@ import pandas as pd
 from nettebench.records.spread import CONFIDENCE
 from nettebench.report import caveats as C
 from nettebench.report import format as T
+from nettebench.report.frames.inference import PERCENTILE_MIN_QUERIES, percentile_shown
 from nettebench.report.tables.energy import fmt_joules_or_not_measured
-from nettebench.vocabulary import commands
-from nettebench.vocabulary.atomic import write_text_atomic
 
-# A latency percentile is printed only over enough queries: the q-th needs 1 / (1 - q) of them,
-# so that at least one query lies beyond it (p90: 10, p99: 100); from fewer it is the slowest
-# query or two, not a percentile. MLPerf asks for far more; this is the least that is one.
-PERCENTILE_MIN_QUERIES = {"p90": 10, "p95": 20, "p99": 100}
 TOO_FEW = "—"
-OUTPUTS = {
-    "cells": "inference.csv",
-    "accuracy": "inference_accuracy.csv",
-    "table": "inference.md",
-    "table_html": "inference.html",
-    "accuracy_table": "inference_accuracy.md",
-    "accuracy_table_html": "inference_accuracy.html",
-    "headline": "inference_headline.html",
-}
 NOTE = (
     "Inference cells: **Offline** img/s at the cell's batch on the device and through the "
     "validation pipeline, its data wait, one device batch's latency; **SingleStream** latency "
@@ -66,112 +43,6 @@ ACCURACY_NOTE = (
     "logits rank by class index, the lower first, in top-1, top-5 and *changed* alike. One "
     "image is 100 / images points."
 )
-
-
-def _get(record: Mapping[str, Any] | None, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(record, Mapping):
-            return None
-        record = record.get(key)
-    return record
-
-
-def cells_frame(records: Iterable[tuple[str, Mapping[str, Any]]]) -> pd.DataFrame:
-    """One row per inference cell (``records``: (path, inference.json) pairs)."""
-    rows = []
-    for path, record in records:
-        cell = record.get("cell") or {}
-        rows.append(
-            {
-                "path": str(Path(path).parent),
-                "status": record.get("status"),
-                "message": record.get("message"),
-                **{k: cell.get(k) for k in ("dataset", "model", "precision", "batch_size")},
-                "image_size": cell.get("image_size"),
-                "channels_last": record.get("channels_last"),
-                "compile": cell.get("compile"),
-                "machine": cell.get("machine"),
-                "device_type": _get(record, "device", "type"),
-                "device_name": _get(record, "device", "name"),
-                "threads": _get(record, "device", "threads"),
-                "cpu_capability": _get(record, "environment", "cpu_capability"),
-                "precision_emulated": record.get("precision_emulated"),
-                "offline_img_s": _get(record, "offline", "img_s"),
-                "offline_img_s_low": _get(record, "offline", "img_s_low"),
-                "offline_img_s_high": _get(record, "offline", "img_s_high"),
-                "batch_ms": _get(record, "offline", "batch_ms", "median"),
-                "offline_unstable": _get(record, "offline", "batch_ms", "unstable"),
-                "offline_j_per_img": _get(record, "offline", "energy", "j_per_img"),  # [3/5]
-                "offline_batches": _get(record, "offline", "batches"),
-                "compile_s": _get(record, "offline", "compile_s"),
-                "pipeline_img_s": _get(record, "pipeline", "img_s"),
-                "pipeline_data_wait_share": _get(record, "pipeline", "data_wait_share"),
-                "pipeline_unstable": _get(record, "pipeline", "batch_ms", "unstable"),
-                "ss_queries": _get(record, "single_stream", "queries"),
-                "ss_capped": _get(record, "single_stream", "capped"),
-                **{
-                    f"ss_{q}{end}": _get(record, "single_stream", "latency_ms", f"{q}{end}")
-                    for q in ("median", "p90", "p99")
-                    for end in ("", "_low", "_high")
-                },
-                "ss_unstable": _get(record, "single_stream", "latency_ms", "unstable"),
-                "peak_mem_mb": record.get("peak_mem_mb"),
-                "peak_mem_kind": record.get("peak_mem_kind"),
-                "interference": _get(record, "conditions", "interference"),
-                "loadavg": _get(record, "conditions", "loadavg_end"),
-            }
-        )
-    frame = pd.DataFrame(rows)
-    if frame.empty:
-        return frame
-    frame = without_thin_percentiles(frame)
-    frame["_rank"] = frame["precision"].map(T.precision_rank)
-    frame = frame.sort_values(["device_name", "model", "_rank", "compile", "batch_size"])
-    return frame.drop(columns="_rank").reset_index(drop=True)
-
-
-def percentile_shown(quantile: str, queries: Any) -> bool:
-    """Whether percentile ``quantile`` (``p90``, ``p99``) of ``queries`` latencies is one
-    (:data:`PERCENTILE_MIN_QUERIES`); the median always is."""
-    needed = PERCENTILE_MIN_QUERIES.get(quantile)
-    if needed is None:
-        return True
-    return not T.is_missing(queries) and int(queries) >= needed
-
-
-def without_thin_percentiles(frame: pd.DataFrame) -> pd.DataFrame:
-    """The SingleStream percentiles of a cell with too few queries, blanked (with their
-    intervals) in the frame both the table and inference.csv (the figure's input) take."""
-    frame = frame.copy()
-    for quantile in PERCENTILE_MIN_QUERIES:
-        columns = [f"ss_{quantile}{end}" for end in ("", "_low", "_high")]
-        present = [c for c in columns if c in frame]
-        if not present:
-            continue
-        thin = ~frame["ss_queries"].map(lambda n, q=quantile: percentile_shown(q, n))
-        frame.loc[thin, present] = None
-    return frame
-
-
-def accuracy_frame(records: Iterable[tuple[str, Mapping[str, Any]]]) -> pd.DataFrame:
-    """One row per (trained cell, inference variant)."""
-    rows = []
-    for path, record in records:
-        trained = record.get("trained_cell") or {}
-        base = {
-            "path": str(Path(path).parent),
-            "model": record.get("model"),
-            "dataset": trained.get("dataset"),
-            "trained_precision": trained.get("precision"),
-            "seed": trained.get("seed"),
-            "trained_final_top1": record.get("trained_final_top1"),
-            "device_name": _get(record, "device", "name"),
-        }
-        if not record.get("rows"):
-            rows.append({**base, "status": record.get("status"), "message": record.get("message")})
-        for row in record.get("rows") or []:
-            rows.append({**base, **row})
-    return pd.DataFrame(rows)
 
 
 def _interval(value: Any, low: Any, high: Any, fmt) -> str:
@@ -367,44 +238,3 @@ def headline(cells: pd.DataFrame, accuracy: pd.DataFrame) -> str:
             )
     text = "; ".join(parts) + " (tables Inference and Accuracy by inference precision)."
     return f'<p class="inference">{html.escape(text)}</p>\n'
-
-
-def _read(paths: Iterable[str]) -> list[tuple[str, dict[str, Any]]]:
-    return [(path, json.loads(Path(path).read_text(encoding="utf-8"))) for path in paths]
-
-
-def write(records: list[str], accuracy: list[str], out_dir: str | Path) -> dict[str, Path]:
-    """Every file of :data:`OUTPUTS` in ``out_dir``."""
-    cells = cells_frame(_read(records))
-    scores = accuracy_frame(_read(accuracy))
-    texts = {
-        "cells": cells.to_csv(index=False, lineterminator="\n"),
-        "accuracy": scores.to_csv(index=False, lineterminator="\n"),
-        "table": inference_markdown(cells),
-        "accuracy_table": accuracy_markdown(scores),
-        "headline": headline(cells, scores),
-    }
-    texts["table_html"] = T.html_document(texts["table"])
-    texts["accuracy_table_html"] = T.html_document(texts["accuracy_table"])
-    written = {}
-    for name, text in texts.items():
-        written[name] = Path(out_dir) / OUTPUTS[name]
-        write_text_atomic(written[name], text)
-    return written
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = commands.Parser(prog="python -m nettebench report inference-tables")
-    parser.add_argument("--out-dir", required=True, type=Path)
-    parser.add_argument("--records", nargs="*", default=[], help="inference.json files")
-    parser.add_argument("--accuracy", nargs="*", default=[], help="accuracy.json files")
-    return commands.run(parser, _write, argv)
-
-
-def _write(args: argparse.Namespace) -> list[str]:
-    written = write(args.records, args.accuracy, args.out_dir)
-    return [f"wrote {len(written)} files in {args.out_dir}"]
-
-
-if __name__ == "__main__":  # run as python -m nettebench report inference-tables
-    sys.exit(commands.moved(__spec__.name))

@@ -16,7 +16,7 @@ from __future__ import annotations
 import pandas as pd
 
 from nettebench.report import format as T
-from nettebench.report.collect import cell_keys
+from nettebench.report.frames.runs import cell_keys
 from nettebench.report.grids import NO_CELLS_NOTE
 from nettebench.vocabulary.record_keys import STATUS_OK
 

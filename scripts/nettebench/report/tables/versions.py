@@ -11,8 +11,6 @@ over the first, with whether the seeds support it.
 
 from __future__ import annotations
 
-import json
-
 import pandas as pd
 
 from nettebench.report import format as T
@@ -25,6 +23,7 @@ from nettebench.report.compare import (
     render,
     seconds_cell,
 )
+from nettebench.report.frames.runs import pinned_packages
 from nettebench.report.grids import device_title, groups, no_matrix, row_keys
 from nettebench.report.setups import HARDWARE_COLUMNS, SETUP_COLUMNS, describe, varying
 from nettebench.vocabulary.record_keys import STATUS_OK
@@ -35,18 +34,6 @@ from nettebench.vocabulary.record_keys import STATUS_OK
 VERSIONED_LIBRARIES = ("torch", "cudnn", "torchvision", "apex", "pillow")
 # The setup column that holds a library's version, where there is one.
 _SETUP_COLUMN_OF = {"torch": "env_torch", "cudnn": "env_cudnn"}
-
-
-def pinned_packages(row: pd.Series) -> dict[str, str]:
-    """The packages a cell's package environment pinned, as recorded (``env_packages``)."""
-    value = row.get("env_packages")
-    if T.is_missing(value):
-        return {}
-    try:
-        packages = json.loads(value) if isinstance(value, str) else dict(value)
-    except (TypeError, ValueError):
-        return {}
-    return {str(k): str(v) for k, v in (packages or {}).items() if v is not None}
 
 
 def version_label(row: pd.Series, library: str) -> str:

@@ -436,3 +436,15 @@ def epochs_frame(cells: Sequence[Cell], runs: pd.DataFrame) -> pd.DataFrame:
 def cell_keys(runs: pd.DataFrame) -> list[str]:
     """The parameter columns of ``runs``: all columns before ``kind`` (true of runs.csv too)."""
     return list(runs.columns[: runs.columns.get_loc("kind")]) if "kind" in runs else []
+
+
+def pinned_packages(row: pd.Series) -> dict[str, str]:
+    """The packages a cell's environment pinned: runs.csv's ``env_packages`` (JSON) decoded."""
+    value = row.get("env_packages")
+    if T.is_missing(value):
+        return {}
+    try:
+        packages = json.loads(value) if isinstance(value, str) else dict(value)
+    except (TypeError, ValueError):
+        return {}
+    return {str(k): str(v) for k, v in (packages or {}).items() if v is not None}
