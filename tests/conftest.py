@@ -25,25 +25,26 @@ import os
 if os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
-# The files that take longest (seconds under two workers, summed per file from --junitxml, on a
-# clean clone on the quiet 2-core VM, 2026-12-02), started first so that the rest fill in around
-# them and the last files handed out are short; the order of the others is kept.
+# The files that take longest (seconds of a worker, summed per file from --junitxml, on the
+# 2-core VM, 2026-12-06, 622 s wall), started first so that the rest fill in around them and the
+# last files handed out are short; the order of the others is kept.
 LONGEST_FIRST = (
-    "test_workflow.py",  # 241 (the quick start, and its inference cells)
-    "test_distributed.py",  # 113
-    "test_faults.py",  # 91
-    "test_dependencies.py",  # 70
-    "test_resume.py",  # 60
-    "test_workflow_inputs.py",  # 54
-    "test_workflow_machines.py",  # 46
-    "test_workflow_builds.py",  # 39
-    "test_timed_jobs.py",  # 34
-    "test_workflow_apex.py",  # 20
-    "test_workflow_local_folder.py",  # 20
-    "test_workflow_profile.py",  # 18
-    "test_finished.py",  # 16
-    "test_commands.py",  # 15
-    "test_train.py",  # 14
+    "test_workflow.py",  # 239 (the quick start, and its inference cells)
+    "test_faults.py",  # 126
+    "test_dependencies.py",  # 98
+    "test_distributed.py",  # 46
+    "test_replicates_interleaved.py",  # 39
+    "test_workflow_inputs.py",  # 39
+    "test_aa_families.py",  # 36
+    "test_timed_jobs.py",  # 30
+    "test_workflow_profile.py",  # 28
+    "test_device_image_imports.py",  # 24
+    "test_workflow_local_folder.py",  # 22
+    "test_ddp_auto_batch.py",  # 22
+    "test_loader_bench.py",  # 20
+    "test_train.py",  # 20
+    "test_resume.py",  # 17
+    "test_figures.py",  # 16
 )
 
 

@@ -21,6 +21,9 @@ from nettebench.builds import activate, packages
 from nettebench.builds.build import BuildError, _Log
 from nettebench.study.code_groups import PACKAGE_DIR
 from nettebench.vocabulary.build_catalog import ENVIRONMENT_MANIFEST
+from tests.stages import builds_stage
+
+pytestmark = builds_stage("installs package environments from the registry")
 
 PILLOW_OLD, PILLOW_NEW = "11.3.0", "12.3.0"  # both have cp311 manylinux x86-64 wheels
 

@@ -20,7 +20,10 @@ from nettebench.study.crossing import ConfigError
 from nettebench.study.grid import expand
 from nettebench.vocabulary.cell import CellSpec
 from tests.library_repos import commit_all, make_package_repo
+from tests.stages import builds_stage
 from tests.workflow_helpers import REPO
+
+pytestmark = builds_stage("builds libraries from local git repositories")
 
 SCRIPTS = REPO / "scripts"
 

@@ -15,10 +15,11 @@ import pandas as pd
 import pytest
 
 from nettebench.vocabulary.cell import CellSpec
+from tests.stages import builds_stage
 from tests.vendored_apex import VENDORED_APEX
 from tests.workflow_helpers import copy_workflow, run_study, write_config
 
-pytestmark = pytest.mark.workflow
+pytestmark = [pytest.mark.workflow, *builds_stage("clones, builds and installs apex 25.05")]
 
 BUILD = "25.05"
 SHAPE = {"dataset": "tiny", "batch_size": 20, "epochs": 1, "image_size": 32, "workers": 0}

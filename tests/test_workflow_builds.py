@@ -13,9 +13,13 @@ import pytest
 from nettebench.records.environment import _torchvision_git_version, _version
 from nettebench.vocabulary.cell import CellSpec
 from tests.library_repos import LOCAL_TORCHVISION_VERSION, make_torchvision_repo
+from tests.stages import builds_stage
 from tests.workflow_helpers import copy_workflow, planned_jobs, run_study, write_config
 
-pytestmark = pytest.mark.workflow
+pytestmark = [
+    pytest.mark.workflow,
+    *builds_stage("clones, builds and installs a torchvision from git"),
+]
 
 BUILD = "local"
 SHAPE = {"dataset": "tiny", "batch_size": 20, "epochs": 1, "image_size": 32, "workers": 0}

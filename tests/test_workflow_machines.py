@@ -21,9 +21,13 @@ import pandas as pd
 import pytest
 from test_aggregate import as_dict, md_tables
 
+from tests.stages import builds_stage
 from tests.workflow_helpers import copy_workflow, planned_jobs, run_study, snakemake, write_config
 
-pytestmark = pytest.mark.workflow
+pytestmark = [
+    pytest.mark.workflow,
+    *builds_stage("installs package environments from the registry"),
+]
 
 PINS = {"pillow11": "11.3.0", "pillow12": "12.3.0"}
 TARGET_TOP1 = 40.0
