@@ -123,10 +123,6 @@ def caveat_marks(frame: pd.DataFrame) -> pd.Series:
     return frame.apply(mark, axis=1) if len(frame) else pd.Series(dtype=object)
 
 
-# The marks of a throughput bar, in the order its table cells append them (report.grids).
-_BAR_ORDER = (T.PARTIAL_MARK, C.INTERFERENCE_MARK, C.WITHIN_NOISE_MARK, C.UNSTABLE_MARK)
-
-
 def bar_marks(frame: pd.DataFrame, hue: str = "precision") -> pd.Series:
     """Per bar (the rows of one label and ``hue``), on each of its rows: its seeds' marks
     (:func:`caveat_marks`) once each, as the throughput tables mark the cell: ``✗`` alone
@@ -143,7 +139,7 @@ def bar_marks(frame: pd.DataFrame, hue: str = "precision") -> pd.Series:
             continue
         if len(ok) and len(ok) < len(seeds):
             marks += T.PARTIAL_MARK
-        found[seeds.index] = "".join(m for m in _BAR_ORDER if m in marks)
+        found[seeds.index] = "".join(m for m in _SUFFIXES if m in marks)
     return found
 
 

@@ -3,7 +3,7 @@
 A group is named by the commands its rules run (the words after ``python -m nettebench``, as
 :data:`nettebench.vocabulary.commands.COMMANDS` maps them to modules). Its code is computed, not
 listed by hand: those modules, every ``nettebench`` module they import at any depth (functions
-included, read from the source with :mod:`ast`, nothing imported), the packages those modules
+included, read from the source's import statements, nothing imported), the packages those modules
 sit in, the dispatcher that starts a command (``__main__.py``, ``vocabulary/commands.py``),
 which reaches the command's module by its name rather than by an import, and the modules a
 registry names (:data:`REGISTRIES`: the tables of ``vocabulary/outputs.py``). So editing the
