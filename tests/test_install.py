@@ -20,6 +20,7 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from nettebench.records import lock
+from nettebench.vocabulary.build_catalog import canonical_name
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -181,7 +182,7 @@ def test_pip_accepts_the_lock_as_the_set_up_installs_it(tmp_path):
     after torch (a dry run, offline: only where this environment has every pin installed, so
     pip asks no index)."""
     locked = {name: str(pin.specifier)[2:] for name, pin in PINS.items()}
-    differ = lock.differences({lock.canonical(n): v for n, v in locked.items()},
+    differ = lock.differences({canonical_name(n): v for n, v in locked.items()},
                               lock.installed_versions())  # fmt: skip
     if differ:
         pytest.skip(f"this environment is not the lock's: {differ[:3]}")

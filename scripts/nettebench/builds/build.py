@@ -369,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = commands.Parser(prog="python -m nettebench builds", description=__doc__)
     steps = parser.add_subparsers(dest="step", required=True)  # each a commands.Parser too
 
-    step = steps.add_parser("clone", allow_abbrev=False, help="check out a ref of a repository")
+    step = steps.add_parser("clone", help="check out a ref of a repository")
     step.add_argument("--library", required=True, choices=sorted(LIBRARIES))
     step.add_argument("--build", required=True, help="the build's name in the config")
     step.add_argument("--repo", required=True, help="URL or local path")
@@ -377,9 +377,7 @@ def build_parser() -> argparse.ArgumentParser:
     step.add_argument("--src", required=True, type=Path, help="checkout folder to create")
     step.add_argument("--manifest", required=True, type=Path, help="source.json to write")
 
-    step = steps.add_parser(
-        "wheel", allow_abbrev=False, help="build a wheel against the installed torch"
-    )
+    step = steps.add_parser("wheel", help="build a wheel against the installed torch")
     step.add_argument("--src", required=True, type=Path)
     step.add_argument("--source", required=True, type=Path, help="the clone's source.json")
     step.add_argument("--out-dir", required=True, type=Path, help="folder for the wheel")
@@ -392,9 +390,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--pip-arg", action="append", default=[], help="extra `pip wheel` argument (repeatable)"
     )
 
-    step = steps.add_parser(
-        "install", allow_abbrev=False, help="install the wheel into a prefix of its own"
-    )
+    step = steps.add_parser("install", help="install the wheel into a prefix of its own")
     step.add_argument("--wheel-manifest", required=True, type=Path)
     step.add_argument("--wheel-dir", required=True, type=Path)
     step.add_argument("--prefix", required=True, type=Path)

@@ -21,17 +21,14 @@ from pathlib import Path
 
 from packaging.markers import Marker
 
+from nettebench.vocabulary.build_catalog import canonical_name
+
 INSTALLED_LOCK = "nettebench-lock.txt"  # in the environment's prefix (the Makefile writes it)
 NONE = "none"
 DIGEST_CHARS = 16  # of the sha256's hex digits: enough to tell locks apart, short in a table
 NAMED_DIFFERENCES = 3  # packages named where the installed ones are not as locked
 # A lock's requirement line: ``name==version``, maybe ``; marker``, maybe `` \`` (hashes follow)
 PIN = re.compile(r"^([A-Za-z0-9][\w.-]*)==([^\s;\\]+)\s*(?:;\s*([^\\]+?))?\s*\\?\s*$")
-
-
-def canonical(name: str) -> str:
-    """A distribution's name as PEP 503 compares it (``PyYAML``, ``pyyaml``: ``pyyaml``)."""
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def pins(lock: str) -> dict[str, str]:
@@ -41,7 +38,7 @@ def pins(lock: str) -> dict[str, str]:
     for line in lock.splitlines():
         pin = PIN.match(line)
         if pin and (pin.group(3) is None or Marker(pin.group(3)).evaluate()):
-            found[canonical(pin.group(1))] = pin.group(2)
+            found[canonical_name(pin.group(1))] = pin.group(2)
     return found
 
 
@@ -53,7 +50,7 @@ def installed_versions() -> dict[str, str]:
     for entry in sys.path:
         for info in sorted(Path(entry or ".").glob("*.dist-info")):
             name, _, version = info.name.removesuffix(".dist-info").partition("-")
-            found.setdefault(canonical(name), version)
+            found.setdefault(canonical_name(name), version)
     return found
 
 
