@@ -236,29 +236,55 @@ def test_an_abbreviated_option_is_refused(tmp_path, capsys):
 
 
 def _parser_calls(path: Path):
-    """Every ArgumentParser(...) and add_parser(...) call of a module, with its keywords."""
+    """Every ArgumentParser(...), add_parser(...) and add_subparsers(...) call of a module, with
+    its keywords."""
     tree = ast.parse(path.read_text())
     for node in ast.walk(tree):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute | ast.Name):
             name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
-            if name in {"ArgumentParser", "add_parser"}:
+            if name in {"ArgumentParser", "add_parser", "add_subparsers"}:
                 yield name, node.lineno, {kw.arg: kw.value for kw in node.keywords}
 
 
+def _inherits_the_refusal(calls) -> bool:
+    """A subcommand parser is its parent's class unless add_subparsers names another
+    (argparse's default): in a module whose parsers are all commands.Parser (no plain
+    ArgumentParser) and whose add_subparsers name no class or CommandParser, it refuses
+    abbreviations as its parent does."""
+    named = [
+        keywords["parser_class"]
+        for name, _, keywords in calls
+        if name == "add_subparsers" and "parser_class" in keywords
+    ]
+    plain = any(name == "ArgumentParser" for name, _, _ in calls)
+    return not plain and all(ast.unparse(cls) == "CommandParser" for cls in named)
+
+
 def test_every_parser_refuses_abbreviations():
-    """CommandParser sets allow_abbrev=False; any other parser of the package (or a subcommand
-    parser not made by CommandParser) says so itself."""
+    """commands.Parser sets allow_abbrev=False; any other parser of the package says so itself,
+    and a subcommand parser inherits it only from a commands.Parser parent."""
     open_to_prefixes = []
     for path in sorted((ROOT / "scripts" / "nettebench").rglob("*.py")):
-        text = path.read_text()
-        for name, line, keywords in _parser_calls(path):
+        calls = list(_parser_calls(path))
+        for name, line, keywords in calls:
             refused = isinstance(keywords.get("allow_abbrev"), ast.Constant) and (
                 keywords["allow_abbrev"].value is False
             )
-            inherited = name == "add_parser" and "parser_class=CommandParser" in text
-            if not (refused or inherited):
+            inherited = name == "add_parser" and _inherits_the_refusal(calls)
+            if name != "add_subparsers" and not (refused or inherited):
                 open_to_prefixes.append(f"{path.relative_to(ROOT)}:{line} {name}")
     assert not open_to_prefixes, open_to_prefixes
+
+
+def test_a_subcommand_refuses_an_abbreviation_as_its_parent_does(capsys):
+    """The rule the static check above relies on, run: builds' steps are commands.Parser."""
+    from nettebench.builds.build import build_parser
+
+    argv = ["install", "--wheel-manifest", "w", "--wheel-dir", "d", "--prefix", "p", "--manif", "m"]
+    with pytest.raises(SystemExit) as stopped:
+        build_parser().parse_args(argv)
+    assert stopped.value.code == 2
+    assert "required: --manifest" in capsys.readouterr().err  # `--manif` is not `--manifest`
 
 
 def test_every_grouped_command_runs_a_main():
