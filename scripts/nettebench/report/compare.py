@@ -1,20 +1,11 @@
 """Comparisons in the tables: how many times faster one cell is than another, whether the
 processes support that it is faster at all, and how many such verdicts a table states at once.
 
-A speed-up is the ratio of the two cells' steady training rates, one value per process (each
-seed is a process of its own: the cell's replicates), with Welch's 95 % interval on their
-logarithms (:func:`nettebench.report.stats.ratio_interval`), so its spread is the one between
-processes: the steps of one process are far more alike than two processes of the same cell,
-and an interval from them describes the process, not the cell. With one process on a side
-nothing is tested (``(n=1)``), never supported. Records without a steady rate (older records)
-are compared by their seconds for the epochs instead.
-
-The verdicts of one table (or of the front page) are a :class:`Family`: a difference is
-supported only where Holm's correction over the family keeps its p below 5 %, so a table of
-identical cells states a false difference at most 5 % of the time, however many rows it has.
-Used by the time table (each precision against O0), the machines table (each setup against the
-first), the version table (each version against the first), the comparisons table and the
-report's front page.
+A speed-up is the ratio of two cells' steady training rates, one value per process (seed),
+with Welch's interval between processes (:func:`nettebench.report.stats.ratio_interval`, whose
+module says why between processes); records without a steady rate (older records) are compared
+by their seconds for the epochs. The verdicts of one table (or of the front page) are a
+:class:`Family`, corrected together (:func:`nettebench.report.stats.holm`).
 """
 
 from __future__ import annotations
@@ -53,13 +44,8 @@ def seconds(cells: pd.DataFrame, value: str = "time_for_epochs_s") -> list[float
     return stats.finite(cells[value][cells["status"] == STATUS_OK])
 
 
-# Where every formula behind a table's numbers is written out once; captions point to it.
-FORMULAS = "docs/honest-numbers.md (Statistics)"
-
-
 def formula_note(reference: str, other: str) -> str:
-    """What a speed-up cell shows and how to read its marks, in a caption's few words; the
-    formulas are in ``docs/honest-numbers.md``."""
+    """What a speed-up cell shows and how to read its marks, in a caption's few words."""
     return (
         f"Speed-up of {other} over {reference}: the ratio of steady training rates over the "
         f"processes (seeds), `[L-H]` its {stats.LEVEL} Welch interval between processes. "

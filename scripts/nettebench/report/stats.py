@@ -41,10 +41,6 @@ LEVEL = f"{100 * CONFIDENCE:.0f} %"  # the intervals' level, as the tables print
 NOT_SUPPORTED_MARK = "(ns)"  # the processes do not support a difference (after Holm)
 UNTESTED_MARK = "(n=1)"  # one process on a side: no test possible
 
-CI_NOTE = (
-    f"Each number is the mean over seeds ± the half-width of its {LEVEL} confidence interval "
-    "(Student's t, n - 1 degrees of freedom); a cell with one seed shows its value alone."
-)
 NOT_SUPPORTED_NOTE = f"{NOT_SUPPORTED_MARK}: not supported after Holm's correction over the table"
 UNTESTED_NOTE = f"{UNTESTED_MARK}: one process a side, untested"
 FORMULAS = "Formulas: docs/honest-numbers.md (Statistics)."
@@ -82,9 +78,6 @@ def summarize(values: Iterable[Any]) -> Summary:
     return Summary(n, mean, sd, t_quantile(1 - (1 - CONFIDENCE) / 2, n - 1) * sd / math.sqrt(n))
 
 
-# -------------------------------------------------------------------------- the t distribution
-
-
 def t_two_sided_p(t: float, df: float) -> float:
     """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom (``df`` may be fractional)."""
     return float(2 * scipy.stats.t.sf(abs(t), df))
@@ -95,30 +88,6 @@ def t_quantile(p: float, df: float) -> float:
     return float(scipy.stats.t.ppf(p, df))
 
 
-@dataclass(frozen=True)
-class Comparison:
-    """Welch's t-test of two cells' seeds: ``supported`` is None when it cannot be run."""
-
-    p: float | None
-    supported: bool | None
-
-
-def welch(a: Iterable[Any], b: Iterable[Any]) -> Comparison:
-    """Welch's two-sided t-test of "same mean" for two sets of per-seed values."""
-    xs, ys = finite(a), finite(b)
-    if len(xs) < 2 or len(ys) < 2:
-        return Comparison(None, None)
-    sa, sb = summarize(xs), summarize(ys)
-    va, vb = sa.sd**2 / sa.n, sb.sd**2 / sb.n
-    diff = sa.mean - sb.mean
-    if va + vb == 0:  # no spread on either side: any difference is exact
-        p = 1.0 if diff == 0 else 0.0
-    else:
-        t = diff / math.sqrt(va + vb)
-        p = t_two_sided_p(t, welch_df(sa.sd**2, sa.n, sb.sd**2, sb.n))
-    return Comparison(p, p < ALPHA)
-
-
 def welch_df(var_a: float, n_a: int, var_b: float, n_b: int) -> float:
     """Welch-Satterthwaite degrees of freedom of two samples' sample variances and sizes:
     ``(va/na + vb/nb)^2 / ((va/na)^2/(na-1) + (vb/nb)^2/(nb-1))``; a side without spread adds
@@ -127,9 +96,6 @@ def welch_df(var_a: float, n_a: int, var_b: float, n_b: int) -> float:
     return (va + vb) ** 2 / (
         (va**2 / (n_a - 1) if va else 0.0) + (vb**2 / (n_b - 1) if vb else 0.0)
     )
-
-
-# ------------------------------------------------------------------------ two cells compared
 
 
 @dataclass(frozen=True)
@@ -172,9 +138,6 @@ def ratio_interval(a: Iterable[Any], b: Iterable[Any], confidence: float = CONFI
     return Ratio(ratio, low, high, df, p, not low <= 1 <= high)
 
 
-# ------------------------------------------------------------------------------------ as text
-
-
 def with_ci(summary: Summary, fmt: Callable[[Any], str]) -> str:
     """``54.7 ± 1.2`` (mean ± 95 % CI half-width, both in ``fmt``), or ``54.7`` for one seed."""
     if summary.mean is None:
@@ -182,9 +145,6 @@ def with_ci(summary: Summary, fmt: Callable[[Any], str]) -> str:
     if summary.half_width is None:
         return fmt(summary.mean)
     return f"{fmt(summary.mean)} ± {fmt(summary.half_width)}"
-
-
-# ------------------------------------------------------------------- a family of verdicts
 
 
 def holm(ps: Sequence[float]) -> list[float]:
