@@ -158,7 +158,7 @@ def test_a_scaling_row_is_ok_when_any_seed_finished(tmp_path):
     assert row["status"] == "ok"
     assert row["img_s"] == pytest.approx(sum(ok_two) / len(ok_two))
     assert row["efficiency"] == pytest.approx(ok_two[0] / (2 * one))
-    text = scaling_markdown(runs_frame(read_cells(paths)))
+    text = scaling_markdown(runs_frame(read_cells(paths))).markdown()
     assert "OOM" not in text and T.fmt_percent(ok_two[0] / (2 * one)) in text
 
 

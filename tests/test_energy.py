@@ -18,7 +18,7 @@ from nvml_replay import Replay, stream
 from nettebench.records import conditions as C
 from nettebench.records import energy as E
 from nettebench.report.aggregate import aggregate
-from nettebench.report.energy_figure import energy_bars, plot_energy
+from nettebench.report.figures.energy import energy_bars, plot_energy
 from nettebench.report.tables.energy import NOT_MEASURED
 
 RANGE_UJ = 262_143_328_850  # a package's max_energy_range_uj as Intel machines report it
@@ -208,7 +208,7 @@ def test_each_inference_phase_has_its_own_window_and_energy(tmp_path):
     from nettebench.report.frames.inference import cells_frame
     from nettebench.report.tables.inference import inference_markdown
 
-    table = inference_markdown(cells_frame([(str(tmp_path / "inference.json"), record)]))
+    table = inference_markdown(cells_frame([(str(tmp_path / "inference.json"), record)])).markdown()
     row = next(line for line in table.splitlines() if line.startswith("| resnet18"))
     header = next(line for line in table.splitlines() if line.startswith("| Model"))
     column = [c.strip() for c in header.split("|")].index("J/img on device")

@@ -33,7 +33,7 @@ def test_a_percentile_needs_one_over_one_minus_q_queries(queries, p90, p99):
     raw = _with_queries(queries)
     latency = raw["single_stream"]["latency_ms"]
     cells = frames.cells_frame([("a/inference.json", raw)])
-    shown = _stream_cell(table.inference_markdown(cells)).split(" / ")
+    shown = _stream_cell(table.inference_markdown(cells).markdown()).split(" / ")
     median = f"{latency['median']:.2f} [{latency['median_low']:.2f}-{latency['median_high']:.2f}]"
     assert shown[0] == median  # the median always
     ninety = f"{latency['p90']:.2f} [{latency['p90_low']:.2f}-{latency['p90_high']:.2f}]"

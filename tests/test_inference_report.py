@@ -7,6 +7,7 @@ import json
 import pandas as pd
 
 from nettebench.report import front_page, inference_figure, inference_tables
+from nettebench.report.figures.inference import plot_inference
 from nettebench.report.frames import inference as frames
 from nettebench.report.tables import inference as table
 
@@ -101,7 +102,7 @@ def test_the_table_shows_medians_intervals_and_marks_and_a_refused_cell():
             ("c/inference.json", record(precision="O3", status="unsupported")),
         ]
     )
-    text = table.inference_markdown(cells)
+    text = table.inference_markdown(cells).markdown()
     assert "## cpu, 2 threads, AVX2" in text
     assert "| resnet18 | fp32 | 1 | 100 [90.0-110] |" in text
     # std >= 10 % of the mean: the mark every table gives unstable timings, one meaning each
@@ -113,7 +114,7 @@ def test_the_table_shows_medians_intervals_and_marks_and_a_refused_cell():
 
 def test_accuracy_table_and_headline_give_the_difference_from_fp32():
     scores = frames.accuracy_frame([("x/accuracy.json", ACCURACY)])
-    text = table.accuracy_markdown(scores)
+    text = table.accuracy_markdown(scores).markdown()
     assert (
         "| resnet18 | O0 | 0 | bf16 (channels_last) | 79.0 | 99.0 | -1.00 | +0.00 | 2.0 |" in text
     )
@@ -133,7 +134,7 @@ def test_write_then_draw_from_the_csv_alone(tmp_path):
     written = inference_tables.write(paths, [], tmp_path / "tables")
     assert "No accuracy was evaluated" in written["accuracy_table"].read_text()
     cells = pd.read_csv(written["cells"])
-    fig = inference_figure.draw(cells)
+    fig = plot_inference(cells)
     ax = fig.axes[0]
     assert ax.get_xscale() == "log" and len(ax.lines) == 2  # device batch and pipeline
     assert list(ax.lines[0].get_xdata()) == sorted(cells["batch_ms"])

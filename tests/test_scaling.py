@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from nettebench.report.figures.scaling import plot_scaling
 from nettebench.report.frames.runs import read_cells, runs_frame
-from nettebench.report.scaling_figure import plot_scaling
 from nettebench.report.tables.scaling import NO_TWIN, scaling_frame, scaling_markdown
 from tests.record_factory import make_cell
 
@@ -39,7 +39,7 @@ def test_efficiency_is_img_s_at_n_over_n_times_img_s_at_one(tmp_path):
     assert four["img_s_per_process"] == pytest.approx(880)
     lonely = table[table["note"] == NO_TWIN]
     assert len(lonely) == 1 and lonely["efficiency"].isna().all()
-    text = scaling_markdown(frame)
+    text = scaling_markdown(frame).markdown()
     assert "| 90.0 |" in text and "| 80.0 |" in text and NO_TWIN in text
     assert "img/s per process" in text
     fig = plot_scaling(frame)
@@ -51,7 +51,7 @@ def test_efficiency_is_img_s_at_n_over_n_times_img_s_at_one(tmp_path):
 def test_a_study_without_data_parallel_cells_says_how_to_get_them(tmp_path):
     frame = runs(tmp_path, [(1000.0, 0, None, {})])
     assert scaling_frame(frame).empty
-    assert "set the matrix parameter `processes`" in scaling_markdown(frame)
+    assert "set the matrix parameter `processes`" in scaling_markdown(frame).markdown()
 
 
 def test_an_out_of_memory_at_n_processes_is_shown_as_such(tmp_path):
@@ -59,7 +59,7 @@ def test_an_out_of_memory_at_n_processes_is_shown_as_such(tmp_path):
         tmp_path,
         [(1000.0, 0, None, {}), (None, 0, {"processes": 2}, {"status": "oom", "message": "m"})],
     )
-    assert "| OOM | OOM | 1,000 |" in scaling_markdown(frame)
+    assert "| OOM | OOM | 1,000 |" in scaling_markdown(frame).markdown()
 
 
 def test_the_aggregate_writes_the_scaling_table_and_its_page(tmp_path):

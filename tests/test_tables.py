@@ -1,4 +1,5 @@
-"""The markdown helpers: number formats, cell outcomes, pipe tables, row labels."""
+"""The table helpers: number formats, cell outcomes, the document model (Markdown and HTML
+from the same blocks), row labels."""
 
 from __future__ import annotations
 
@@ -67,20 +68,28 @@ def test_as_bool(value, flag):
     assert T.as_bool(value) is flag
 
 
-def test_pipe_table_aligns_escapes_and_pads():
-    text = T.pipe_table(["model", "O0", "O1"], [["a|b", "1.0"], ["c", "2.0", "3.0"]], "lrr")
-    assert text.splitlines() == [
+def test_table_aligns_escapes_and_pads():
+    table = T.table(["model", "O0", "O1"], [["a|b", 1.0], ["c", "2.0", "3.0", "cut"]], "lrr")
+    assert table.rows == (("a|b", "1.0", ""), ("c", "2.0", "3.0"))
+    assert table.markdown().splitlines() == [
         "| model | O0 | O1 |",
         "|---|---:|---:|",
         "| a\\|b | 1.0 |  |",
         "| c | 2.0 | 3.0 |",
     ]
+    assert T.table(["a", "b"], []).align == "ll"
 
 
 def test_document_and_sections():
-    doc = T.document("Title", "One line note.", [T.section("Part", "body", notes=["foot"])])
-    assert doc == "# Title\n\nOne line note.\n\n### Part\n\nbody\n\nfoot\n"
-    assert "Nothing yet." in T.document("Title", "Note.", [], empty="Nothing yet.")
+    doc = T.document("Title", "One line note.", T.section("Part", T.Paragraph("body"), notes=["f"]))
+    assert doc.markdown() == "# Title\n\nOne line note.\n\n### Part\n\nbody\n\nf\n"
+    assert T.document("Title", "Note.", [], empty="Nothing yet.").blocks[-1] == T.Paragraph(
+        "Nothing yet."
+    )
+    assert T.document("Title", "Note.", [T.Paragraph("x")], empty="unused").markdown() == (
+        "# Title\n\nNote.\n\nx\n"
+    )
+    assert T.document("Title", "Note.").markdown() == "# Title\n\nNote.\n"
 
 
 def test_seeds_note():
@@ -111,10 +120,10 @@ def test_row_labels_show_only_parameters_that_tell_rows_apart():
     assert T.row_labels(frame.iloc[:0], ["batch_size"]).empty
 
 
-def sample_document() -> T.Text:
+def sample_document() -> T.Document:
     """Headings, a paragraph over two lines, a table with an escaped pipe, HTML to escape, a
-    short row, a footnote, a hand-written heading, a paragraph right under a heading."""
-    table = T.pipe_table(
+    short row, a footnote, a heading of its own, a paragraph right under a heading."""
+    table = T.table(
         ["model", "O0", "O1", "mid"],
         [["resnet18 (a|b)", "5,765", "<b>x</b>", "c"], ["vgg19", "OOM"]],
         "lrrl",
@@ -123,15 +132,15 @@ def sample_document() -> T.Text:
         "Throughput <all> & more",
         "Images per second, `summary.train_img_s`,\nmean over seeds.",
         [
-            "## Training throughput (img/s)\n",
-            T.section("imagenette, 3 epochs", table, notes=["~ extrapolated: `max_steps` steps."]),
-            T.section("Deeper", "Paragraph right under a heading.", level=4),
+            T.Heading(2, "Training throughput (img/s)"),
+            *T.section("imagenette, 3 epochs", table, notes=["~ extrapolated: `max_steps` steps."]),
+            *T.section("Deeper", T.Paragraph("Paragraph right under a heading."), level=4),
         ],
     )
 
 
 def test_html_document_headings_paragraphs_tables_and_escaping():
-    page = T.html_document(sample_document())
+    page = sample_document().html()
     assert page.startswith("<!DOCTYPE html>\n") and page.endswith("</html>\n")
     assert "<title>Throughput &lt;all&gt; &amp; more</title>" in page
     assert "<style>" in page and "<script" not in page and "<link" not in page
@@ -155,26 +164,56 @@ def test_html_document_headings_paragraphs_tables_and_escaping():
     assert page.count("<table>") == 1
 
 
-def test_html_document_renders_what_pipe_table_writes():
-    md = T.document(
-        "T", "n", [T.section("S", T.pipe_table(["a", "b"], [["x|y", "1"]], "lr"), notes=["f"])]
+def test_markdown_puts_one_blank_line_between_blocks():
+    assert sample_document().markdown() == (
+        "# Throughput <all> & more\n\n"
+        "Images per second, `summary.train_img_s`,\nmean over seeds.\n\n"
+        "## Training throughput (img/s)\n\n"
+        "### imagenette, 3 epochs\n\n"
+        "| model | O0 | O1 | mid |\n|---|---:|---:|---|\n"
+        "| resnet18 (a\\|b) | 5,765 | <b>x</b> | c |\n| vgg19 | OOM |  |  |\n\n"
+        "~ extrapolated: `max_steps` steps.\n\n"
+        "#### Deeper\n\n"
+        "Paragraph right under a heading.\n"
     )
-    page = T.html_document(md, title="Given")
+
+
+def test_html_document_renders_what_the_table_holds():
+    doc = T.document(
+        "T", "n", T.section("S", T.table(["a", "b"], [["x|y", "1"]], "lr"), notes=["f"])
+    )
+    page = doc.html(title="Given")
     assert "<title>Given</title>" in page
     assert '<td class="l">x|y</td><td class="r">1</td>' in page
     assert '<p class="note">f</p>' in page
 
 
-def test_texts_added_or_joined_keep_their_tables():
-    table = T.section("S", T.pipe_table(["a"], [["1"]]))
-    for text in (table + "\n" + table, "\n" + table, T.join([table, table])):
-        assert isinstance(text, T.Text)
-        assert T.html_body(text)[1].count("<table>") == str(text).count("|---|")
+def test_documents_joined_keep_every_table():
+    doc = T.document("T", "n", T.section("S", T.table(["a"], [["1"]])))
+    both = T.Document(doc.blocks + doc.blocks)
+    assert both.html_body().count("<table>") == 2 == both.markdown().count("|---|")
+    assert both.html_body().count("<h1>T</h1>") == 2
 
 
-def test_plain_text_is_headings_and_paragraphs_never_a_table():
-    page = T.html_document(T.document("T", "| not | a table |\nmore", []))
-    assert "<table>" not in page and "<p>| not | a table | more</p>" in page
+def test_text_is_what_its_block_says_never_read_back_as_markdown():
+    """A paragraph that looks like a heading or a table stays a paragraph, and a heading's
+    text is never a paragraph: a block is what its caller built, in both renderings."""
+    doc = T.document(
+        "T",
+        "# 3 seeds ran",
+        [T.Paragraph("| not | a table |\nmore"), T.Heading(2, "a `code` heading")],
+        empty="## unused",
+    )
+    assert not isinstance(doc, str)
+    assert [type(b) for b in doc.blocks] == [T.Heading, T.Paragraph, T.Paragraph, T.Heading]
+    body = doc.html_body()
+    assert body == (
+        "<h1>T</h1>\n<p># 3 seeds ran</p>\n<p>| not | a table | more</p>\n"
+        "<h2>a <code>code</code> heading</h2>"
+    )
+    assert (
+        doc.markdown() == "# T\n\n# 3 seeds ran\n\n| not | a table |\nmore\n\n## a `code` heading\n"
+    )
 
 
 def test_csv_to_html_right_aligns_numeric_columns_and_keeps_csv_text():

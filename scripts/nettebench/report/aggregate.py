@@ -51,7 +51,7 @@ from nettebench.vocabulary import commands, outputs
 MARKDOWN_TABLES = outputs.TABLE_NAMES
 
 
-def render(target: str, frames: dict[str, Any]) -> str:
+def render(target: str, frames: dict[str, Any]) -> T.Document:
     """A registry entry's table: ``tables.time:time_markdown`` imported from
     ``nettebench.report`` and called with the ``frames`` its parameters name (every table takes
     ``runs``; some also ``epochs`` or ``compared``)."""
@@ -108,19 +108,20 @@ def aggregate(
     runs = runs.reset_index(drop=True)
     compared = comparisons(runs)  # one family: comparisons.md and comparisons.csv
     frames = {"runs": runs, "epochs": epochs, "compared": compared}
+    tables = {name: render(target, frames) for name, target in outputs.TABLES.items()}
     texts = {
         "runs": _csv_text(runs),
         "epochs": _csv_text(epochs),
         "comparisons_csv": _csv_text(comparisons_frame(runs, compared)),
-        **{name: render(target, frames) for name, target in outputs.TABLES.items()},
+        **{name: table.markdown() for name, table in tables.items()},
+        **{f"{name}_html": table.html() for name, table in tables.items()},
     }
     texts["runs_html"] = T.csv_to_html(texts["runs"], "Runs", _RUNS_NOTE, empty=NO_CELLS_NOTE)
-    texts.update({f"{name}_html": T.html_document(texts[name]) for name in MARKDOWN_TABLES})
-    headline = texts["time_by_model_precision"]
+    headline = tables["time_by_model_precision"].blocks
     if _several_setups(runs):  # a merge of machines: the front page sets them side by side too
-        headline += "\n" + texts["time_by_machine"]
+        headline += tables["time_by_machine"].blocks
     sentences = answer_sentences(runs)  # the front page's and answer.txt's
-    texts["headline"] = headline_html(runs, headline, sentences)
+    texts["headline"] = headline_html(runs, T.Document(headline), sentences)
     texts["answer"] = answer_text(runs, sentences)
     out = Path(out_dir)
     written = {}

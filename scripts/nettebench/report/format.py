@@ -6,12 +6,11 @@ for cells that did not run, ``~`` for extrapolated times) lives in one place wit
 :mod:`nettebench.report.figures` uses the same precision order and row labels, so a table and a
 figure of the same data list precisions and models the same way.
 
-Tables are GitHub pipe tables written by hand: the ``tabulate`` package is not a dependency.
-Snakemake's report shows only images, PDF and HTML inline, so every document is built once, as
-blocks (headings, paragraphs, tables of rows), and written twice: as Markdown (the :class:`Text`
-itself) and as a small self-contained HTML page (:func:`html_document`, from the same rows, never
-by reading the Markdown back); :func:`csv_to_html` does the same for runs.csv. The ``markdown``
-package is not a dependency either.
+Snakemake's report shows only images, PDF and HTML inline, so every table file is a
+:class:`Document` of blocks (:class:`Heading`, :class:`Paragraph`, :class:`Table`) that its
+callers build, written twice from them and never read back: as Markdown (GitHub pipe tables;
+``tabulate`` and ``markdown`` are not dependencies) and as a small self-contained HTML page;
+:func:`csv_to_html` does the same for runs.csv.
 """
 
 from __future__ import annotations
@@ -21,6 +20,7 @@ import io
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pandas as pd
@@ -135,101 +135,116 @@ def outcome_cell(
     return ""
 
 
-# A hand-written heading line (``## Compute ceiling (img/s)``) in a plain string.
-_HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$")
+@dataclass(frozen=True)
+class Heading:
+    """A heading: level 1 is a document's title."""
+
+    level: int
+    text: str
+
+    def markdown(self) -> str:
+        return f"{'#' * self.level} {self.text}\n"
+
+    def html(self, *, after_table: bool = False) -> str:
+        return f"<h{self.level}>{inline_html(self.text)}</h{self.level}>"
 
 
-class Text(str):
-    """Markdown text that also holds the blocks it was written from (``("h", level, text)``,
-    ``("p", text)``, ``("table", header, rows, align)``), so its HTML comes from the rows.
+@dataclass(frozen=True)
+class Paragraph:
+    """A paragraph of plain text (backticks mark code); one under a table is its footnote."""
 
-    Adding texts adds their blocks; a plain ``str`` added to one (a hand-written ``## heading``
-    or a sentence) counts as headings and paragraphs (:func:`blocks_of`).
-    """
+    text: str
 
-    blocks: tuple[tuple, ...]
+    def markdown(self) -> str:
+        return f"{self.text}\n"
 
-    def __new__(cls, markdown: str, blocks: Iterable[tuple] = ()) -> Text:
-        text = super().__new__(cls, markdown)
-        text.blocks = tuple(blocks)
-        return text
-
-    def __add__(self, other: str) -> Text:
-        return Text(str(self) + str(other), (*self.blocks, *blocks_of(other)))
-
-    def __radd__(self, other: str) -> Text:
-        return Text(str(other) + str(self), (*blocks_of(other), *self.blocks))
+    def html(self, *, after_table: bool = False) -> str:
+        css = ' class="note"' if after_table else ""
+        return f"<p{css}>{inline_html(_one_line(self.text))}</p>"
 
 
-def blocks_of(text: Any) -> tuple[tuple, ...]:
-    """A :class:`Text`'s blocks; a plain string's lines as headings (``#`` lines) and
-    paragraphs (consecutive lines, joined), the way the documents write them by hand."""
-    if isinstance(text, Text):
-        return text.blocks
-    blocks: list[tuple] = []
-    paragraph: list[str] = []
-    for line in [*str(text).splitlines(), ""]:
-        heading = _HEADING.match(line)
-        if (heading or not line.strip()) and paragraph:
-            blocks.append(("p", " ".join(paragraph)))
-            paragraph = []
-        if heading:
-            blocks.append(("h", len(heading.group(1)), heading.group(2)))
-        elif line.strip():
-            paragraph.append(line.strip())
-    return tuple(blocks)
+@dataclass(frozen=True)
+class Table:
+    """A table of text cells, ``align`` one letter per column (``l`` or ``r``); :func:`table`
+    builds one from any values."""
+
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+    align: str
+
+    def markdown(self) -> str:
+        """A GitHub pipe table (``|`` escaped, a line break a space)."""
+        rule = "|" + "|".join("---:" if a == "r" else "---" for a in self.align) + "|"
+        lines = [_pipe_row(self.header), rule, *map(_pipe_row, self.rows)]
+        return "\n".join(lines) + "\n"
+
+    def html(self, *, after_table: bool = False) -> str:
+        header = [_one_line(h) for h in self.header]
+        rows = [[_one_line(c) for c in row] for row in self.rows]
+        return html_table(header, rows, self.align, render=inline_html)
 
 
-def join(texts: Sequence[str], separator: str = "\n") -> Text:
-    """``separator.join(texts)``, keeping their blocks."""
-    blocks = tuple(block for text in texts for block in blocks_of(text))
-    return Text(separator.join(texts), blocks)
+Block = Heading | Paragraph | Table
 
 
-def _escape(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
-
-
-def _cell(text: Any) -> str:
-    """A cell's text as its HTML shows it: the Markdown's, unescaped and stripped."""
-    return str(text).replace("\n", " ").strip()
-
-
-def pipe_table(header: Sequence[Any], rows: Iterable[Sequence[Any]], align: str = "") -> Text:
-    """A GitHub pipe table; ``align`` has one letter per column, ``l`` or ``r`` (default ``l``).
-
-    Short rows are padded with blanks so a ragged row cannot break the table.
-    """
+def table(header: Sequence[Any], rows: Iterable[Sequence[Any]], align: str = "") -> Table:
+    """A :class:`Table` of ``str`` of each value; ``align`` defaults to ``l`` per column, rows
+    are cut or padded with blanks to the header's width, so a ragged row cannot break it."""
     width = len(header)
-    align = (align + "l" * width)[:width]
-    rule = ["---:" if a == "r" else "---" for a in align]
-    lines = ["| " + " | ".join(_escape(h) for h in header) + " |", "|" + "|".join(rule) + "|"]
-    cells = []
-    for row in rows:
-        row = list(row)[:width]
-        row += [""] * (width - len(row))
-        cells.append([_cell(c) for c in row])
-        lines.append("| " + " | ".join(_escape(c) for c in row) + " |")
-    table = ("table", [_cell(h) for h in header], cells, align)
-    return Text("\n".join(lines) + "\n", [table])
+    cells = [[str(c) for c in list(row)[:width]] for row in rows]
+    return Table(
+        tuple(str(h) for h in header),
+        tuple(tuple(row + [""] * (width - len(row))) for row in cells),
+        (align + "l" * width)[:width],
+    )
 
 
-def section(title: str, body: str, *, notes: Sequence[str] = (), level: int = 3) -> Text:
-    """A heading, the table (or text) under it, then footnote lines."""
-    parts = [f"{'#' * level} {title}", "", body.rstrip("\n"), ""]
-    for note in notes:
-        parts += [note, ""]
-    blocks = [*blocks_of(f"{'#' * level} {title}"), *blocks_of(body)]
-    blocks += [block for note in notes for block in blocks_of(note)]
-    return Text("\n".join(parts), blocks)
+def _pipe_row(cells: Sequence[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|").replace("\n", " ") for c in cells) + " |"
 
 
-def document(title: str, note: str, sections: Sequence[str], *, empty: str = "") -> Text:
-    """A whole markdown file: heading, the one-line note, then the sections (or ``empty``)."""
-    body = "\n".join(s.rstrip("\n") + "\n" for s in sections) if sections else empty + "\n"
-    blocks = [*blocks_of(f"# {title}"), *blocks_of(note)]
-    blocks += [b for s in sections for b in blocks_of(s)] if sections else blocks_of(empty)
-    return Text(f"# {title}\n\n{note}\n\n{body}".rstrip("\n") + "\n", blocks)
+def _one_line(text: str) -> str:
+    """A cell's or paragraph's text as its HTML shows it: a line break is a space (as Markdown
+    reads it), the ends stripped."""
+    return text.replace("\n", " ").strip()
+
+
+def section(title: str, *body: Block, notes: Sequence[str] = (), level: int = 3) -> list[Block]:
+    """A heading, the blocks under it (a table, a sentence), then a paragraph per footnote."""
+    return [Heading(level, title), *body, *map(Paragraph, notes)]
+
+
+@dataclass(frozen=True)
+class Document:
+    """A document as blocks, written twice from them: as Markdown and as an HTML page."""
+
+    blocks: tuple[Block, ...]
+
+    def markdown(self) -> str:
+        """The blocks with a blank line between each two."""
+        return "\n".join(block.markdown() for block in self.blocks)
+
+    def html_body(self) -> str:
+        """The blocks as HTML without the page around it (the report's front page embeds it);
+        paragraphs between a table and the next heading are its footnotes, set smaller."""
+        parts = []
+        after_table = False
+        for block in self.blocks:
+            parts.append(block.html(after_table=after_table))
+            after_table = isinstance(block, Table) or (after_table and isinstance(block, Paragraph))
+        return "\n".join(parts)
+
+    def html(self, title: str | None = None) -> str:
+        """A self-contained HTML page; ``title`` defaults to the first heading."""
+        first = next((b.text for b in self.blocks if isinstance(b, Heading)), "nettebench")
+        return html_page(title or first.replace("`", ""), self.html_body())
+
+
+def document(title: str, note: str, blocks: Iterable[Block] = (), *, empty: str = "") -> Document:
+    """A whole table file: the title, its one-paragraph note, then ``blocks`` (or, when there
+    are none, the paragraph ``empty``)."""
+    body = tuple(blocks) or ((Paragraph(empty),) if empty else ())
+    return Document((Heading(1, title), Paragraph(note), *body))
 
 
 SEEDS_TEXT = f"mean ± {LEVEL} confidence interval over seeds"  # what a table cell holds
@@ -378,37 +393,6 @@ def html_page(title: str, body: str) -> str:
         f"{body.rstrip()}\n"
         "</body>\n</html>\n"
     )
-
-
-def html_document(text: Text, title: str | None = None) -> str:
-    """A document (:func:`document`) as a self-contained HTML page, from its blocks: headings,
-    paragraphs (those between a table and the next heading are its footnotes, set smaller),
-    tables, inline code; everything HTML-escaped. ``title`` defaults to the first heading."""
-    first_heading, body = html_body(text)
-    page_title = title or (first_heading or "nettebench").replace("`", "")
-    return html_page(page_title, body)
-
-
-def html_body(text: Text) -> tuple[str | None, str]:
-    """(first heading, HTML body) of :func:`html_document`, without the page around it: a
-    fragment another page embeds (the report's front page)."""
-    parts: list[str] = []
-    first_heading = None
-    after_table = False
-    for kind, *content in blocks_of(text):
-        if kind == "h":
-            level, words = content
-            first_heading = words if first_heading is None else first_heading
-            parts.append(f"<h{level}>{inline_html(words)}</h{level}>")
-            after_table = False
-        elif kind == "table":
-            header, rows, align = content
-            parts.append(html_table(header, rows, align, render=inline_html))
-            after_table = True
-        else:
-            css = ' class="note"' if after_table else ""
-            parts.append(f"<p{css}>{inline_html(content[0])}</p>")
-    return first_heading, "\n".join(parts)
 
 
 def csv_to_html(csv_text: str, title: str, note: str = "", *, empty: str = "No rows.") -> str:

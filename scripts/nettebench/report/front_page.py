@@ -128,12 +128,12 @@ def answer_html(sentences: list[str]) -> str:
     return "".join(f'<p class="answer">{line}</p>\n' for line in lines)
 
 
-def headline_html(runs: pd.DataFrame, headline_markdown: str, sentences: list[str]) -> str:
+def headline_html(runs: pd.DataFrame, headline: T.Document, sentences: list[str]) -> str:
     """The answer in words (``sentences``, :func:`answer_sentences` of ``runs``, computed once
     for this page and answer.txt), the caveats line, then the headline table's HTML (headings
     one level down)."""
-    _, body = T.html_body(headline_markdown)
-    return f"{answer_html(sentences)}{energy_sentence(runs)}{caveats_html(runs)}{_demote(body)}\n"
+    body = _demote(headline.html_body())
+    return f"{answer_html(sentences)}{energy_sentence(runs)}{caveats_html(runs)}{body}\n"
 
 
 # Snakemake's landing panel is `flex items-center h-screen overflow-auto`: a description taller

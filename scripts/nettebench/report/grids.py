@@ -267,15 +267,17 @@ def no_matrix(runs: pd.DataFrame) -> str:
     return NO_CELLS_NOTE if runs.empty else "No matrix cells in the study yet."
 
 
-def grid_sections(grids: list[Grid], level: int) -> list[str]:
+def grid_sections(grids: list[Grid], level: int) -> list[T.Block]:
+    """Each grid as a section: its title, its table, its notes."""
     return [
-        T.section(
+        block
+        for g in grids
+        for block in T.section(
             g.title,
-            T.pipe_table(g.header, g.rows, "l" + "r" * (len(g.header) - 1)),
+            T.table(g.header, g.rows, "l" + "r" * (len(g.header) - 1)),
             notes=g.notes(),
             level=level,
         )
-        for g in grids
     ]
 
 

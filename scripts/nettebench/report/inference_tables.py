@@ -15,7 +15,6 @@ import argparse
 import sys
 from pathlib import Path
 
-from nettebench.report import format as T
 from nettebench.report.frames.inference import accuracy_frame, cells_frame, read_records
 from nettebench.report.tables.inference import accuracy_markdown, headline, inference_markdown
 from nettebench.vocabulary import commands
@@ -39,12 +38,14 @@ def write(records: list[str], accuracy: list[str], out_dir: str | Path) -> dict[
     texts = {
         "cells": cells.to_csv(index=False, lineterminator="\n"),
         "accuracy": scores.to_csv(index=False, lineterminator="\n"),
-        "table": inference_markdown(cells),
-        "accuracy_table": accuracy_markdown(scores),
         "headline": headline(cells, scores),
     }
-    texts["table_html"] = T.html_document(texts["table"])
-    texts["accuracy_table_html"] = T.html_document(texts["accuracy_table"])
+    for name, document in (
+        ("table", inference_markdown(cells)),
+        ("accuracy_table", accuracy_markdown(scores)),
+    ):
+        texts[name] = document.markdown()
+        texts[f"{name}_html"] = document.html()
     written = {}
     for name, text in texts.items():
         written[name] = Path(out_dir) / OUTPUTS[name]

@@ -21,7 +21,6 @@ from pathlib import Path
 import pandas as pd
 
 from nettebench.records import files as records
-from nettebench.report import format as T
 from nettebench.report.frames.kernels import (
     CELL_COLUMNS,
     RECORD_COLUMNS,
@@ -56,11 +55,11 @@ def aggregate(
         if not cells.empty
         else pd.DataFrame(columns=[*CELL_COLUMNS, *RECORD_COLUMNS])
     )
-    markdown = top_kernels_markdown(profiles, cells, categories, top)
+    tables = top_kernels_markdown(profiles, cells, categories, top)
     texts = {
         "categories": categories.to_csv(index=False, lineterminator="\n"),
-        "top_kernels": markdown,
-        "top_kernels_html": T.html_document(markdown),
+        "top_kernels": tables.markdown(),
+        "top_kernels_html": tables.html(),
     }
     out = Path(out_dir)
     written = {}

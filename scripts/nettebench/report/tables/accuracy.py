@@ -12,7 +12,7 @@ from nettebench.report.setups import title_suffix
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 
-def accuracy_markdown(runs: pd.DataFrame, epochs: pd.DataFrame) -> str:
+def accuracy_markdown(runs: pd.DataFrame, epochs: pd.DataFrame) -> T.Document:
     """Validation top-1/top-5 after every epoch, one table per model configuration."""
     matrix = runs[runs["kind"] == "matrix"]
     # Grouped by setup, not by the machine label alone (two machines' copies of one cell, even
@@ -58,13 +58,13 @@ def accuracy_markdown(runs: pd.DataFrame, epochs: pd.DataFrame) -> str:
                     ]
                 )
         body = (
-            T.pipe_table(["", *map(str, range(1, n_epochs + 1))], rows, "l" + "r" * n_epochs)
+            T.table(["", *map(str, range(1, n_epochs + 1))], rows, "l" + "r" * n_epochs)
             if rows
-            else "No cell of this configuration finished."
+            else T.Paragraph("No cell of this configuration finished.")
         )
         if notes:
             notes = ["Not shown: " + "; ".join(notes) + ". " + LEGEND]
-        sections.append(T.section(title, body, notes=notes, level=2))
+        sections += T.section(title, body, notes=notes, level=2)
     note = (
         "Validation accuracy (%) after each epoch (columns = epoch), top-1 and top-5, "
         f"{T.seeds_note(counts)}."

@@ -83,7 +83,7 @@ def comparison_sections(
 
 def comparisons_markdown(
     runs: pd.DataFrame, compared: list[answers.Comparison] | None = None
-) -> str:
+) -> T.Document:
     """The table; ``compared`` is :func:`answers.comparisons` of ``runs`` when the caller has it
     (the aggregate writes the CSV from the same family)."""
     found, withheld, family = comparison_sections(
@@ -95,11 +95,14 @@ def comparisons_markdown(
         return T.document("Comparisons", NOTE, [], empty=empty)
     header = ["compared", "ratio", "processes", "test", "supported"]
     sections = [
-        T.section(where[0].upper() + where[1:], T.pipe_table(header, rows, "lrrll"), level=2)
+        block
         for where, rows in found.items()
+        for block in T.section(
+            where[0].upper() + where[1:], T.table(header, rows, "lrrll"), level=2
+        )
     ]
     if withheld:
-        sections.append(no_verdict_note(withheld) + "\n")
+        sections.append(T.Paragraph(no_verdict_note(withheld)))
     return T.document("Comparisons", f"{NOTE} {family}", sections)
 
 

@@ -152,7 +152,7 @@ def wait_policies(runs: pd.DataFrame) -> str | None:
     return f"OpenMP wait policy (OMP_WAIT_POLICY): {told}."
 
 
-def timing_conditions_markdown(runs: pd.DataFrame) -> str:
+def timing_conditions_markdown(runs: pd.DataFrame) -> T.Document:
     """The timing-conditions table of every timed window, with a count of disturbed ones."""
     if runs.empty:
         return T.document("Timing conditions", _NOTE, [], empty=NO_CELLS_NOTE)
@@ -195,7 +195,7 @@ def timing_conditions_markdown(runs: pd.DataFrame) -> str:
     notes += [C.POWER_LIMIT_NOTE] if at_limit else []
     header = ["cell", "timed", "CPUs", "others' CPU %", "steal %", "GPU others SM %", "GPU power"]
     header += ["verdict", "unstable steps", "overlapped"]
-    table = T.pipe_table(header, rows, "llrrrrllll")
+    table = T.table(header, rows, "llrrrrllll")
     return T.document(
-        "Timing conditions", _NOTE, [T.section("Timed windows", table, notes=notes, level=2)]
+        "Timing conditions", _NOTE, T.section("Timed windows", table, notes=notes, level=2)
     )

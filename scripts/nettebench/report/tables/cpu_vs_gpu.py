@@ -195,7 +195,7 @@ def _fastest_matrix(
     }
 
 
-def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
+def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> T.Document:
     """Each CPU baseline next to the same model's fastest matrix cell and its O0 cell."""
     baselines = runs[runs["kind"] == "cpu_baseline"]
     matrix_ok = runs[(runs["kind"] == "matrix") & (runs["status"] == STATUS_OK)]
@@ -310,7 +310,7 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> str:
     rows = render(rows)
     if family.size:
         notes.append(family.note())
-    table = T.pipe_table(header, rows, "ll" + ("l" if several_setups else "") + "rrlrllrrrr")
+    table = T.table(header, rows, "ll" + ("l" if several_setups else "") + "rrlrllrrrr")
     return T.document(
-        "CPU versus GPU", note, [T.section("CPU baselines", table, notes=notes, level=2)]
+        "CPU versus GPU", note, T.section("CPU baselines", table, notes=notes, level=2)
     )

@@ -65,7 +65,7 @@ def _sources(runs: pd.DataFrame) -> str:
     return "Energy sources: " + "; ".join(found) + "." if found else ""
 
 
-def energy_markdown(runs: pd.DataFrame) -> str:
+def energy_markdown(runs: pd.DataFrame) -> T.Document:
     """The energy table (see the module docstring)."""
     sections = []
     if len(runs[runs["kind"] == "matrix"]):
@@ -73,7 +73,7 @@ def energy_markdown(runs: pd.DataFrame) -> str:
             ("Joules per trained image", "j_per_img", fmt_joules),
             ("Trained img/s per watt", "img_s_per_w", fmt_joules),
         ):
-            sections.append(f"## {title}\n")
+            sections.append(T.Heading(2, title))
             sections += grid_sections(energy_grids(runs, value, fmt), level=3)
     return T.document(
         "Energy by model and precision",

@@ -77,7 +77,7 @@ def _variant(row: Mapping[str, Any]) -> str:
     return label + (f" ({', '.join(extras)})" if extras else "")
 
 
-def inference_markdown(cells: pd.DataFrame) -> str:
+def inference_markdown(cells: pd.DataFrame) -> T.Document:
     """The inference table, one section per device."""
     if cells.empty:
         return T.document("Inference", NOTE, [], empty="No inference cell has run.")
@@ -140,13 +140,11 @@ def inference_markdown(cells: pd.DataFrame) -> str:
             for _, row in group.iterrows()
             if row["status"] != "ok" and not T.is_missing(row["message"])
         ]
-        sections.append(
-            T.section(where, T.pipe_table(header, rows, "lllrrrrrrrr"), notes=notes, level=2)
-        )
+        sections += T.section(where, T.table(header, rows, "lllrrrrrrrr"), notes=notes, level=2)
     return T.document("Inference", NOTE, sections)
 
 
-def accuracy_markdown(accuracy: pd.DataFrame) -> str:
+def accuracy_markdown(accuracy: pd.DataFrame) -> T.Document:
     """Top-1/top-5 of each trained cell in each inference precision, and the change from fp32."""
     if accuracy.empty:
         return T.document(
@@ -189,11 +187,11 @@ def accuracy_markdown(accuracy: pd.DataFrame) -> str:
                 T.fmt_value(row.get("images")),
             ]
         )
-    table = T.pipe_table(header, rows, "lllrrrrrrr")
+    table = T.table(header, rows, "lllrrrrrrr")
     return T.document(
         "Accuracy by inference precision",
         ACCURACY_NOTE,
-        [T.section("Final weights of the matrix cells", table, level=2)],
+        T.section("Final weights of the matrix cells", table, level=2),
     )
 
 

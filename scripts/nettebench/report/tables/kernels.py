@@ -64,7 +64,7 @@ PROFILE_INTERFERENCE_NOTE = (
 )
 
 
-def shares_section(cells: pd.DataFrame, categories: pd.DataFrame) -> list[str]:
+def shares_section(cells: pd.DataFrame, categories: pd.DataFrame) -> list[T.Block]:
     """Per dataset and source: cells as rows, categories as columns (ms/step and share)."""
     sections = []
     ok = categories[categories["status"] == STATUS_OK]
@@ -79,18 +79,16 @@ def shares_section(cells: pd.DataFrame, categories: pd.DataFrame) -> list[str]:
             ]
             rows.append([label, _ms(total), *shares])
         header = ["cell", "ms/step", *CATEGORIES]
-        sections.append(
-            T.section(
-                f"{dataset}: where a training step's time goes ({_SOURCE_TEXT[source]})",
-                T.pipe_table(header, rows, "lr" + "r" * len(CATEGORIES)),
-                notes=["Each category: ms per profiled step (share of the total)."]
-                + (
-                    [PROFILE_INTERFERENCE_NOTE]
-                    if any(C.INTERFERENCE_MARK in label for label in group["label"])
-                    else []
-                ),
-                level=2,
-            )
+        sections += T.section(
+            f"{dataset}: where a training step's time goes ({_SOURCE_TEXT[source]})",
+            T.table(header, rows, "lr" + "r" * len(CATEGORIES)),
+            notes=["Each category: ms per profiled step (share of the total)."]
+            + (
+                [PROFILE_INTERFERENCE_NOTE]
+                if any(C.INTERFERENCE_MARK in label for label in group["label"])
+                else []
+            ),
+            level=2,
         )
     not_run = cells[cells["status"] != STATUS_OK]
     if not not_run.empty:
@@ -99,17 +97,15 @@ def shares_section(cells: pd.DataFrame, categories: pd.DataFrame) -> list[str]:
              row["message"] or ""]
             for _, row in not_run.iterrows()
         ]  # fmt: skip
-        sections.append(
-            T.section(
-                "Cells that could not be profiled",
-                T.pipe_table(["cell", "dataset", "outcome", "why"], rows),
-                level=2,
-            )
+        sections += T.section(
+            "Cells that could not be profiled",
+            T.table(["cell", "dataset", "outcome", "why"], rows),
+            level=2,
         )
     return sections
 
 
-def top_section(cell: pd.Series, profile: dict[str, Any], top: int) -> str:
+def top_section(cell: pd.Series, profile: dict[str, Any], top: int) -> list[T.Block]:
     """One cell's top kernels (or top CPU operators when it had no GPU kernels)."""
     kernels = profile["kernels"]
     steps = cell["steps"] or 0
@@ -131,7 +127,7 @@ def top_section(cell: pd.Series, profile: dict[str, Any], top: int) -> str:
             for index, (_, row) in enumerate(kernels.head(top).iterrows())
         ]
         header = ["#", "kernel", "category", "calls", "total ms", "avg µs", "min µs", "max µs"]
-        body = T.pipe_table([*header, "share"], rows, "rllrrrrrr")
+        body = T.table([*header, "share"], rows, "rllrrrrrr")
         note = f"Top {len(rows)} of {len(kernels)} kernels by GPU time ({where})."
         return T.section(title, body, notes=[note], level=3)
     operators = profile["cpu_ops"]
@@ -148,7 +144,7 @@ def top_section(cell: pd.Series, profile: dict[str, Any], top: int) -> str:
         for index, (_, row) in enumerate(operators.head(top).iterrows())
     ]
     header = ["#", "CPU operator", "category", "calls", "self ms", "total ms", "share"]
-    body = T.pipe_table(header, rows, "rllrrrr") if rows else "No operators were recorded."
+    body = T.table(header, rows, "rllrrrr") if rows else T.Paragraph("No operators were recorded.")
     note = (
         f"No GPU kernels in this run ({where}): the top {len(rows)} of {len(operators)} CPU "
         "operators by self time instead."
@@ -158,15 +154,16 @@ def top_section(cell: pd.Series, profile: dict[str, Any], top: int) -> str:
 
 def top_kernels_markdown(
     profiles: Sequence[dict[str, Any]], cells: pd.DataFrame, categories: pd.DataFrame, top: int
-) -> str:
+) -> T.Document:
     if cells.empty:
         return T.document("Top kernels", _NOTE, [], empty=_NO_PROFILES)
     sections = shares_section(cells, categories)
     tops = [
-        top_section(cell, profile, top)
+        block
         for (_, cell), profile in zip(cells.iterrows(), in_order(profiles, cells), strict=True)
         if cell["status"] == STATUS_OK
+        for block in top_section(cell, profile, top)
     ]
     if tops:
-        sections.append(T.section("Top kernels per profiled cell", "", level=2) + T.join(tops))
+        sections += [*T.section("Top kernels per profiled cell", level=2), *tops]
     return T.document("Top kernels", _NOTE, sections)

@@ -41,7 +41,7 @@ _FIELD_HEADERS = {
 _WHEN_SET = ("gpu_power_limit_lowered_w",)
 
 
-def _setups_section(matrix: pd.DataFrame) -> str:
+def _setups_section(matrix: pd.DataFrame) -> list[T.Block]:
     """Every setup and what its records say, so a column header can be looked up; a GPU power
     limit set below its default is named there (hardware, like the device)."""
     columns = [
@@ -60,7 +60,7 @@ def _setups_section(matrix: pd.DataFrame) -> str:
             ]
         )
     header = ["setup", *(_FIELD_HEADERS[c] for c in columns), "matrix cells"]
-    return T.section("Setups", T.pipe_table(header, rows), level=2)
+    return T.section("Setups", T.table(header, rows), level=2)
 
 
 def _locks_note(matrix: pd.DataFrame) -> str:
@@ -82,7 +82,7 @@ def _locks_note(matrix: pd.DataFrame) -> str:
     )
 
 
-def machines_markdown(runs: pd.DataFrame) -> str:
+def machines_markdown(runs: pd.DataFrame) -> T.Document:
     """Seconds for N epochs by cell, one column per setup, then each setup's speed-up over the
     first (mean over seeds, with whether the seeds support it)."""
     matrix = runs[runs["kind"] == "matrix"] if len(runs) else runs
@@ -104,7 +104,7 @@ def machines_markdown(runs: pd.DataFrame) -> str:
             "results/ folder under `merge_results:` and aggregate "
             "(`snakemake --workflow-profile profiles/aggregate`) to see them side by side."
         )
-        return T.document("Machines side by side", note, [_setups_section(matrix)], empty=empty)
+        return T.document("Machines side by side", note, _setups_section(matrix), empty=empty)
     sections, counts, family = [], [], Family()
     pending = []  # (title, header, rows, notes): written once the family is complete
     for (dataset, epochs), table in groups(matrix, ["dataset", "epochs"]):
@@ -143,10 +143,10 @@ def machines_markdown(runs: pd.DataFrame) -> str:
         notes = marks.notes()
         pending.append((f"{dataset}, {T.fmt_value(epochs)} epochs", header, rows, notes))
     for title, header, rows, notes in pending:
-        body = T.pipe_table(header, render(rows), "l" + "r" * (len(header) - 1))
-        sections.append(T.section(title, body, notes=notes, level=2))
+        body = T.table(header, render(rows), "l" + "r" * (len(header) - 1))
+        sections += T.section(title, body, notes=notes, level=2)
     note = note.replace(T.SEEDS_TEXT, T.seeds_note(counts))
     note += f" {family.note()}" if family.members else ""
     locks = _locks_note(matrix)
     note += f" {locks}" if locks else ""
-    return T.document("Machines side by side", note, [*sections, _setups_section(matrix)])
+    return T.document("Machines side by side", note, [*sections, *_setups_section(matrix)])

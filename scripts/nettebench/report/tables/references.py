@@ -123,7 +123,7 @@ def no_match_note(runs: pd.DataFrame) -> str:
     )
 
 
-def references_markdown(runs: pd.DataFrame) -> str:
+def references_markdown(runs: pd.DataFrame) -> T.Document:
     found = matches(runs)
     rows = []
     for reference, row in found:
@@ -141,7 +141,7 @@ def references_markdown(runs: pd.DataFrame) -> str:
             ]
         )
     beside = (
-        T.pipe_table(
+        T.table(
             [
                 "reference",
                 "published img/s",
@@ -154,13 +154,13 @@ def references_markdown(runs: pd.DataFrame) -> str:
             "lrrrll",
         )  # fmt: skip
         if rows
-        else no_match_note(runs)
+        else T.Paragraph(no_match_note(runs))
     )
     sections = [
-        T.section("Beside this study's cells", beside, level=2),
-        T.section(
+        *T.section("Beside this study's cells", beside, level=2),
+        *T.section(
             f"The references (version {VERSION})",
-            T.pipe_table(
+            T.table(
                 [
                     "model precision, GPU",
                     "img/s",

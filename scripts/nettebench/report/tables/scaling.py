@@ -105,7 +105,7 @@ def _fmt(value, fmt) -> str:
     return "—" if value is None or pd.isna(value) else fmt(value)
 
 
-def scaling_markdown(runs: pd.DataFrame) -> str:
+def scaling_markdown(runs: pd.DataFrame) -> T.Document:
     """The scaling table: total and per-process img/s, the twin's img/s, the efficiency."""
     frame = scaling_frame(runs)
     note = (
@@ -142,5 +142,5 @@ def scaling_markdown(runs: pd.DataFrame) -> str:
                 efficiency,
             ]
         )
-    table = T.pipe_table(header, body, align="lrrrrr")
-    return T.document("Scaling", note, [T.section("Data-parallel scaling", table, level=2)])
+    table = T.table(header, body, align="lrrrrr")
+    return T.document("Scaling", note, T.section("Data-parallel scaling", table, level=2))

@@ -15,7 +15,7 @@ from nettebench.report.grids import (
 )
 
 
-def throughput_markdown(runs: pd.DataFrame) -> str:
+def throughput_markdown(runs: pd.DataFrame) -> T.Document:
     """Training img/s, the share of it spent waiting for data, and the compute ceiling.
 
     The two ceiling tables (pipeline img/s as a percentage of the ceiling, and the ceiling's own
@@ -59,25 +59,31 @@ def throughput_markdown(runs: pd.DataFrame) -> str:
         f"percentage of the compute ceiling, {T.seeds_note(counts)}."
     )
     if not rate:
-        return T.document("Throughput", note, [], empty=f"{no_matrix(runs)}\n\n{NO_CEILINGS_NOTE}")
+        blocks = [T.Paragraph(no_matrix(runs)), T.Paragraph(NO_CEILINGS_NOTE)]
+        return T.document("Throughput", note, blocks)
     sections = [
-        "## Training throughput (img/s)\n",
+        T.Heading(2, "Training throughput (img/s)"),
         *grid_sections(rate, level=3),
-        "## Time waiting for data (% of training time)\n",
+        T.Heading(2, "Time waiting for data (% of training time)"),
         *grid_sections(wait, level=3),
     ]
     if ceiling_grids["share"]:
         sections += [
-            "## Share of the compute ceiling (%)\n",
-            "Training img/s of the cell as a percentage of its compute ceiling "
-            "(`ceiling_share` in runs.csv; 100 = the input pipeline costs nothing). "
-            f"{CEILING_NOTE}\n",
+            T.Heading(2, "Share of the compute ceiling (%)"),
+            T.Paragraph(
+                "Training img/s of the cell as a percentage of its compute ceiling "
+                "(`ceiling_share` in runs.csv; 100 = the input pipeline costs nothing). "
+                f"{CEILING_NOTE}"
+            ),
             *grid_sections(ceiling_grids["share"], level=3),
-            "## Compute ceiling (img/s)\n",
-            "Training img/s with the batch already on the device (`ceiling_img_s` in runs.csv; "
-            "median step time of `nettebench.benchmarks.ceiling`), mean over the seeds measured.\n",
+            T.Heading(2, "Compute ceiling (img/s)"),
+            T.Paragraph(
+                "Training img/s with the batch already on the device (`ceiling_img_s` in "
+                "runs.csv; median step time of `nettebench.benchmarks.ceiling`), mean over the "
+                "seeds measured."
+            ),
             *grid_sections(ceiling_grids["ceiling"], level=3),
         ]
     else:
-        sections.append(NO_CEILINGS_NOTE + "\n")
+        sections.append(T.Paragraph(NO_CEILINGS_NOTE))
     return T.document("Throughput", note, sections)

@@ -15,7 +15,7 @@ def time_grids(runs: pd.DataFrame) -> list[Grid]:
     return model_precision_grids(runs, "time_for_epochs_s", T.fmt_seconds, mark_extrapolated=True)
 
 
-def time_markdown(runs: pd.DataFrame) -> str:
+def time_markdown(runs: pd.DataFrame) -> T.Document:
     """The study's "seconds for N epochs" table: model x precision, mean over seeds."""
     grids = time_grids(runs)
     counts = [c for g in grids for c in g.seed_counts]
@@ -31,13 +31,14 @@ def time_markdown(runs: pd.DataFrame) -> str:
     )
 
 
-def speedup_sections(runs: pd.DataFrame) -> list[str]:
+def speedup_sections(runs: pd.DataFrame) -> list[T.Block]:
     """The speed-up of every precision over O0, per table of the time grids above."""
     grids, family = speedup_grids(runs)
     if not grids:
         return []
     intro = (
         f"Each precision against {BASELINE_PRECISION} for the same model, parameters and setup. "
-        f"{formula_note(BASELINE_PRECISION, 'the precision')} {family.note()}\n"
+        f"{formula_note(BASELINE_PRECISION, 'the precision')} {family.note()}"
     )
-    return [f"## Speed-up over {BASELINE_PRECISION}\n", intro, *grid_sections(grids, level=3)]
+    heading = T.Heading(2, f"Speed-up over {BASELINE_PRECISION}")
+    return [heading, T.Paragraph(intro), *grid_sections(grids, level=3)]

@@ -61,7 +61,7 @@ def cell_text(seeds: pd.DataFrame) -> str:
     return text
 
 
-def time_to_accuracy_markdown(runs: pd.DataFrame) -> str:
+def time_to_accuracy_markdown(runs: pd.DataFrame) -> T.Document:
     """Seconds to the target top-1, model x precision, one table per dataset, epochs and setup."""
     target = _target(runs) if len(runs) else None
     title = "Time to accuracy"
@@ -101,7 +101,7 @@ def time_to_accuracy_markdown(runs: pd.DataFrame) -> str:
             f"{dataset}, {T.fmt_value(epochs)} epochs, {device_title(table)}"
             f"{title_suffix(table, matrix)}"
         )
-        body = T.pipe_table(["model", *precisions], rows, "l" + "r" * len(precisions))
-        sections.append(T.section(heading, body, notes=notes, level=2))
+        body = T.table(["model", *precisions], rows, "l" + "r" * len(precisions))
+        sections += T.section(heading, body, notes=notes, level=2)
     note = note.replace(T.SEEDS_TEXT, T.seeds_note(counts))
     return T.document(title, note, sections, empty=no_matrix(runs))

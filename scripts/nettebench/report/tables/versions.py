@@ -83,7 +83,7 @@ def _columns(table: pd.DataFrame, versions: pd.Series, library: str) -> pd.Serie
     )
 
 
-def library_versions_markdown(runs: pd.DataFrame) -> str:
+def library_versions_markdown(runs: pd.DataFrame) -> T.Document:
     """Seconds for N epochs by model and precision, one column per version of a library.
 
     One table per library whose recorded version differs among the matrix cells of a dataset,
@@ -149,8 +149,8 @@ def library_versions_markdown(runs: pd.DataFrame) -> str:
         for version in dict.fromkeys(labels):
             recorded.append([library, version, str(int((labels == version).sum()))])
     for title, header, rows, notes in pending:
-        body = T.pipe_table(header, render(rows), "l" + "r" * (len(header) - 1))
-        sections.append(T.section(title, body, notes=notes, level=2))
+        body = T.table(header, render(rows), "l" + "r" * (len(header) - 1))
+        sections += T.section(title, body, notes=notes, level=2)
     note = (
         "Seconds for all epochs of a cell by the library version it imported (`@commit`: the "
         f"build's commit), {T.seeds_note(counts)}; then speed-ups over the first version. "
@@ -158,7 +158,7 @@ def library_versions_markdown(runs: pd.DataFrame) -> str:
         + (f" {family.note()}" if family.members else "")
     )
     if recorded:
-        table = T.pipe_table(["library", "version", "matrix cells"], recorded, "llr")
-        sections.append(T.section("Versions recorded", table, level=2))
+        table = T.table(["library", "version", "matrix cells"], recorded, "llr")
+        sections += T.section("Versions recorded", table, level=2)
     empty = no_matrix(runs)
     return T.document("Time by library version", note, sections, empty=empty)
