@@ -41,7 +41,7 @@ from nettebench.records.conditions import (
     THROTTLED_SHARE_LIMIT,
 )
 from nettebench.records.nvml import AT_POWER_LIMIT_SHARE, lowered_power_limit
-from nettebench.records.spread import UNSTABLE_CV
+from nettebench.records.spread import UNSTABLE_CV, finite
 from nettebench.vocabulary.precision import PRECISIONS, emulated_reason
 
 INTERFERENCE_MARK = "‡"  # suffix: timed under interference
@@ -58,12 +58,10 @@ EMULATED_LABEL = "(emulated)"  # after a precision's name in a column header
 _OLD_VARIATION_START = "first epoch "
 
 
-def _number(value: Any) -> float | None:
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
+def number(value: Any) -> float | None:
+    """A finite float, or None (missing, text, a boolean, infinite)."""
+    found = finite([value])
+    return found[0] if found else None
 
 
 def _reasons(found: Mapping[str, Any] | None) -> str | None:
@@ -76,10 +74,10 @@ def ceiling_fast_end(ceiling: Mapping[str, Any] | None) -> float | None:
     can reach within the ceiling's own noise; None without an ok ceiling."""
     if not ceiling or ceiling.get("status") != "ok":
         return None
-    p10 = _number(ceiling.get("step_ms_p10"))
-    batch = _number(ceiling.get("batch_size"))
+    p10 = number(ceiling.get("step_ms_p10"))
+    batch = number(ceiling.get("batch_size"))
     if not p10 or not batch:
-        return _number(ceiling.get("img_s"))
+        return number(ceiling.get("img_s"))
     return batch / (p10 / 1000)
 
 
@@ -175,12 +173,12 @@ def ceiling_verdict(
     and memory bandwidth with nothing, where the cell's share them with its loader's workers and
     the run's other threads, and a quiet CPU cell was seen above it beyond both spreads."""
     fast = ceiling_fast_end(ceiling)
-    train = _number(summary.get("train_img_s"))
+    train = number(summary.get("train_img_s"))
     if record.get("status") != "ok" or fast is None or train is None:
         return {}
-    low = _number(summary.get("train_img_s_low"))
+    low = number(summary.get("train_img_s_low"))
     slow_end = train if low is None else min(low, train)
-    middle = _number(ceiling.get("img_s")) or fast
+    middle = number(ceiling.get("img_s")) or fast
     beyond = slow_end > fast
     estimate = (record.get("device") or {}).get("type") == "cpu"
     found: dict[str, Any] = {
@@ -274,7 +272,7 @@ def own_interval(ok: Any, columns: tuple[str, str]) -> tuple[float, float] | Non
 def seed_interval(seed: Mapping[str, Any], columns: tuple[str, str]) -> tuple[float, float] | None:
     """A seed's own interval (its ``columns``, low and high, as a row of runs.csv), when it has
     both ends."""
-    low, high = (_number(seed.get(c)) for c in columns)
+    low, high = (number(seed.get(c)) for c in columns)
     return None if low is None or high is None else (low, high)
 
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from nettebench.records import files as records
 from nettebench.records.cpu import CPU_KEYS
 from nettebench.records.energy import ENERGY_COLUMNS, energy_columns
 from nettebench.report import format as T
-from nettebench.report.caveats import CAVEAT_COLUMNS, caveat_columns
+from nettebench.report.caveats import CAVEAT_COLUMNS, caveat_columns, number
 from nettebench.report.setups import setup_ids, setup_labels
 from nettebench.vocabulary import outputs
 from nettebench.vocabulary.cell import PARAMETER_NAMES
@@ -215,17 +214,6 @@ def _ordered_keys(known: Sequence[str], seen: Iterable[str]) -> list[str]:
     return [k for k in known if k in seen] + sorted(seen - set(known))
 
 
-def _number(value: Any) -> float | None:
-    """A finite float, or None for a missing, non-numeric or infinite value."""
-    if isinstance(value, bool) or T.is_missing(value):
-        return None
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        return None
-    return number if math.isfinite(number) else None
-
-
 def ceiling_columns(record: dict[str, Any], ceiling: dict[str, Any] | None) -> dict[str, Any]:
     """``ceiling_status``, ``ceiling_img_s`` (None unless ok), ``ceiling_share`` of one cell.
 
@@ -235,8 +223,8 @@ def ceiling_columns(record: dict[str, Any], ceiling: dict[str, Any] | None) -> d
     if ceiling is None:
         return dict.fromkeys(CEILING_COLUMNS)
     status = ceiling.get("status")
-    img_s = _number(ceiling.get("img_s")) if status == STATUS_OK else None
-    train = _number((record["summary"] or {}).get("train_img_s"))
+    img_s = number(ceiling.get("img_s")) if status == STATUS_OK else None
+    train = number((record["summary"] or {}).get("train_img_s"))
     ok = record["status"] == STATUS_OK
     share = train / img_s if ok and train is not None and img_s else None
     return {"ceiling_status": status, "ceiling_img_s": img_s, "ceiling_share": share}
@@ -303,33 +291,19 @@ def runs_frame(cells: Sequence[Cell], *, target_top1: float | None = None) -> pd
         SUMMARY_KEYS,
         [*SUMMARY_KEYS, *(k for c in cells for k in c.record["summary"] or {})],
     )
-    reserved = {
+    record_columns = [
         *RECORD_COLUMNS,
         *summary_keys,
         *CEILING_COLUMNS,
         *CAVEAT_COLUMNS,
         *ENERGY_COLUMNS,
-        *COMPARISON_COLUMNS,
-        *ORDER_COLUMNS,
-        "path",
         *(f"env_{k}" for k in env_keys),
-    }
+        "path",
+    ]
+    reserved = {*record_columns, *COMPARISON_COLUMNS, *ORDER_COLUMNS}
     # A parameter that shares a name with a record column keeps its value under "cell_<name>".
     cell_columns = {k: (f"cell_{k}" if k in reserved else k) for k in cell_keys}
-
-    columns: dict[str, list[Any]] = {
-        name: []
-        for name in [
-            *cell_columns.values(),
-            *RECORD_COLUMNS,
-            *summary_keys,
-            *CEILING_COLUMNS,
-            *CAVEAT_COLUMNS,
-            *ENERGY_COLUMNS,
-            *(f"env_{k}" for k in env_keys),
-            "path",
-        ]
-    }
+    columns: dict[str, list[Any]] = {name: [] for name in [*cell_columns.values(), *record_columns]}
     for cell in cells:
         rec = cell.record
         device = rec["device"] or {}
@@ -354,14 +328,10 @@ def runs_frame(cells: Sequence[Cell], *, target_top1: float | None = None) -> pd
         for name, values in columns.items():
             values.append(row[name])
     frame = pd.DataFrame({name: _column(values) for name, values in columns.items()})
-    extra = comparison_columns(frame, cells, target_top1)
+    extra = pd.concat([comparison_columns(frame, cells, target_top1), order_columns(frame)], axis=1)
     at = frame.columns.get_loc(CEILING_COLUMNS[-1]) + 1
-    for offset, name in enumerate(COMPARISON_COLUMNS):
+    for offset, name in enumerate(extra.columns):
         frame.insert(at + offset, name, extra[name])
-    order = order_columns(frame)
-    at = frame.columns.get_loc(COMPARISON_COLUMNS[-1]) + 1
-    for offset, name in enumerate(ORDER_COLUMNS):
-        frame.insert(at + offset, name, order[name])
     return sort_runs(frame)
 
 
