@@ -1,18 +1,12 @@
 """The report's answer in words: one sentence per comparison, generated from the runs frame.
 
-For every piece of hardware of the study (dataset, epochs, device, machine) and every model:
-each loader against the reference loader (``pil``), each precision against O0, and each software
-stack against the one installed (a package environment or a library build, or records merged
-from two stacks: the version question), the other parameters held (:func:`comparisons`, which
-the comparisons table lists whole). A sentence states a difference only where the data support it
-(:func:`nettebench.report.compare.speedup`, the definition the tables and figures use: the
-ratio of the two cells' steady rates with Welch's interval between their processes, and
-Holm's correction over the front page's comparisons); where they do not, it says the two cannot
-be told apart, with the figure and its interval, so a reader never quotes noise as a result;
-with one process a side it says nothing was tested; where a side or its ceiling was timed
-under interference it states no verdict, names the side and gives the rerun line
-(:func:`nettebench.report.compare.quiet_evidence`). A precision the CPU emulated says so
-first."""
+For every piece of hardware of the study and every model: each loader against ``pil``, each
+precision against O0, and each software stack against the one installed, the other parameters
+held (:func:`comparisons`, which the comparisons table lists whole). A sentence states a
+difference only where the data support it (:func:`nettebench.report.compare.speedup`, the
+definition the tables and figures use); where they do not, it says the two cannot be told
+apart, with the figure and its interval, so a reader never quotes noise as a result.
+"""
 
 from __future__ import annotations
 
@@ -50,11 +44,8 @@ def _where(table: pd.DataFrame) -> str:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A comparison in the words' terms, read from its :class:`~compare.Speedup`: ``ratio``
-    (above 1: other is faster), how it was tested, whether the data support a difference after
-    the family's correction (None: untested, or withheld), and why it is withheld when a side
-    was timed under interference (:func:`compare.quiet_evidence`). Read once the family is
-    complete (the comparisons of one table, or of the front page)."""
+    """A comparison in the words' terms, read from its :class:`~compare.Speedup` once the family
+    is complete (the comparisons of one table, or of the front page)."""
 
     found: Speedup
 
@@ -81,9 +72,8 @@ def verdict(
     names: tuple[str, str] = ("the reference", "the other"),
     family: Family | None = None,
 ) -> Verdict | None:
-    """The :class:`Verdict` of ``other`` against ``reference`` (above 1: other is faster),
-    from :func:`nettebench.report.compare.speedup`, the definition the tables and figures use,
-    as a member of ``family``; None when either side has no finished cell."""
+    """The :class:`Verdict` of ``other`` against ``reference`` as a member of ``family``; None
+    when either side has no finished cell."""
     found = speedup(reference, other, names=names, family=family)
     return None if found is None else Verdict(found)
 
@@ -94,10 +84,8 @@ DISTURBED = "disturbed"  # a side was timed under interference: no verdict
 
 def direction(found: Verdict | None) -> str | None:
     """The verdict of a :func:`verdict` in one word, the one every output that states it uses
-    (the front page's sentence, the CPU-versus-GPU table's precision): :data:`FASTER` or
-    :data:`SLOWER` only where the data support a difference, :data:`ALIKE` where they do not,
-    :data:`DISTURBED` where a side was timed under interference (never a difference then),
-    :data:`UNTESTED` where nothing could be tested; None without a comparison."""
+    (the front page's sentence, the CPU-versus-GPU table's precision): a direction only where
+    the data support a difference, never where a side was disturbed."""
     if found is None:
         return None
     if found.disturbed is not None:
@@ -247,9 +235,7 @@ def _along(
 
 
 def answer_sentences(runs: pd.DataFrame) -> list[str]:
-    """The comparisons of the study's matrix in words, one sentence each (see the module): each
-    loader against ``pil``, each precision against O0, each software stack against the one
-    installed."""
+    """The comparisons of :data:`SENTENCE_AXES` in words, one sentence each."""
     found = []
     for c in comparisons(runs, SENTENCE_AXES):
         where = f"On {c.where}, "

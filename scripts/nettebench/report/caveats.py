@@ -1,30 +1,13 @@
 """What a reader must know before trusting a number: interference, impossible figures, emulation.
 
 Three caveats, decided from the records alone, written as columns of ``runs.csv`` and turned
-into marks in the tables (by :mod:`nettebench.report.grids`) and the report:
-
-- **Interference** (``‡``): the cell's epochs (or its ceiling's timed steps) ran while other
-  processes took the job's CPUs, the hypervisor stole time, or another process used its GPU
-  (``conditions`` in metrics.json and ceiling.json, :mod:`nettebench.records.conditions`).
-- **Impossible** (``✗``): a cell faster than its own compute ceiling beyond both their spreads:
-  the low end of the cell's img/s interval (``train_img_s_low``, the order-statistic interval of
-  its median step rate) above the ceiling's fast end, ``batch / p10 step time`` (the rate of the
-  ceiling's fastest tenth of steps). Such a share is not printed: it only says that the two were
-  not measured alike. A cell above its ceiling within those spreads, or beyond them while the
-  cell or its ceiling was timed under interference (the load changed between the two windows,
-  which explains it), keeps its share, with the words why (``ceiling_exceeded``, ``≈``).
-  Nothing else is called impossible: a first epoch faster than the later ones is
-  epoch-to-epoch variation (``epoch_variation``), stated with its size.
-- **Emulated** precision: bf16 on a CPU without native bf16 arithmetic
-  (:func:`nettebench.vocabulary.precision.emulated_reason`), marked in the column header.
-
-Beside them, a state that is no caveat: a GPU **at its power limit** (``¤``, the timing
-conditions table): the software power cap named in over 5 % of a window's busy NVML readings,
-which is how a GPU runs under full load. It never makes a window disturbed, so it withholds no
-verdict; a limit set below the card's default is a hardware setting, part of the cell's setup
-(``gpu_power_limit_lowered_w``, the machines table).
-
-pandas-free helpers on plain dictionaries, so the tests can feed them records directly.
+into marks in the tables (by :mod:`nettebench.report.grids`) and the report: **interference**
+(``‡``, :mod:`nettebench.records.conditions`), **impossible** (``✗``, a cell faster than its own
+compute ceiling beyond both their spreads: :func:`ceiling_verdict`) and **emulated** precision
+(bf16 on a CPU without native bf16 arithmetic, in the column header). Beside them, a state
+that is no caveat: a GPU **at its power limit** (``¤``, :data:`POWER_LIMIT_NOTE`). What each
+means for a reader: docs/honest-numbers.md. Helpers on plain dictionaries, so the tests can
+feed them records directly.
 """
 
 from __future__ import annotations

@@ -68,12 +68,10 @@ def interval_text(low: float, high: float) -> str:
 def process_ratio(
     reference: pd.DataFrame, other: pd.DataFrame, value: str = "time_for_epochs_s"
 ) -> tuple[stats.Ratio, int, int] | None:
-    """Other's rate over the reference's (above 1: other is faster) from one value per
-    finished process, with Welch's interval between processes, and how many processes each
-    side had; None when a side has nothing finished. Steady rates where every finished process
-    of both sides has one, else ``value`` (seconds: the reference's over other's)."""
-    # the rate column alone, if there is one: not every column of a wide frame
-    a, b = (
+    """Other's rate over the reference's (above 1: other is faster) and the processes a side;
+    None when a side has nothing finished. Steady rates where every finished process of both
+    sides has one, else ``value`` (seconds: the reference's over other's)."""
+    a, b = (  # the rate column alone: not every column of a wide frame
         cells.loc[cells["status"] == STATUS_OK, [c for c in (RATE,) if c in cells]]
         for cells in (reference, other)
     )
@@ -139,10 +137,9 @@ def render(rows: Iterable[Sequence[Any]]) -> list[list[str]]:
 
 @dataclass(eq=False)
 class Speedup:
-    """One comparison as every output states it (table cell, figure bar, sentence): ``ratio``
-    (above 1: other is faster), its 95 % interval between processes, the raw p of Welch's test,
-    the processes a side (``n``), and, when a side was disturbed, why. Its verdict is read
-    through its :class:`Family` (Holm), so it is only final once the table is complete."""
+    """One comparison as every output states it (table cell, figure bar, sentence), ``ratio``
+    above 1 where other is faster. Its verdict is read through its :class:`Family` (Holm), so
+    it is only final once the table is complete."""
 
     ratio: float
     low: float | None
@@ -208,10 +205,9 @@ def speedup(
     names: tuple[str, str] = ("the reference", "the other"),
     family: Family | None = None,
 ) -> Speedup | None:
-    """THE speed-up of ``other`` over ``reference`` (their processes), the one definition the
-    tables, the figures and the front page use (:func:`process_ratio`), added to ``family``.
-    Its verdict is withheld (:data:`NO_VERDICT_MARK`) where :func:`quiet_evidence` finds a side
-    disturbed (``names`` name the sides in the reason). None when a side has nothing finished."""
+    """THE speed-up of ``other`` over ``reference``, the one definition the tables, the figures
+    and the front page use, added to ``family``; its verdict withheld where
+    :func:`quiet_evidence` finds a side disturbed (``names`` name the sides in the reason)."""
     found = process_ratio(reference, other, value)
     if found is None or found[0].ratio is None:
         return None
@@ -231,9 +227,8 @@ def cells_speedup(
     family: Family,
     withheld: list[Disturbed] | None = None,
 ) -> Speedup | None:
-    """:func:`speedup` as a table cell, rendered by :func:`render` once ``family`` is complete
-    (``~`` first when ``approx``); a withheld verdict's reason is appended to ``withheld``, for
-    the table's footnote (:func:`no_verdict_note`)."""
+    """:func:`speedup` as a table cell (``~`` first when ``approx``), rendered by :func:`render`;
+    a withheld verdict's reason is appended to ``withheld``, for :func:`no_verdict_note`."""
     found = speedup(reference, other, value, names=names, family=family)
     if found is None:
         return None
@@ -250,8 +245,8 @@ NO_VERDICT_MARK = f"{C.INTERFERENCE_MARK} (no verdict)"
 
 @dataclass(frozen=True)
 class Disturbed:
-    """Why a comparison states no verdict: which of its sides' timings ran under interference
-    (``what``, e.g. ``pil's epochs (seed 0)``), and the cell directories to measure again."""
+    """Why a comparison states no verdict: which sides' timings ran under interference (``what``,
+    e.g. ``pil's epochs (seed 0)``), and the cell directories to measure again."""
 
     what: str
     paths: tuple[str, ...]
@@ -319,9 +314,8 @@ def speedup_approx(base: pd.DataFrame, seeds: pd.DataFrame, value: str) -> bool:
 def speedup_grids(
     runs: pd.DataFrame, value: str = "time_for_epochs_s", baseline: str = BASELINE_PRECISION
 ) -> tuple[list[Grid], Family]:
-    """Each precision's speed-up over ``baseline`` (same model, setup and parameters), as
-    model x precision tables like the time table's; none where no baseline cell finished. Every
-    grid's verdicts are one family (the table's), corrected together."""
+    """Each precision's speed-up over ``baseline`` (same model, setup and parameters), as model x
+    precision grids like the time table's, their verdicts one family."""
     matrix = runs[runs["kind"] == "matrix"]
     grids, family = [], Family()
     for (dataset, epochs, _, _), table in groups(matrix, GROUP_KEYS):
@@ -395,9 +389,8 @@ class Marks:
 
 
 def seconds_cell(seeds: pd.DataFrame, label: str, marks: Marks) -> str:
-    """A side-by-side table's cell of seconds (mean ± CI over its finished seeds) with every
-    mark the README defines that applies to it: ``~`` extrapolated, ``†`` partial, ``‡`` timed
-    under interference, ``§`` unstable steps; OOM / n/a where nothing finished. ``marks``
+    """A side-by-side table's cell of seconds (mean ± CI over its finished seeds) with every mark
+    that applies to it (``~``, ``†``, ``‡``, ``§``; OOM / n/a where nothing finished); ``marks``
     collects what the footnotes must explain (``label`` names the cell there)."""
     ok = seeds[seeds["status"] == STATUS_OK]
     summary = stats.summarize(ok["time_for_epochs_s"])

@@ -6,23 +6,11 @@ clusters with the same hardware and software. Counted as two seeds they narrow t
 if the cell had been measured twice independently, so only one is kept (byte-identical copies
 are left out earlier, by :func:`nettebench.report.frames.runs.read_cells`).
 
-Two records are the same measurement when every column of ``runs`` that says *what* was measured
-and *where* is equal: the kind, every cell parameter (seed, machine label and package
-environment included), the device, and every ``env_*`` column but those in
-:data:`INCIDENTAL_ENV` (where and when it ran, not on what: the host name, the process, the
-SLURM job, the CPUs the job happened to be given, the kernel build, a dirty work tree). A column
-nobody listed here (a new environment field) keeps records apart, so a forgotten field errs
-towards the old behaviour, never towards merging two machines.
-
-Which one is kept, in this order (each step only when the earlier ones tie):
-
-1. the one whose status is ``ok`` (a finished measurement over one that failed, say an OOM
-   from another process holding the GPU);
-2. the one that ran more epochs (``epochs_run``: a snapshot taken mid-run has fewer);
-3. the newer record (its ``metrics.json`` was written later: a rerun replaces a result);
-4. the one listed first.
-
-Each merge is reported as one line naming both paths and why one was kept. pandas only.
+Two records are the same measurement when every column that says *what* was measured and
+*where* is equal (:func:`identity_columns`). An ``env_*`` column not named in
+:data:`INCIDENTAL_ENV` keeps records apart, so a new environment field errs towards the old
+behaviour, never towards merging two machines. Which one is kept: :func:`_rank`; each merge is
+reported as one line naming both paths and why one was kept.
 """
 
 from __future__ import annotations
@@ -97,7 +85,9 @@ def _epochs(row: pd.Series) -> int:
 
 
 def _rank(row: pd.Series, order: int) -> tuple:
-    """Sorts the record to keep first (see the module docstring)."""
+    """Sorts the record to keep first: an ``ok`` one (over, say, an OOM caused by another
+    process on the GPU), then the one that ran more epochs (a snapshot taken mid-run has fewer),
+    then the newer ``metrics.json`` (a rerun replaces a result), then the first listed."""
     return (row["status"] != STATUS_OK, -_epochs(row), -_written(row["path"]), order)
 
 

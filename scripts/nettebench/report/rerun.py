@@ -1,20 +1,13 @@
 """Re-measure what was disturbed, in one command: the cells (and ceilings) timed under
 interference, and the Snakemake line that measures exactly them again.
 
-A cell's ceiling is measured in the cell's own job right after its epochs (rule ``cell_train``,
-``benchmarks/cell_job.py``), so rerunning a cell's job measures both again; a cell whose
-ceiling alone was disturbed is rerun the same way. Snakemake's ``--forcerun`` takes output
-files, so the line names each disturbed cell's ``metrics.json`` and Snakemake reruns those
-jobs and the report jobs after them, nothing else. It reads the study the run stored beside its
-results (``results/study.yaml``, :mod:`nettebench.study.stored`), so the same line serves the
-quick start and ``config.yaml`` alike, with the workflow's default profile.
-``NETTEBENCH_RETRAIN=1`` tells the trainer not to restore the finished record it kept
-(``training/finished.py``): a restore would copy the disturbed numbers back instead of measuring
-them.
-
-``python -m nettebench report rerun [--runs results/tables/runs.csv]`` prints the line (or says
-nothing was disturbed); the tables and the front page print it under every comparison they
-withhold a verdict from (:func:`nettebench.report.compare.quiet_evidence`).
+A cell's ceiling is measured in the cell's own job right after its epochs (rule ``cell_train``),
+so rerunning a cell's job measures both again. Snakemake's ``--forcerun`` takes output files, so
+the line names each disturbed cell's ``metrics.json``: Snakemake reruns those jobs and the
+report jobs after them, nothing else. It reads the study stored beside the results
+(:mod:`nettebench.study.stored`), so the same line serves the quick start and ``config.yaml``
+alike. ``NETTEBENCH_RETRAIN=1``: a restore of the finished record would copy the disturbed
+numbers back instead of measuring them.
 """
 
 from __future__ import annotations

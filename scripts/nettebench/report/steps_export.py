@@ -1,23 +1,13 @@
 """Every timed training step in files other tools read: ``steps.csv`` and one pyperf JSON a cell.
 
-The trainer keeps each epoch's steady steps in ``epochs.csv`` (``step_ms``, milliseconds,
-space-separated; :mod:`nettebench.records.spread`). This module writes them out, after training
-(in the ``tables_aggregate`` job, after the tables), so no timed job is touched:
-
-- ``results/tables/steps.csv``: one row per training step of every ``ok`` cell: ``cell_id``,
-  ``cell`` (its path), ``epoch``, ``step`` (1-based within the epoch), ``phase``, ``seconds``,
-  ``images``. ``phase`` is ``steady`` for the steps the cell's img/s comes from and ``warmup``
-  for the steps before them (the first epoch's warm-up, ``--warmup-steps`` capped at one step
-  less than the epoch runs, and every epoch's first step, the loader's start-up). The trainer
-  does not keep a warm-up step's time, so those rows have no ``seconds`` and no ``images``.
-- ``results/pyperf/<cell path>.json``: the cell as a pyperf benchmark file, one benchmark named
-  ``train_step`` (the same name in every file, so ``python -m pyperf compare_to A.json B.json``
-  compares two cells), one pyperf run per epoch whose values are the epoch's steady steps, in
-  seconds per image (a step's seconds over its images, so cells of different batch sizes
-  compare). pyperf's warm-ups are left out: their times are not recorded. ``python -m pyperf
-  stats`` on a file gives the median, its spread and pyperf's stability verdict.
-
-Standard library only (pyperf itself is not needed to write its format).
+The trainer keeps each epoch's steady steps in ``epochs.csv`` (``step_ms``,
+:mod:`nettebench.records.spread`); this module writes them out in the ``tables_aggregate`` job,
+after training, so no timed job is touched. What the files hold and how pyperf reads them:
+docs/honest-numbers.md. A ``warmup`` row (the first epoch's warm-up and every epoch's first
+step, the loader's start-up) has no ``seconds``: the trainer keeps no warm-up step's time. A
+pyperf value is seconds per image, so cells of different batch sizes compare; every file names
+its benchmark ``train_step``, so ``python -m pyperf compare_to A.json B.json`` compares two
+cells. Standard library only (pyperf itself is not needed to write its format).
 """
 
 from __future__ import annotations

@@ -69,26 +69,17 @@ ENV_KEYS = (
 )
 
 
-# The compute ceiling (nettebench.benchmarks.ceiling) a cell may have beside its metrics.json.
-# Columns after the summary: the ceiling's status, its img/s (missing unless the status is ok),
-# and the cell's training img/s as a share of it.
+# After the summary: the compute ceiling (nettebench.benchmarks.ceiling) beside metrics.json.
 CEILING_COLUMNS = ("ceiling_status", "ceiling_img_s", "ceiling_share")
 
 
-# Columns after the ceiling's: the cell's setup (machine label and environment, see
-# nettebench.report.setups) and its time to accuracy (config `target_top1`): the seconds of
-# epochs (train + validation) until validation top-1 first reached the target, and that epoch;
-# both missing when the target was not reached, none was set, or the cell ran partial epochs.
+# After the ceiling's: the cell's setup (nettebench.report.setups) and its time to accuracy
+# (config `target_top1`, :func:`time_to_target`; missing for a cell that ran partial epochs).
 COMPARISON_COLUMNS = ("setup", "setup_id", "target_top1", "time_to_target_s", "target_epoch")
 
 
-# Columns after the comparison's: the order the timed processes ran in, so a reader can see
-# that a run interleaved its replicates (the workflow runs every cell's first seed, then every
-# cell's second, ...: nettebench.study.replicates). ``replicate``: the rank (0-based) of the
-# cell's seed among the distinct seeds of its kind's rows, the workflow's own rank when the
-# records are one study's; ``timed_order``: 1-based, the order in which the cells' timing
-# windows opened (metrics.json ``conditions.started_at``, runs.csv ``timed_from``), missing
-# for a record that has none.
+# After the comparison's: the order the timed processes ran in, so a reader can see that a run
+# interleaved its replicates (nettebench.study.replicates; :func:`order_columns`).
 ORDER_COLUMNS = ("replicate", "timed_order")
 
 
@@ -215,11 +206,8 @@ def _ordered_keys(known: Sequence[str], seen: Iterable[str]) -> list[str]:
 
 
 def ceiling_columns(record: dict[str, Any], ceiling: dict[str, Any] | None) -> dict[str, Any]:
-    """``ceiling_status``, ``ceiling_img_s`` (None unless ok), ``ceiling_share`` of one cell.
-
-    The share is the cell's ``summary.train_img_s`` over the ceiling's ``img_s``; it is None
-    when either is missing (a cell or a ceiling that did not run, or no ceiling).
-    """
+    """:data:`CEILING_COLUMNS` of one cell: the ceiling's status, its img/s (None unless ok),
+    and the cell's ``summary.train_img_s`` over it (None when either is missing)."""
     if ceiling is None:
         return dict.fromkeys(CEILING_COLUMNS)
     status = ceiling.get("status")
@@ -273,13 +261,8 @@ def comparison_columns(
 
 
 def runs_frame(cells: Sequence[Cell], *, target_top1: float | None = None) -> pd.DataFrame:
-    """One row per cell: parameters, outcome, device, summary, ceiling, setup and time to
-    accuracy, replicate and timed order, ``env_*``, path.
-
-    Sorted stably (see :func:`sort_runs`).
-
-    The index holds each cell's position in ``cells`` (used to order the epochs the same way).
-    """
+    """One row per cell, in the module's column order, sorted by :func:`sort_runs`; the index
+    holds each cell's position in ``cells`` (used to order the epochs the same way)."""
     # The documented keys are always columns, so the header is stable even for an empty study.
     cell_keys = _ordered_keys(
         PARAMETER_NAMES, [*PARAMETER_NAMES, *(k for c in cells for k in c.record["cell"])]
@@ -336,13 +319,10 @@ def runs_frame(cells: Sequence[Cell], *, target_top1: float | None = None) -> pd
 
 
 def order_columns(frame: pd.DataFrame) -> pd.DataFrame:
-    """:data:`ORDER_COLUMNS` for the rows of ``frame``.
-
-    The replicate rank is taken from the rows themselves (the seeds present, per kind), so it
-    needs no config and matches the rank the workflow ordered the jobs by. The order comes from
-    each record's own start time, not from the order the files were listed in: it is what ran,
-    told by the cells.
-    """
+    """:data:`ORDER_COLUMNS`: ``replicate``, the 0-based rank of the cell's seed among its kind's
+    seeds (from the rows, so it needs no config and matches the rank the workflow ordered the
+    jobs by); ``timed_order``, 1-based, the order the timing windows opened (``timed_from``: what
+    ran, told by the cells, not the order the files were listed in), missing without one."""
     seeds = pd.to_numeric(frame["seed"], errors="coerce")
     replicate = seeds.groupby(frame["kind"], dropna=False).rank(method="dense") - 1
     started = pd.to_numeric(frame["timed_from"], errors="coerce")
@@ -356,10 +336,8 @@ def order_columns(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def sort_runs(frame: pd.DataFrame) -> pd.DataFrame:
-    """Sort by kind (matrix first), dataset, model, batch size, precision (display order), seed.
-
-    Stable, so cells equal on all of these keep the order they were given in.
-    """
+    """Sort by kind (matrix first), dataset, model, batch size, precision (display order), seed;
+    stable, so cells equal on all of these keep the order they were given in."""
     if frame.empty:
         return frame
     kinds = list(KIND_ORDER) + sorted(set(frame["kind"].dropna().astype(str)) - set(KIND_ORDER))
