@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -272,8 +273,9 @@ def _one_step(rank: int, world: int, init: str, out: str) -> None:
     step = TrainingStep(
         model, precision.get("O0"), torch.device("cpu"), lr=0.5, momentum=0.9, weight_decay=0
     )
-    runner = distributed.wrap(step)
-    share = distributed.local_batch(8)
+    here = distributed.DataParallel.from_env()
+    runner = here.wrap(step)
+    share = here.local_batch(8)
     rows = slice(rank * share, (rank + 1) * share)
     runner.step(images[rows], targets[rows])
     if rank == 0:
@@ -312,7 +314,7 @@ def _combined_summary(rank: int, world: int, init: str, out: str) -> None:
         img_s=16 * len(step_s) / sum(step_s), steps_run=len(step_s), extrapolated=False,
         step_s=step_s, step_images=[16] * len(step_s),
     )  # fmt: skip
-    train = distributed.combine_train(local)
+    train = distributed.DataParallel.from_env().combine_train(local)
     row = {"step_ms": spread.step_ms_text(train.step_s), "_step_images": train.step_images}
     # should the ranks' step counts ever differ (rank 1 one step short), no collective of
     # unequal lists: each step's images are this process's scaled by the cell's share
@@ -457,10 +459,10 @@ def test_a_stop_every_process_ended_on_is_an_interruption(tmp_path, capsys):
 def test_one_process_is_a_no_op_at_every_point_of_the_seam():
     """The trainer's one object for data parallelism (DataParallel) at one process: every point
     hands back what it was given, and this process writes."""
-    from nettebench.training import parallel
+    from nettebench.training import distributed
 
-    alone = parallel.DataParallel.from_env()
-    assert alone == parallel.ALONE and alone.alone and alone.writer
+    alone = distributed.DataParallel.from_env()
+    assert alone == distributed.ALONE and alone.alone and alone.writer
     runner, loaders, stop, train, split = (object() for _ in range(5))
     assert alone.wrap(runner) is runner and alone.agreed(stop) is stop
     assert alone.shard(loaders, 32) == (loaders, 32) and alone.local_batch(32) == 32
@@ -478,14 +480,16 @@ def test_processes_that_ran_out_of_memory_write_their_outcome_and_end(monkeypatc
     monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.setenv("RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    assert distributed.writes_results("oom") and not distributed.writes_results("ok")
-    assert not distributed.runs_after_epochs("oom") and distributed.runs_after_epochs("ok")
+    here = distributed.DataParallel.from_env()
+    assert here.writes_results("oom") and not here.writes_results("ok")
+    assert not here.runs_after_epochs("oom") and here.runs_after_epochs("ok")
+    oom = SimpleNamespace(status="oom", message="out of memory")
     with pytest.raises(SystemExit) as ended:
-        distributed.after_outcome({"status": "oom"})
+        here.settle({"status": "oom"}, oom, 0.0, lambda: {"status": "oom"})
     assert ended.value.code == distributed.OOM_EXIT
-    assert distributed.threads_share(4) == 2 and distributed.local_batch(32) == 16
+    assert here.threads_share(4) == 2 and here.local_batch(32) == 16
     with pytest.raises(distributed.DistributedError, match="does not split over 2"):
-        distributed.local_batch(33)
+        here.local_batch(33)
 
 
 def test_the_job_gives_itself_the_environment_its_processes_will_see(monkeypatch):
@@ -515,13 +519,14 @@ def test_a_data_parallel_cell_outside_torchrun_says_how_to_start_it(monkeypatch)
 
     for name in ("LOCAL_RANK", "WORLD_SIZE", "RANK"):
         monkeypatch.delenv(name, raising=False)
-    assert distributed.world_size() == 1 and distributed.rank() == 0
-    assert distributed.launches(cell()) and not distributed.launches(cell(processes=1))
+    here = distributed.DataParallel.from_env
+    assert here() == distributed.ALONE
+    assert here().launches(cell()) and not here().launches(cell(processes=1))
     with pytest.raises(distributed.DistributedError, match="none runs under torchrun"):
-        distributed.join(cell(), torch.device("cpu"))
+        here().start(cell(), torch.device("cpu"), None)
     monkeypatch.setenv("WORLD_SIZE", "3")  # not torchrun's worker without LOCAL_RANK too
-    assert distributed.world_size() == 1 and distributed.launches(cell())
+    assert here().world == 1 and here().launches(cell())
     monkeypatch.setenv("LOCAL_RANK", "0")
-    assert distributed.world_size() == 3 and not distributed.launches(cell())
+    assert here().world == 3 and not here().launches(cell())
     with pytest.raises(distributed.DistributedError, match="3 were started"):
-        distributed.join(cell(), torch.device("cpu"))
+        here().start(cell(), torch.device("cpu"), None)

@@ -60,6 +60,16 @@ def worker(monkeypatch):
     return with_peer
 
 
+def here() -> distributed.DataParallel:
+    """This process's part as torchrun's environment (set by the test) says."""
+    return distributed.DataParallel.from_env()
+
+
+def combine_val(val, split):
+    """``val`` (this process's validation of its share) over both processes."""
+    return here().validate(SimpleNamespace(model=None), lambda _: val, split)
+
+
 def alone(monkeypatch):
     for name in ("LOCAL_RANK", "RANK", "WORLD_SIZE"):
         monkeypatch.delenv(name, raising=False)
@@ -82,12 +92,12 @@ def test_rank_and_the_agent_as_the_jobs_root(monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "1")
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "1")
-    assert distributed.rank() == 1 and not distributed.is_writer()
-    assert distributed.job_pid() == os.getppid()
+    assert distributed.rank() == 1 and not here().writer
+    assert here().job_pid == os.getppid()
     alone(monkeypatch)
     monkeypatch.setenv("RANK", "1")  # not a torchrun worker: RANK alone means nothing
-    assert distributed.rank() == 0 and distributed.is_writer()
-    assert distributed.job_pid() is None
+    assert distributed.rank() == 0 and here().writer
+    assert here().job_pid is None
 
 
 def test_the_collectives_timeout_comes_from_the_environment(monkeypatch):
@@ -111,7 +121,7 @@ def test_a_training_epoch_is_the_whole_cells(worker):
         [32, 32],  # step images: summed
         [0.3, 0.2],  # step times: the larger
     )
-    got = distributed.combine_train(mine)
+    got = here().combine_train(mine)
     assert got.loss == 3.0 and got.data_wait_s == 1.0
     assert got.images == 128 and isinstance(got.images, int) and got.img_s == 220.0
     assert got.seconds == 5.0 and got.extrapolated is True
@@ -131,7 +141,7 @@ def test_steps_of_unequal_counts_are_scaled_to_the_cells_images(worker):
         extrapolated=False, step_s=[0.1, 0.2], step_images=[32, 32],
     )  # fmt: skip
     worker([1.0, 0.0, 96, 10.0], [1.0, 0.0], [3, -3])
-    got = distributed.combine_train(mine)
+    got = here().combine_train(mine)
     assert got.step_s == [0.1, 0.2] and got.step_images == [80.0, 80.0]
 
 
@@ -141,7 +151,7 @@ def test_no_steady_steps_on_either_process(worker):
         extrapolated=False,
     )  # fmt: skip
     worker([1.0, 0.0, 0, 0.0], [1.0, 0.0], [0, 0])
-    got = distributed.combine_train(mine)
+    got = here().combine_train(mine)
     assert got.step_s == [] and got.step_images == []
 
 
@@ -150,7 +160,7 @@ def test_validation_counts_every_image_once(worker):
     cell's numbers are over the 100 images."""
     val = ValResult(loss=1.0, top1=0.5, top5=0.9, seconds=2.0, extrapolated=False)
     worker([80.0, 10.0, 32.0, 40], [3.0, 1.0])
-    got = distributed.combine_val(val, SimpleNamespace(samples=60))
+    got = combine_val(val, SimpleNamespace(samples=60))
     assert got.loss == pytest.approx(1.4) and got.top1 == pytest.approx(0.4)
     assert got.top5 == pytest.approx(0.86)
     assert got.seconds == 3.0 and got.extrapolated is True
@@ -159,29 +169,29 @@ def test_validation_counts_every_image_once(worker):
 def test_validation_of_no_images_is_zero_not_a_division_by_zero(worker):
     val = ValResult(loss=0.0, top1=0.0, top5=0.0, seconds=0.5, extrapolated=False)
     worker([0.0, 0.0, 0.0, 0], [0.5, 0.0])
-    got = distributed.combine_val(val, SimpleNamespace(samples=0))
+    got = combine_val(val, SimpleNamespace(samples=0))
     assert (got.loss, got.top1, got.top5) == (0.0, 0.0, 0.0)
 
 
 def test_a_single_process_keeps_its_own_numbers(monkeypatch):
     alone(monkeypatch)
     val = ValResult(loss=1.0, top1=0.5, top5=0.9, seconds=2.0, extrapolated=False)
-    assert distributed.combine_val(val, SimpleNamespace(samples=60)) is val
+    assert combine_val(val, SimpleNamespace(samples=60)) is val
     train = TrainEpoch(
         loss=1.0, seconds=1.0, data_wait_s=0.0, images=8, img_s=8.0, steps_run=1,
         extrapolated=False, step_s=[1.0], step_images=[8],
     )  # fmt: skip
-    assert distributed.combine_train(train) is train
-    assert distributed.any_rank(True) is True and distributed.any_rank(False) is False
+    assert here().combine_train(train) is train
+    assert here().any(True) is True and here().any(False) is False
 
 
 def test_a_flag_on_any_process_holds_on_every_one(worker):
     worker([1.0])
-    assert distributed.any_rank(False) is True
+    assert here().any(False) is True
     worker([0.0])
-    assert distributed.any_rank(False) is False
+    assert here().any(False) is False
     worker([0.0])
-    assert distributed.any_rank(True) is True
+    assert here().any(True) is True
 
 
 class Stop:
@@ -192,7 +202,7 @@ class Stop:
 
 def test_a_signal_to_the_peer_stops_this_process_before_the_same_step(worker):
     stop = Stop()
-    agreed = distributed.agreed(stop)
+    agreed = here().agreed(stop)
     assert agreed is not stop and agreed.installed == "yes"  # the rest is the stop's own
     worker([0.0])
     agreed.check()  # nobody was signalled: the step runs
@@ -204,7 +214,7 @@ def test_a_signal_to_the_peer_stops_this_process_before_the_same_step(worker):
 
 
 def test_a_signal_here_stops_the_peer_too(worker):
-    agreed = distributed.agreed(Stop(requested=2))
+    agreed = here().agreed(Stop(requested=2))
     assert agreed.requested == 2  # before any collective
     peer = worker([0.0])
     with pytest.raises(Interrupted) as raised:
@@ -213,10 +223,10 @@ def test_a_signal_here_stops_the_peer_too(worker):
 
 
 def test_without_a_stop_or_a_peer_the_stop_is_itself(worker, monkeypatch):
-    assert distributed.agreed(None) is None
+    assert here().agreed(None) is None
     alone(monkeypatch)
     stop = Stop()
-    assert distributed.agreed(stop) is stop
+    assert here().agreed(stop) is stop
 
 
 def test_the_barrier_waits_only_in_a_group(worker, monkeypatch):
@@ -243,19 +253,26 @@ def test_leaving_ends_the_group_and_forgets_the_control_group(worker, monkeypatc
 def test_after_an_ok_outcome_a_worker_leaves_and_a_lone_oom_does_not_exit(worker, monkeypatch):
     left = []
     monkeypatch.setattr(distributed, "leave", lambda: left.append(True))
-    distributed.after_outcome({"status": "ok"})
+    ok = SimpleNamespace(status="ok", message=None)
+    assert here().settle({}, ok, 0.0, lambda: {"status": "ok"}) == {"status": "ok"}
     assert left == [True]
     alone(monkeypatch)
-    distributed.after_outcome({"status": "oom"})  # one process: nobody waits for it
+    oom = SimpleNamespace(status="oom", message="out of memory")
+    here().settle({}, oom, 0.0, lambda: {"status": "oom"})  # one process: nobody waits for it
     assert left == [True, True]
-    assert distributed.runs_after_epochs("oom")
+    assert here().runs_after_epochs("oom")
 
 
 def test_a_silent_process_records_its_status_and_wall_time():
+    """Rank 1 of two writes nothing after an interrupted run: its record says so, for its log."""
     started = time.time() - 5
     record = {"status": "ok", "message": None, "summary": {}}
-    got = distributed.rank_record(record, "oom", "out of memory", started)
-    assert got is record and record["status"] == "oom" and record["message"] == "out of memory"
+    stopped = SimpleNamespace(status="interrupted", message="stopped by SIGTERM")
+    got = distributed.DataParallel(rank=1, world=2).settle(
+        record, stopped, started, lambda: pytest.fail("rank 1 wrote the outcome")
+    )
+    assert got is record and record["status"] == "interrupted"
+    assert record["message"] == "stopped by SIGTERM"
     assert 5 <= record["summary"]["wall_s"] < 60
 
 
@@ -273,7 +290,7 @@ def test_join_starts_gloo_on_a_cpu_with_the_timeout(worker, monkeypatch):
     )
     monkeypatch.setenv(distributed.TIMEOUT_ENV, "7")
     monkeypatch.setattr(distributed, "_control_group", ["stale"])
-    distributed.join(cell(), torch.device("cpu"))
+    here().start(cell(), torch.device("cpu"), None)
     import datetime
 
     assert started == ["deathsig", ("gloo", {"timeout": datetime.timedelta(seconds=7)})]
@@ -290,7 +307,7 @@ def test_join_on_gpus_adds_a_gloo_group_for_the_control_collectives(worker, monk
     monkeypatch.setattr(dist, "new_group", lambda **kw: ("group", kw))
     monkeypatch.setattr(distributed, "_control_group", [None])
     gpu = torch.device("cuda:0")
-    distributed.join(cell(), gpu)
+    here().start(cell(), gpu, None)
     assert [b for b, _ in started] == ["nccl"] and started[0][1]["device_id"] == gpu
     assert distributed._control_group[0][1]["backend"] == "gloo"
 
@@ -300,15 +317,15 @@ def test_join_in_a_started_group_or_a_lone_cell_does_nothing(worker, monkeypatch
         dist, "init_process_group", lambda *a, **kw: pytest.fail("started a second group")
     )
     monkeypatch.setattr(distributed, "_stop_with_the_job", lambda: pytest.fail("prctl"))
-    distributed.join(cell(), torch.device("cpu"))  # is_initialized: already joined
+    here().start(cell(), torch.device("cpu"), None)  # is_initialized: already joined
     alone(monkeypatch)
     monkeypatch.setattr(dist, "is_initialized", lambda: False)
-    distributed.join(cell(processes=1), torch.device("cpu"))
+    here().start(cell(processes=1), torch.device("cpu"), None)
 
 
 def test_a_one_process_cell_among_two_workers_is_refused(worker):
     with pytest.raises(distributed.DistributedError) as refused:
-        distributed.join(cell(processes=1), torch.device("cpu"))
+        here().start(cell(processes=1), torch.device("cpu"), None)
     assert str(refused.value) == (
         "the cell has processes 1 but 2 were started: run its job (python -m nettebench "
         "benchmarks cell-job), which starts them, or torchrun with --nproc-per-node x "
@@ -370,19 +387,19 @@ def test_a_worker_takes_the_gpu_of_its_local_rank(monkeypatch):
         "empty",
         lambda size, device: SimpleNamespace(device=torch.device(device)),
     )
-    got = distributed.local_device(torch.device("cuda"))
+    got = here().device(torch.device("cuda"))
     assert got == torch.device("cuda:1") and chosen == [1]
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     with pytest.raises(distributed.DistributedError) as refused:
-        distributed.local_device(torch.device("cuda"))
+        here().device(torch.device("cuda"))
     assert str(refused.value) == (
         "process 1 of the cell needs a GPU of its own, but torch sees 1; ask for as many GPUs "
         "as processes"
     )
     cpu = torch.device("cpu")
-    assert distributed.local_device(cpu) is cpu
+    assert here().device(cpu) is cpu
     monkeypatch.setenv("WORLD_SIZE", "1")
-    assert distributed.local_device(torch.device("cuda")) == torch.device("cuda")
+    assert here().device(torch.device("cuda")) == torch.device("cuda")
 
 
 def loaders() -> Loaders:
@@ -403,7 +420,7 @@ def test_each_worker_validates_its_share_and_counts_it(worker, monkeypatch):
     for rank in ("0", "1"):
         monkeypatch.setenv("RANK", rank)
         monkeypatch.setattr(dist, "is_initialized", lambda: True)
-        mine = distributed.shard(loaders(), 8)
+        mine, _ = here().shard(loaders(), 8)
         monkeypatch.setattr(dist, "is_initialized", lambda: False)  # for the DataLoader
         batches = list(mine.val)
         assert all(len(targets) <= 4 for _, targets in batches)  # the per-process batch
@@ -415,7 +432,7 @@ def test_each_worker_validates_its_share_and_counts_it(worker, monkeypatch):
 
 
 def test_a_counted_split_copies_without_recursing(worker):
-    counted = distributed.shard(loaders(), 8).val
+    counted = here().shard(loaders(), 8)[0].val
     copied = copy.copy(counted)
     assert copied.loader is counted.loader and copied.batch_size == 4
 
@@ -423,7 +440,7 @@ def test_a_counted_split_copies_without_recursing(worker):
 def test_a_single_process_keeps_its_loaders(monkeypatch):
     alone(monkeypatch)
     mine = loaders()
-    assert distributed.shard(mine, 8) is mine
+    assert here().shard(mine, 8) == (mine, 8)
 
 
 class Runner:
@@ -459,7 +476,7 @@ def test_ddp_keeps_the_models_keys_and_validates_on_the_plain_module(group, monk
     monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
     plain = torch.nn.Linear(3, 2)
-    runner = distributed.wrap(Runner(plain))
+    runner = here().wrap(Runner(plain))
     assert isinstance(runner.model, torch.nn.parallel.DistributedDataParallel)
     assert runner.model.find_unused_parameters is False
     assert list(runner.model.state_dict()) == ["weight", "bias"]
@@ -468,20 +485,20 @@ def test_ddp_keeps_the_models_keys_and_validates_on_the_plain_module(group, monk
     assert float(plain.weight.detach().abs().sum()) == 0.0
     local = distributed.local_model(runner)
     assert local.model is plain and local.steps == 0 and local.device == runner.device
-    aux = distributed.wrap(Runner(WithAux()))
+    aux = here().wrap(Runner(WithAux()))
     assert aux.model.find_unused_parameters is True
     alone(monkeypatch)
     lone = Runner(plain)
-    assert distributed.wrap(lone).model is plain and distributed.local_model(lone) is lone
+    assert here().wrap(lone).model is plain and distributed.local_model(lone) is lone
 
 
 def test_each_process_gets_a_whole_share_of_the_threads_and_the_batch(monkeypatch):
     monkeypatch.setenv("LOCAL_RANK", "0")
     monkeypatch.setenv("WORLD_SIZE", "2")
-    assert distributed.threads_share(1) == 1  # at least one each
-    assert distributed.threads_share(5) == 2 and isinstance(distributed.threads_share(5), int)
+    assert here().threads_share(1) == 1  # at least one each
+    assert here().threads_share(5) == 2 and isinstance(here().threads_share(5), int)
     with pytest.raises(distributed.DistributedError) as refused:
-        distributed.local_batch(33)
+        here().local_batch(33)
     assert str(refused.value) == (
         "batch_size 33 does not split over 2 processes: it is the global batch, use a multiple "
         "of processes"
@@ -500,13 +517,13 @@ def test_ddp_on_a_gpu_is_given_the_workers_own_gpu(worker, monkeypatch):
     monkeypatch.setattr(distributed, "_PlainKeys", lambda model, **kw: built.append(kw) or model)
     gpu = Runner(torch.nn.Linear(2, 2))
     gpu.device = torch.device("cuda:1")
-    distributed.wrap(gpu)
-    distributed.wrap(Runner(torch.nn.Linear(2, 2)))
+    here().wrap(gpu)
+    here().wrap(Runner(torch.nn.Linear(2, 2)))
     assert [kw["device_ids"] for kw in built] == [[1], None]
 
 
 def test_a_counted_split_counts_each_pass_afresh(worker, monkeypatch):
-    counted = distributed.shard(loaders(), 8).val
+    counted = here().shard(loaders(), 8)[0].val
     monkeypatch.setattr(dist, "is_initialized", lambda: False)  # for the DataLoader
     assert counted.samples == 0  # before any pass
     once = sum(len(targets) for _, targets in counted)

@@ -62,7 +62,7 @@ def test_the_rule_counts_what_a_caller_passes(tmp_path):
 
 def test_the_trainer_reaches_data_parallelism_only_through_its_object():
     """cli.py and fit.py call no function of the ``distributed`` module: only the
-    ``DataParallel`` they hold (``training/parallel.py``, ``DataParallel.from_env()``)."""
+    ``DataParallel`` they hold (``DataParallel.from_env()``)."""
     for name in ("cli.py", "fit.py"):
         tree = ast.parse((TRAINING / name).read_text(encoding="utf-8"))
         calls = {

@@ -44,9 +44,9 @@ from nettebench.records import conditions, environment
 from nettebench.study.cell_options import CommandParser, add_cell_options, cell_from_args
 from nettebench.training.apex import ApexAmpUnavailable, ApexUnsupported
 from nettebench.training.cli import resolve_device
+from nettebench.training.distributed import DataParallel
 from nettebench.training.loop import peak_memory_mb, reset_peak_memory, synchronize
 from nettebench.training.outcome import oom_message, unsupported_reason
-from nettebench.training.parallel import DataParallel
 from nettebench.vocabulary import commands, record_keys
 from nettebench.vocabulary.atomic import write_text_atomic
 from nettebench.vocabulary.cell import CellSpec

@@ -26,7 +26,7 @@ from nettebench.benchmarks import ceiling
 from nettebench.datasets.info import load_data_root
 from nettebench.study.cell_options import cell_from_args, plain_text
 from nettebench.training import cli as trainer
-from nettebench.training.parallel import DataParallel
+from nettebench.training.distributed import DataParallel
 from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_text_atomic
 

@@ -5,8 +5,8 @@ Owns the command (:mod:`.cli`, ``python -m nettebench training``), the epochs an
 in a precision mode (:mod:`.step`), the optional NVIDIA apex backend (:mod:`.apex`), the resume
 checkpoint (:mod:`.checkpoint`), the restore (:mod:`.finished`) and the one key both are matched
 on (:mod:`.validity`). A run is handed its context (:mod:`.context`: options, the started run,
-what it came to); data parallelism reaches it as one object (:mod:`.parallel`), over the
-collectives of :mod:`.distributed` (the processes started by :mod:`.launch`).
+what it came to); data parallelism reaches it as one object
+(:class:`.distributed.DataParallel`; the processes started by :mod:`.launch`).
 
 May import torch and everything below it: :mod:`nettebench.data`, :mod:`nettebench.models`,
 :mod:`nettebench.records`, :mod:`nettebench.builds`, :mod:`nettebench.datasets`,

@@ -8,7 +8,7 @@ import dataclasses
 import torch
 
 from nettebench.training import runner as runners
-from nettebench.training.parallel import ALONE, DataParallel
+from nettebench.training.distributed import ALONE, DataParallel
 from nettebench.vocabulary.cell import CellSpec
 
 AUTO_BATCH_START = 256  # batch_size: auto starts at the reference batch size and halves

@@ -56,8 +56,8 @@ from nettebench.training.context import (
     RunOptions,
     Trained,
 )
+from nettebench.training.distributed import DataParallel
 from nettebench.training.interrupts import Interrupted, StopOnSignal, signal_name
-from nettebench.training.parallel import DataParallel
 from nettebench.vocabulary import commands
 from nettebench.vocabulary.cell import CellSpec
 from nettebench.vocabulary.dataset_errors import DatasetError

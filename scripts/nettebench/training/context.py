@@ -3,7 +3,7 @@
 :class:`RunOptions` is what a caller of :func:`~nettebench.training.cli.run_cell` may choose
 beyond the cell, its data and its folder (every field has the default the command line has);
 :class:`RunContext` is what the trainer works from once the run has started: the resolved
-device, this process's part in a data-parallel cell (:class:`~.parallel.DataParallel`), the
+device, this process's part in a data-parallel cell (:class:`~.distributed.DataParallel`), the
 result's key. :class:`Trained` is what the epochs came to, as :mod:`.outcome` writes it.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 import torch
 
 from nettebench.records import conditions
+from nettebench.training.distributed import ALONE, DataParallel
 from nettebench.training.interrupts import StopOnSignal
-from nettebench.training.parallel import ALONE, DataParallel
 from nettebench.vocabulary.cell import CellSpec
 
 WARMUP_STEPS = 5  # first-epoch steps excluded from img/s (autotuning, allocator, workers)

@@ -1,31 +1,33 @@
-"""What one process of a data-parallel cell does differently: process group, DDP, shards, sums.
+"""Data parallelism as the trainer sees it: one object, a no-op at one process.
 
-The trainer reaches these through one object, :class:`.parallel.DataParallel`; the benchmarks
-(the ceiling, the cell job) and the tests call them directly.
+:class:`DataParallel` is this process's part in a cell (its rank of the cell's processes) and
+the few points where data parallelism changes a run; the trainer (:mod:`.cli`, :mod:`.fit`)
+holds one (:class:`~.context.RunContext`'s ``parallel``) and calls nothing else of this module.
 
 A cell with ``processes: N`` (N > 1) is started by its job through torch's own launcher
 (:mod:`.launch`: torchrun's elastic agent), which runs the same command N times with ``RANK``,
 ``LOCAL_RANK`` and ``WORLD_SIZE`` set. Each of those workers trains the cell as a one-process
-run would, through these hooks, every one of them a no-op in a single process:
+run would, through these points:
 
-- :func:`join` starts the process group: NCCL on GPUs (one per process, ``cuda:LOCAL_RANK``,
-  :func:`local_device`), gloo on the CPU; small control collectives (the stop flag, the epoch
-  sums) always go over gloo. Every collective has a timeout (:data:`TIMEOUT_ENV`), so a process
-  that hangs ends the cell with an error instead of a hang; one that dies is noticed by the
-  agent at once (:mod:`.launch`).
-- :func:`wrap` puts the model in ``DistributedDataParallel`` (gradients all-reduced in
-  backward) with the plain state_dict keys, so a checkpoint does not depend on N.
-- ``batch_size`` is the global batch: :func:`local_batch` is each process's share, as
-  pytorch/examples' ``main.py`` splits it; the lr rule sees the global batch. :func:`shard`
-  deals the data out (:mod:`nettebench.data.shards`).
-- :func:`agreed` makes the stop check before every training batch collective, so a SIGINT or
-  SIGTERM to any process stops all of them before the same step: none is left waiting in an
-  all-reduce that the others never join.
-- :func:`combine_train` and :func:`combine_val` make the epoch's numbers the whole cell's: img/s
-  summed, losses and accuracies over every image, times of the slowest process.
-- Rank 0 writes the results (:func:`is_writer`); a process that ran out of memory writes its
-  outcome itself and exits with :data:`OOM_EXIT`, so the agent stops the others
-  (:func:`writes_results`, :func:`after_outcome`).
+- :meth:`~DataParallel.start` starts the process group: NCCL on GPUs (one per process,
+  ``cuda:LOCAL_RANK``, :meth:`~DataParallel.device`), gloo on the CPU; small control
+  collectives (the stop flag, the epoch sums) always go over gloo. Every collective has a
+  timeout (:data:`TIMEOUT_ENV`), so a process that hangs ends the cell with an error instead of
+  a hang; one that dies is noticed by the agent at once (:mod:`.launch`).
+- :meth:`~DataParallel.wrap` puts the model in ``DistributedDataParallel`` (gradients
+  all-reduced in backward) with the plain state_dict keys, so a checkpoint does not depend on N.
+- ``batch_size`` is the global batch: :meth:`~DataParallel.local_batch` is each process's
+  share, as pytorch/examples' ``main.py`` splits it; the lr rule sees the global batch.
+  :meth:`~DataParallel.shard` deals the data out (:mod:`nettebench.data.shards`).
+- :meth:`~DataParallel.agreed` makes the stop check before every training batch collective, so
+  a SIGINT or SIGTERM to any process stops all of them before the same step: none is left
+  waiting in an all-reduce that the others never join.
+- :meth:`~DataParallel.combine_train` and :meth:`~DataParallel.validate` make the epoch's
+  numbers the whole cell's: img/s summed, losses and accuracies over every image, times of the
+  slowest process.
+- Rank 0 writes the results (:attr:`~DataParallel.writer`); a process that ran out of memory
+  writes its outcome itself and exits with :data:`OOM_EXIT`, so the agent stops the others
+  (:meth:`~DataParallel.settle`).
 """
 
 from __future__ import annotations
@@ -80,62 +82,8 @@ def active() -> bool:
     return world_size() > 1 and dist.is_available() and dist.is_initialized()
 
 
-def is_writer() -> bool:
-    """Rank 0 writes the cell's files (epochs.csv, checkpoint, ceiling, results)."""
-    return rank() == 0
-
-
-def launches(cell) -> bool:
-    """Whether this command must start the cell's processes rather than train itself."""
-    return cell.processes > 1 and not in_worker()
-
-
-def job_pid() -> int | None:
-    """The root of the job's process tree for the timing conditions: in a worker, torchrun's
-    agent (so the cell's other processes are its own, not interference); None (this process)
-    otherwise."""
-    return os.getppid() if in_worker() else None
-
-
 def timeout_s() -> float:
     return float(os.environ.get(TIMEOUT_ENV, DEFAULT_TIMEOUT_S))
-
-
-def local_device(device: torch.device) -> torch.device:
-    """A worker's own GPU, ``cuda:LOCAL_RANK``, for the run's ``cuda``; else ``device``."""
-    if device.type != "cuda" or world_size() == 1:
-        return device
-    index = int(os.environ["LOCAL_RANK"])
-    if index >= torch.cuda.device_count():
-        raise DistributedError(
-            f"process {index} of the cell needs a GPU of its own, but torch sees "
-            f"{torch.cuda.device_count()}; ask for as many GPUs as processes"
-        )
-    torch.cuda.set_device(index)
-    return torch.empty(0, device=f"cuda:{index}").device
-
-
-def join(cell, device: torch.device) -> None:
-    """Start this worker's process group for ``cell`` on ``device`` (nothing for one process)."""
-    if cell.processes == 1 and world_size() == 1:
-        return
-    if world_size() != cell.processes:
-        how = f"{world_size()} were started" if in_worker() else "none runs under torchrun"
-        raise DistributedError(
-            f"the cell has processes {cell.processes} but {how}: run its job "
-            "(python -m nettebench benchmarks cell-job), which starts them, or torchrun with "
-            f"--nproc-per-node x --nnodes = {cell.processes}"
-        )
-    if dist.is_initialized():
-        return
-    _stop_with_the_job()
-    timeout = datetime.timedelta(seconds=timeout_s())
-    if device.type == "cuda":
-        dist.init_process_group("nccl", timeout=timeout, device_id=device)
-        _control_group[0] = dist.new_group(backend="gloo", timeout=timeout)
-    else:
-        dist.init_process_group("gloo", timeout=timeout)
-        _control_group[0] = None
 
 
 def _stop_with_the_job() -> None:
@@ -167,30 +115,9 @@ def _reduce(values: list[float], op=None) -> list[float]:
     return tensor.tolist()
 
 
-def any_rank(flag: bool) -> bool:
-    """Whether ``flag`` holds on any process (every process gets the same answer)."""
-    return bool(_reduce([float(flag)], dist.ReduceOp.MAX)[0]) if active() else flag
-
-
 def barrier() -> None:
     if active():
         dist.barrier(group=_control_group[0])
-
-
-def threads_share(threads: int) -> int:
-    """A process's share of the job's ``--threads`` (all of them for one process)."""
-    return max(1, threads // world_size())
-
-
-def local_batch(batch_size: int) -> int:
-    """A process's share of the global ``batch_size`` (all of it for one process)."""
-    count = world_size()
-    if batch_size % count:
-        raise DistributedError(
-            f"batch_size {batch_size} does not split over {count} processes: it is the global "
-            "batch, use a multiple of processes"
-        )
-    return batch_size // count
 
 
 class _PlainKeys(DistributedDataParallel):
@@ -202,25 +129,6 @@ class _PlainKeys(DistributedDataParallel):
 
     def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False):
         return self.module.load_state_dict(state_dict, strict=strict, assign=assign)
-
-
-def wrap(runner):
-    """``runner`` (a training step) with its model in DDP; unchanged in a single process.
-
-    After the precision's casts and apex's ``amp.initialize`` (DDP must wrap the model those
-    made), so the gradients DDP all-reduces are the ones the optimiser steps on. Models with an
-    auxiliary head the loss ignores (inception_v3, googlenet) tell DDP that some parameters get
-    no gradient.
-    """
-    if not active():
-        return runner
-    device = runner.device
-    runner.model = _PlainKeys(
-        runner.model,
-        device_ids=[device.index] if device.type == "cuda" else None,
-        find_unused_parameters=bool(getattr(runner.model, "aux_logits", False)),
-    )
-    return runner
 
 
 class _LocalModel:
@@ -262,16 +170,6 @@ class _Counted:
             yield images, targets
 
 
-def shard(loaders, batch_size: int):
-    """This process's share of a cell's ``Loaders`` at the per-process batch size
-    (:mod:`nettebench.data.shards`); unchanged in a single process."""
-    if not active():
-        return loaders
-    part = shards.Shard(rank(), world_size())
-    sharded = shards.shard_loaders(loaders, part, local_batch(batch_size))
-    return dataclasses.replace(sharded, val=_Counted(sharded.val))
-
-
 class _AgreedStop:
     """A :class:`~.interrupts.StopOnSignal` whose :meth:`check` asks every process: a signal to
     any of them stops all of them before the same training step (one all-reduce of one number
@@ -295,37 +193,6 @@ class _AgreedStop:
             raise Interrupted(signum)
 
 
-def agreed(stop):
-    """``stop`` for the training batches: collective among the processes (itself for one)."""
-    return _AgreedStop(stop) if stop is not None and active() else stop
-
-
-def combine_train(train):
-    """A training epoch's numbers over every process: img/s and images summed (the cell's total
-    throughput), loss and data wait averaged, the slowest process's times; each steady step's
-    images summed and its time the slowest process's, so the summary's per-step rates are the
-    whole cell's too (:func:`_combine_steps`)."""
-    if not active():
-        return train
-    count = world_size()
-    loss, wait, images, img_s = _reduce([train.loss, train.data_wait_s, train.images, train.img_s])
-    seconds, extrapolated = _reduce([train.seconds, float(train.extrapolated)], dist.ReduceOp.MAX)
-    step_s, step_images = _combine_steps(
-        train.step_s, train.step_images, images / max(train.images, 1)
-    )
-    return dataclasses.replace(
-        train,
-        loss=loss / count,
-        data_wait_s=wait / count,
-        images=int(images),
-        img_s=img_s,
-        seconds=seconds,
-        extrapolated=bool(extrapolated),
-        step_s=step_s,
-        step_images=step_images,
-    )
-
-
 def _combine_steps(
     step_s: list[float], step_images: list[int], share: float
 ) -> tuple[list[float], list[float]]:
@@ -343,48 +210,220 @@ def _combine_steps(
     return seconds, [int(i) for i in images]
 
 
-def combine_val(val, split):
-    """Validation over every process's shard: each image counted once (sums of counts), the
-    slowest process's time. ``split`` is the validation split :func:`shard` made."""
-    if not active():
-        return val
-    n = split.samples
-    loss, top1, top5, total = _reduce([val.loss * n, val.top1 * n, val.top5 * n, n])
-    seconds, extrapolated = _reduce([val.seconds, float(val.extrapolated)], dist.ReduceOp.MAX)
-    total = max(total, 1)
-    return dataclasses.replace(
-        val,
-        loss=loss / total,
-        top1=top1 / total,
-        top5=top5 / total,
-        seconds=seconds,
-        extrapolated=bool(extrapolated),
-    )
+@dataclasses.dataclass(frozen=True)
+class DataParallel:
+    """This process's part in a cell: its ``rank`` of ``world`` processes and the few points
+    where data parallelism changes a run. At one process (:data:`ALONE`) every point leaves what
+    it is handed as it is. The compute ceiling, timed in the same processes after the epochs,
+    uses :meth:`share_threads`, :meth:`local_batch` and :meth:`any`
+    (:mod:`nettebench.benchmarks.ceiling`)."""
+
+    rank: int = 0
+    world: int = 1
+
+    @classmethod
+    def from_env(cls) -> DataParallel:
+        """This process's part as torchrun set it (:data:`ALONE` outside torchrun)."""
+        return cls(rank(), world_size())
+
+    @property
+    def alone(self) -> bool:
+        return self.world == 1
+
+    @property
+    def active(self) -> bool:
+        """One of several processes, its process group started: the collectives run."""
+        return not self.alone and dist.is_available() and dist.is_initialized()
+
+    @property
+    def writer(self) -> bool:
+        """Rank 0 writes the cell's files (epochs.csv, checkpoint, ceiling, results)."""
+        return self.rank == 0
+
+    @property
+    def job_pid(self) -> int | None:
+        """The root of the job's process tree for the timing conditions: in a worker,
+        torchrun's agent (so the cell's other processes are its own, not interference); None
+        (this process) otherwise."""
+        return os.getppid() if in_worker() else None
+
+    def launches(self, cell) -> bool:
+        """Whether this command must start the cell's processes rather than train itself."""
+        return cell.processes > 1 and not in_worker()
+
+    def device(self, device: torch.device) -> torch.device:
+        """A worker's own GPU, ``cuda:LOCAL_RANK``, for the run's ``cuda``; else ``device``."""
+        if device.type != "cuda" or self.alone:
+            return device
+        index = int(os.environ["LOCAL_RANK"])
+        if index >= torch.cuda.device_count():
+            raise DistributedError(
+                f"process {index} of the cell needs a GPU of its own, but torch sees "
+                f"{torch.cuda.device_count()}; ask for as many GPUs as processes"
+            )
+        torch.cuda.set_device(index)
+        return torch.empty(0, device=f"cuda:{index}").device
+
+    def start(self, cell, device: torch.device, threads: int | None) -> None:
+        """This process's share of the job's ``threads`` and its process group for ``cell`` on
+        ``device`` (already :meth:`device`'s); no group for one process."""
+        self.share_threads(threads)
+        if cell.processes == 1 and self.alone:
+            return
+        if self.world != cell.processes:
+            how = f"{self.world} were started" if in_worker() else "none runs under torchrun"
+            raise DistributedError(
+                f"the cell has processes {cell.processes} but {how}: run its job "
+                "(python -m nettebench benchmarks cell-job), which starts them, or torchrun "
+                f"with --nproc-per-node x --nnodes = {cell.processes}"
+            )
+        if dist.is_initialized():
+            return
+        _stop_with_the_job()
+        timeout = datetime.timedelta(seconds=timeout_s())
+        if device.type == "cuda":
+            dist.init_process_group("nccl", timeout=timeout, device_id=device)
+            _control_group[0] = dist.new_group(backend="gloo", timeout=timeout)
+        else:
+            dist.init_process_group("gloo", timeout=timeout)
+            _control_group[0] = None
+
+    def threads_share(self, threads: int) -> int:
+        """A process's share of the job's ``--threads`` (all of them for one process)."""
+        return max(1, threads // self.world)
+
+    def share_threads(self, threads: int | None) -> None:
+        """:meth:`threads_share` as torch's CPU threads (none given: torch's default)."""
+        if threads:
+            torch.set_num_threads(self.threads_share(threads))
+
+    def any(self, flag: bool) -> bool:
+        """Whether ``flag`` holds on any process (a collective: every process calls it at the
+        same point, so a loop that stops on it stops at the same step everywhere)."""
+        return bool(_reduce([float(flag)], dist.ReduceOp.MAX)[0]) if self.active else flag
+
+    def local_batch(self, batch_size: int) -> int:
+        """A process's share of the global ``batch_size`` (all of it for one process)."""
+        if batch_size % self.world:
+            raise DistributedError(
+                f"batch_size {batch_size} does not split over {self.world} processes: it is "
+                "the global batch, use a multiple of processes"
+            )
+        return batch_size // self.world
+
+    def wrap(self, runner):
+        """``runner`` (a training step) with its model in DDP; unchanged in a single process.
+
+        After the precision's casts and apex's ``amp.initialize`` (DDP must wrap the model
+        those made), so the gradients DDP all-reduces are the ones the optimiser steps on.
+        Models with an auxiliary head the loss ignores (inception_v3, googlenet) tell DDP that
+        some parameters get no gradient.
+        """
+        if not self.active:
+            return runner
+        device = runner.device
+        runner.model = _PlainKeys(
+            runner.model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            find_unused_parameters=bool(getattr(runner.model, "aux_logits", False)),
+        )
+        return runner
+
+    def shard(self, loaders, batch_size: int):
+        """(this process's share of a cell's ``Loaders``, the per-process batch):
+        :mod:`nettebench.data.shards`; unchanged in a single process."""
+        if not self.active:
+            return loaders, batch_size
+        local = self.local_batch(batch_size)
+        sharded = shards.shard_loaders(loaders, shards.Shard(self.rank, self.world), local)
+        return dataclasses.replace(sharded, val=_Counted(sharded.val)), local
+
+    def agreed(self, stop):
+        """``stop`` for the training batches, collective among the processes (itself for one)."""
+        return _AgreedStop(stop) if stop is not None and self.active else stop
+
+    def once(self, needed: bool, build) -> None:
+        """``build()`` by rank 0 alone when ``needed`` on any process, the others waiting."""
+        if self.any(needed):
+            if self.writer:
+                build()
+            barrier()
+
+    def combine_train(self, train):
+        """A training epoch's numbers over every process: img/s and images summed (the cell's
+        total throughput), loss and data wait averaged, the slowest process's times; each
+        steady step's images summed and its time the slowest process's, so the summary's
+        per-step rates are the whole cell's too (:func:`_combine_steps`)."""
+        if not self.active:
+            return train
+        loss, wait, images, img_s = _reduce(
+            [train.loss, train.data_wait_s, train.images, train.img_s]
+        )
+        seconds, extrapolated = _reduce(
+            [train.seconds, float(train.extrapolated)], dist.ReduceOp.MAX
+        )
+        step_s, step_images = _combine_steps(
+            train.step_s, train.step_images, images / max(train.images, 1)
+        )
+        return dataclasses.replace(
+            train,
+            loss=loss / self.world,
+            data_wait_s=wait / self.world,
+            images=int(images),
+            img_s=img_s,
+            seconds=seconds,
+            extrapolated=bool(extrapolated),
+            step_s=step_s,
+            step_images=step_images,
+        )
+
+    def validate(self, runner, evaluate, split):
+        """``evaluate(runner)`` on this process's share of ``split`` (the model DDP wraps: no
+        collective), then over every process: each image counted once (sums of counts), the
+        slowest process's time. ``split`` is the validation split :meth:`shard` made."""
+        if not self.active:
+            return evaluate(runner)
+        val = evaluate(local_model(runner))
+        n = split.samples
+        loss, top1, top5, total = _reduce([val.loss * n, val.top1 * n, val.top5 * n, n])
+        seconds, extrapolated = _reduce([val.seconds, float(val.extrapolated)], dist.ReduceOp.MAX)
+        total = max(total, 1)
+        return dataclasses.replace(
+            val,
+            loss=loss / total,
+            top1=top1 / total,
+            top5=top5 / total,
+            seconds=seconds,
+            extrapolated=bool(extrapolated),
+        )
+
+    def writes_results(self, status: str) -> bool:
+        """Whether this process writes the cell's outcome: rank 0, or one that ran out of
+        memory (the others may be stuck waiting for it)."""
+        return self.writer or status == STATUS_OOM
+
+    def runs_after_epochs(self, status: str) -> bool:
+        """Whether the job's after-epochs step (the ceiling, collective under DDP) runs: not in
+        a data-parallel process that ran out of memory, while the others may wait in an
+        all-reduce."""
+        return self.alone or status != STATUS_OOM
+
+    def settle(self, record: dict[str, Any], trained, started_at: float, write):
+        """The run's record: ``write()``'s (the outcome written) where this process writes
+        results (:meth:`writes_results`), then the process ends: with :data:`OOM_EXIT` after
+        an out-of-memory among several (so the agent stops the others), else by leaving the
+        process group. Elsewhere the record of a process that writes nothing: its status and
+        wall time, for its log."""
+        if not self.writes_results(trained.status):
+            record["status"] = trained.status
+            record["message"] = trained.message
+            record["summary"]["wall_s"] = time.time() - started_at
+            return record
+        record = write()
+        if not self.alone and record["status"] == STATUS_OOM:
+            raise SystemExit(OOM_EXIT)
+        leave()
+        return record
 
 
-def writes_results(status: str) -> bool:
-    """Whether this process writes the cell's outcome: rank 0, or one that ran out of memory
-    (the others may be stuck waiting for it)."""
-    return is_writer() or status == STATUS_OOM
-
-
-def runs_after_epochs(status: str) -> bool:
-    """Whether the job's after-epochs step (the ceiling, collective under DDP) runs: not in a
-    data-parallel process that ran out of memory, while the others may wait in an all-reduce."""
-    return world_size() == 1 or status != STATUS_OOM
-
-
-def rank_record(record: dict[str, Any], status: str, message: str | None, started_at: float):
-    """The record of a process that writes nothing: its status and wall time, for its log."""
-    record["status"] = status
-    record["message"] = message
-    record["summary"]["wall_s"] = time.time() - started_at
-    return record
-
-
-def after_outcome(record: dict[str, Any]) -> None:
-    """End this process once its outcome is written: with :data:`OOM_EXIT` after an
-    out-of-memory (so the agent stops the others), else by leaving the process group."""
-    if world_size() > 1 and record["status"] == STATUS_OOM:
-        raise SystemExit(OOM_EXIT)
-    leave()
+ALONE = DataParallel()

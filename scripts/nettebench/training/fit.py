@@ -34,6 +34,7 @@ from nettebench.records import files as records
 from nettebench.training import checkpoint, startup
 from nettebench.training.auto_batch import choose_batch_size
 from nettebench.training.context import RunContext
+from nettebench.training.distributed import DataParallel
 from nettebench.training.interrupts import stop_between_batches
 from nettebench.training.loop import (
     evaluate,
@@ -44,7 +45,6 @@ from nettebench.training.loop import (
     train_epoch,
 )
 from nettebench.training.outcome import epoch_row, log_epoch
-from nettebench.training.parallel import DataParallel
 from nettebench.training.runner import configure_determinism, lr_at, make_runner, seed_epoch
 from nettebench.vocabulary.cell import CellSpec
 

@@ -16,7 +16,7 @@ import torch
 
 from nettebench.models.build import build_model
 from nettebench.training.apex import ApexTrainingStep, require_apex_amp
-from nettebench.training.parallel import DataParallel
+from nettebench.training.distributed import DataParallel
 from nettebench.training.step import TrainingStep
 from nettebench.vocabulary import precision
 from nettebench.vocabulary.cell import CellSpec
