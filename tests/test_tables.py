@@ -225,3 +225,17 @@ def test_csv_to_html_right_aligns_numeric_columns_and_keeps_csv_text():
     empty = T.csv_to_html("model,img_s\n", "Runs", empty="Nothing ran.")
     assert "<p>Nothing ran.</p>" in empty and "<th" in empty and "<td" not in empty
     assert "Nothing ran." in T.csv_to_html("", "Runs", empty="Nothing ran.")
+
+
+def test_one_setup_says_how_to_set_machines_side_by_side(tmp_path):
+    """A study of one machine gets the machines table's instructions (label, merge_results,
+    aggregate) above its one setup, not a table of one column."""
+    import record_factory as rf
+
+    from nettebench.report import aggregate as agg
+
+    paths = [rf.make_cell(tmp_path, seed=seed) for seed in (0, 1)]
+    text = agg.aggregate(paths, tmp_path / "tables")["time_by_machine"].read_text()
+    how = text.index("All matrix cells ran on one setup")
+    assert "`--config machine=a100`" in text and "`merge_results:`" in text
+    assert how < text.index("## Setups")

@@ -97,14 +97,14 @@ def machines_markdown(runs: pd.DataFrame) -> T.Document:
     if matrix.empty:
         return T.document("Machines side by side", note, [], empty=no_matrix(runs))
     setups_all = sorted(set(matrix["setup"].map(T.fmt_value)))
-    if len(setups_all) < 2:
-        empty = (
+    if len(setups_all) < 2:  # what to do for a comparison, then the one setup
+        how = T.Paragraph(
             f"All matrix cells ran on one setup ({setups_all[0]}). Run the study on another "
             "machine with its own label (`--config machine=a100`), then list that run's "
             "results/ folder under `merge_results:` and aggregate "
             "(`snakemake --workflow-profile profiles/aggregate`) to see them side by side."
         )
-        return T.document("Machines side by side", note, _setups_section(matrix), empty=empty)
+        return T.document("Machines side by side", note, [how, *_setups_section(matrix)])
     sections, counts, family = [], [], Family()
     pending = []  # (title, header, rows, notes): written once the family is complete
     for (dataset, epochs), table in groups(matrix, ["dataset", "epochs"]):
