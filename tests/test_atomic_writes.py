@@ -281,7 +281,7 @@ DIRECT_WRITERS = {
     "check/runner.py": "case logs; table.md, cases.jsonl, records.tar.gz through .part files",
     # Not converted yet (found while converting the four writers of issue 59).
     "check/cli.py": "the stack's JSON",
-    "report/plotting.py": "the figures (matplotlib's savefig)",
+    "report/figures/plotting.py": "the figures (matplotlib's savefig)",
     "benchmarks/ddp_plain.py": "the plain-DDP benchmark's JSON",
 }
 

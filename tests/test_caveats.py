@@ -10,8 +10,8 @@ from matplotlib.text import Text
 
 from nettebench.report import caveats as C
 from nettebench.report.aggregate import aggregate
-from nettebench.report.facets import caveat_marks
-from nettebench.report.figures import plot_throughput
+from nettebench.report.figures.facets import caveat_marks
+from nettebench.report.figures.throughput import plot_throughput
 
 BUSY = ("other processes used 48% of the job's 16 CPUs (460.8 CPU-s in 60.0 s)",)
 

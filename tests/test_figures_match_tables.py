@@ -10,9 +10,11 @@ import math
 
 import record_factory as F
 
-from nettebench.report import figures, plotting
+from nettebench.report import draw
 from nettebench.report import format as T
 from nettebench.report.aggregate import aggregate
+from nettebench.report.figures.accuracy import plot_accuracy
+from nettebench.report.figures.speedup import plot_speedup
 
 STEADY = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8, 100.1, 99.9]
 LOADED = F.window(0.6, reasons=("other processes took 60 % of the job's CPUs",))
@@ -52,8 +54,8 @@ def test_the_speedup_bar_is_the_tables_rate_ratio_with_its_mark(tmp_path):
         for s, r in enumerate(rates)
     ]  # fmt: skip
     out = aggregate(paths, tmp_path / "tables")
-    runs = plotting.read_table(out["runs"], figures._RUN_COLUMNS)
-    fig = figures.plot_speedup(runs)
+    runs = draw.read_table(out["runs"], draw.RUN_COLUMNS)
+    fig = plot_speedup(runs)
     (bar,) = [p for p in fig.axes[0].patches if p.get_height() > 0]
     expected = _geomean([1.01 * r for r in rates]) / _geomean(rates)
     assert math.isclose(bar.get_height(), expected, rel_tol=1e-9), bar.get_height()
@@ -75,7 +77,7 @@ def test_the_speedup_figure_states_the_tables_holm_corrected_verdicts(tmp_path):
     table = out["time_by_model_precision"].read_text().split("## Speed-up over O0")[1]
     row = next(x for x in table.splitlines() if x.startswith("| resnet18"))
     assert row.split("|")[2].strip().endswith("(ns)")  # O1: raw p < 0.05, not after Holm
-    fig = figures.plot_speedup(plotting.read_table(out["runs"], figures._RUN_COLUMNS))
+    fig = plot_speedup(draw.read_table(out["runs"], draw.RUN_COLUMNS))
     assert _marks(fig).count("(ns)") == 3
 
 
@@ -87,9 +89,9 @@ def test_accuracy_curves_keep_loaders_apart_and_mark_partial_epochs(tmp_path):
         F.make_cell(root, precision="bf16", extra_cell={"loader": "pil"}, max_steps=4),
     ]
     out = aggregate(paths, tmp_path / "tables")
-    runs = plotting.read_table(out["runs"], figures._RUN_COLUMNS)
-    epochs = plotting.read_table(out["epochs"], figures._EPOCH_COLUMNS)
-    fig = figures.plot_accuracy(epochs, runs)
+    runs = draw.read_table(out["runs"], draw.RUN_COLUMNS)
+    epochs = draw.read_table(out["epochs"], draw.EPOCH_COLUMNS)
+    fig = plot_accuracy(epochs, runs)
     titles = [ax.get_title() for ax in fig.axes]
     assert len(fig.axes) == 2 and any("cached" in t for t in titles), titles
     for ax in fig.axes:

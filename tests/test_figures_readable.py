@@ -20,7 +20,14 @@ import record_factory as rf
 from nettebench.profiling.categories import CATEGORIES
 from nettebench.report import aggregate as agg
 from nettebench.report import caveats as C
-from nettebench.report import figures, kernel_figure, plotting
+from nettebench.report import draw
+from nettebench.report.figures import plotting
+from nettebench.report.figures.accuracy import plot_accuracy
+from nettebench.report.figures.kernels import plot_categories
+from nettebench.report.figures.speedup import plot_speedup
+from nettebench.report.figures.throughput import plot_throughput
+from nettebench.report.figures.time import plot_time
+from nettebench.report.figures.time_to_accuracy import plot_time_to_accuracy
 
 MODELS = ("resnet18", "resnet34", "resnet50", "mobilenet_v3_small", "efficientnet_b0")
 PRECISIONS = ("O0", "O1", "O2", "O3")
@@ -99,8 +106,8 @@ def _study(root, cells):
         paths.append(path)
     paths.append(rf.make_cell(root, kind="cpu_baseline", max_steps=5, **rf.CPU_BASELINE))
     tables = agg.aggregate(paths, root / "tables", target_top1=50.0)
-    runs = plotting.read_table(tables["runs"], figures._RUN_COLUMNS)
-    epochs = plotting.read_table(tables["epochs"], figures._EPOCH_COLUMNS)
+    runs = draw.read_table(tables["runs"], draw.RUN_COLUMNS)
+    epochs = draw.read_table(tables["epochs"], draw.EPOCH_COLUMNS)
     return runs, epochs
 
 
@@ -110,16 +117,18 @@ def study(request, tmp_path_factory):
 
 
 @pytest.mark.parametrize(
-    "plot", ["plot_time", "plot_speedup", "plot_throughput", "plot_time_to_accuracy"]
+    "plot",
+    [plot_time, plot_speedup, plot_throughput, plot_time_to_accuracy],
+    ids=lambda plot: plot.__name__,
 )
 def test_bar_figures_are_readable(study, plot):
     runs, _ = study
-    assert_readable(drawn(getattr(figures, plot), runs))
+    assert_readable(drawn(plot, runs))
 
 
 def test_accuracy_curves_are_readable(study):
     _, epochs = study
-    assert_readable(drawn(figures.plot_accuracy, epochs), bars=False)
+    assert_readable(drawn(plot_accuracy, epochs), bars=False)
 
 
 def _categories(profiles: int) -> pd.DataFrame:
@@ -142,7 +151,7 @@ def _categories(profiles: int) -> pd.DataFrame:
 
 @pytest.mark.parametrize("profiles", [1, 5, 20])
 def test_the_kernel_figure_keeps_its_legend_and_labels(profiles):
-    fig = drawn(kernel_figure.plot_categories, _categories(profiles))
+    fig = drawn(plot_categories, _categories(profiles))
     assert_readable(fig)
     legends = [ax.get_legend() for ax in fig.axes if ax.get_legend()] + list(fig.legends)
     entries = {t.get_text() for legend in legends for t in legend.get_texts()}
@@ -160,12 +169,12 @@ def _throughput_runs(tmp_path, times, ceiling):
         rf.make_ceiling(path, img_s=ceiling)
         paths.append(path)
     tables = agg.aggregate(paths, tmp_path / "tables")
-    return plotting.read_table(tables["runs"], figures._RUN_COLUMNS)
+    return draw.read_table(tables["runs"], draw.RUN_COLUMNS)
 
 
 def test_throughput_axis_never_goes_below_zero(tmp_path):
     runs = _throughput_runs(tmp_path, (20.0, 220.0), ceiling=400.0)
-    fig = drawn(figures.plot_throughput, runs)
+    fig = drawn(plot_throughput, runs)
     assert fig.axes[0].get_ylim()[0] >= 0
     assert_readable(fig)
 
@@ -175,7 +184,7 @@ def test_a_bar_beyond_its_own_ceiling_is_withheld_as_its_table_withholds_it(tmp_
     spreads, so the share table shows ✗ for the cell and no number; the figure draws the
     ceiling's outline, ✗ in the bar's place and no bar, and says why under the panel."""
     runs = _throughput_runs(tmp_path, (128.0, 129.4), ceiling=100.0)
-    fig = drawn(figures.plot_throughput, runs)
+    fig = drawn(plot_throughput, runs)
     (ax,) = [ax for ax in fig.axes if ax.get_visible()]
     assert [p.get_height() for p in ax.patches if p.get_fill()] == []  # no bar
     assert [round(p.get_height(), 3) for p in ax.patches if not p.get_fill()] == [100.0]

@@ -34,9 +34,15 @@ from test_figures_readable import assert_readable, drawn
 from nettebench.records.spread import UNSTABLE_CV
 from nettebench.report import aggregate as agg
 from nettebench.report import caveats as C
-from nettebench.report import compare, energy_figure, figures, plotting, stats
+from nettebench.report import compare, draw, stats
 from nettebench.report import format as T
-from nettebench.report.scaling_figure import plot_scaling
+from nettebench.report.figures.accuracy import plot_accuracy
+from nettebench.report.figures.energy import plot_energy
+from nettebench.report.figures.scaling import plot_scaling
+from nettebench.report.figures.speedup import plot_speedup
+from nettebench.report.figures.throughput import plot_throughput
+from nettebench.report.figures.time import plot_time
+from nettebench.report.figures.time_to_accuracy import plot_time_to_accuracy
 from nettebench.report.tables import time_to_accuracy as tta
 
 TARGET_TOP1 = 74.3  # rf.top1_for: resnet18 O0 reaches it in epoch 3 with seeds 1 and 2, not 0
@@ -131,8 +137,8 @@ def study(request, tmp_path_factory):
     root = tmp_path_factory.mktemp(request.param)
     make = _quick_start if request.param == "quick-start" else _twelve_cells
     tables = agg.aggregate(make(root / "cells"), root / "tables", target_top1=TARGET_TOP1)
-    runs = plotting.read_table(tables["runs"], figures._RUN_COLUMNS)
-    epochs = plotting.read_table(tables["epochs"], figures._EPOCH_COLUMNS)
+    runs = draw.read_table(tables["runs"], draw.RUN_COLUMNS)
+    epochs = draw.read_table(tables["epochs"], draw.EPOCH_COLUMNS)
     tables_text = "\n".join(
         p.read_text(encoding="utf-8") for p in tables.values() if p.suffix == ".md"
     )
@@ -153,12 +159,12 @@ def _with_energy(runs):
 
 
 FIGURES = {
-    "time": lambda runs, epochs: figures.plot_time(runs),
-    "speedup": lambda runs, epochs: figures.plot_speedup(runs),
-    "throughput": lambda runs, epochs: figures.plot_throughput(runs),
-    "time_to_accuracy": lambda runs, epochs: figures.plot_time_to_accuracy(runs),
-    "accuracy": lambda runs, epochs: figures.plot_accuracy(epochs, runs),
-    "energy": lambda runs, epochs: energy_figure.plot_energy(_with_energy(runs)),
+    "time": lambda runs, epochs: plot_time(runs),
+    "speedup": lambda runs, epochs: plot_speedup(runs),
+    "throughput": lambda runs, epochs: plot_throughput(runs),
+    "time_to_accuracy": lambda runs, epochs: plot_time_to_accuracy(runs),
+    "accuracy": lambda runs, epochs: plot_accuracy(epochs, runs),
+    "energy": lambda runs, epochs: plot_energy(_with_energy(runs)),
 }
 
 
@@ -375,7 +381,7 @@ def test_the_scaling_figure_draws_100_percent_inside_its_axis(tmp_path):
         rf.make_cell(tmp_path / "two", train_img_s=600.0, extra_cell={"processes": 2}),
         rf.make_cell(tmp_path / "four", train_img_s=800.0, extra_cell={"processes": 4}),
     ]
-    runs = plotting.read_table(agg.aggregate(paths, tmp_path / "tables")["runs"], ())
+    runs = draw.read_table(agg.aggregate(paths, tmp_path / "tables")["runs"], ())
     fig = drawn(plot_scaling, runs)
     assert_reference_inside(fig, 100.0, "perfect scaling")
     efficiencies = sorted(y for line in fig.axes[0].lines for y in line.get_ydata() if y < 100)
@@ -404,8 +410,8 @@ def test_the_time_figure_marks_the_bars_its_table_marks(tmp_path):
     cell (as the records were written: ``~`` extrapolated, ``†`` a seed failed, ``‡``
     disturbed), ``OOM`` in the place of the cell that ran out of memory, nothing else."""
     tables = agg.aggregate(_twelve_cells(tmp_path / "cells"), tmp_path / "tables")
-    runs = plotting.read_table(tables["runs"], figures._RUN_COLUMNS)
-    (ax,) = drawn(figures.plot_time, runs).axes
+    runs = draw.read_table(tables["runs"], draw.RUN_COLUMNS)
+    (ax,) = drawn(plot_time, runs).axes
     expected = {
         EXTRAPOLATED: T.APPROX_MARK,
         PARTIAL: T.PARTIAL_MARK,

@@ -198,12 +198,14 @@ def test_no_module_imports_itself_through_others():
     assert cycles == []
 
 
-def test_table_modules_only_render():
-    """A module of report/tables/ renders frames: it defines no command (``main``), imports no
-    json and opens, reads or parses no file. Records are read in report/frames/ alone."""
+def test_table_and_figure_modules_only_render():
+    """A module of report/tables/ or report/figures/ renders frames: it defines no command
+    (``main``), imports no json and opens, reads or parses no file. Records are read in
+    report/frames/ alone, the aggregate's CSVs by the figures' command."""
     reading = {"open", "read_text", "read_bytes", "read_csv", "read_json", "load", "loads"}
     found = []
-    for path in sorted((PACKAGE_DIR / "report" / "tables").glob("*.py")):
+    folders = [PACKAGE_DIR / "report" / folder for folder in ("tables", "figures")]
+    for path in sorted(path for folder in folders for path in folder.glob("*.py")):
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
             if isinstance(node, ast.FunctionDef) and node.name == "main":

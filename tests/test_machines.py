@@ -13,8 +13,12 @@ import record_factory as rf
 from test_aggregate import as_dict, md_tables
 
 from nettebench.report import aggregate as agg
-from nettebench.report import figures, plotting, stats
+from nettebench.report import draw, stats
 from nettebench.report import format as T
+from nettebench.report.figures.accuracy import plot_accuracy
+from nettebench.report.figures.throughput import plot_throughput
+from nettebench.report.figures.time import plot_time
+from nettebench.report.figures.time_to_accuracy import plot_time_to_accuracy
 
 T4 = {"gpu_name": "Tesla T4", "driver": "470.82.01", "cudnn": "8902", "cuda": "12.1"}
 A100 = {
@@ -184,8 +188,8 @@ def test_time_to_accuracy_column_table_and_figure(hostile):
     assert t4["resnet50"]["O1"] == stats.with_ci(
         stats.summarize([1440.0 * 2 / 3, 1460.0 * 2 / 3]), T.fmt_seconds
     )
-    runs_table = plotting.read_table(hostile["written"]["runs"], figures._RUN_COLUMNS)
-    fig = figures.plot_time_to_accuracy(runs_table)
+    runs_table = draw.read_table(hostile["written"]["runs"], draw.RUN_COLUMNS)
+    fig = plot_time_to_accuracy(runs_table)
     assert len(fig.axes) == 2  # one panel per setup
     assert "60 %" in fig.get_suptitle()
 
@@ -197,18 +201,18 @@ def test_a_target_nobody_reached(tmp_path):
     assert runs["time_to_target_s"].isna().all() and runs["target_epoch"].isna().all()
     table = as_dict(md_tables(written["time_to_accuracy"].read_text())[0][1])
     assert table["resnet18"]["O0"] == "not reached"
-    fig = figures.plot_time_to_accuracy(plotting.read_table(written["runs"], figures._RUN_COLUMNS))
+    fig = plot_time_to_accuracy(draw.read_table(written["runs"], draw.RUN_COLUMNS))
     assert "not reached" in [t.get_text() for ax in fig.axes for t in ax.texts]
     untargeted = agg.aggregate(paths, tmp_path / "none")["time_to_accuracy"].read_text()
     assert "No target set" in untargeted
 
 
 def test_figures_draw_one_panel_per_setup(hostile):
-    runs = plotting.read_table(hostile["written"]["runs"], figures._RUN_COLUMNS)
-    epochs = plotting.read_table(hostile["written"]["epochs"], figures._EPOCH_COLUMNS)
-    assert len(figures.plot_time(runs).axes) == 2
-    assert len(figures.plot_throughput(runs).axes) == 2
-    accuracy = figures.plot_accuracy(epochs)
+    runs = draw.read_table(hostile["written"]["runs"], draw.RUN_COLUMNS)
+    epochs = draw.read_table(hostile["written"]["epochs"], draw.EPOCH_COLUMNS)
+    assert len(plot_time(runs).axes) == 2
+    assert len(plot_throughput(runs).axes) == 2
+    accuracy = plot_accuracy(epochs)
     assert len(accuracy.axes) == 2
     assert {ax.get_title().splitlines()[-1] for ax in accuracy.axes} == set(runs["setup"])
 
@@ -274,7 +278,7 @@ def test_a_cell_of_partial_epochs_has_no_time_to_accuracy(tmp_path):
     assert runs.loc["O0", "target_epoch"] == 2
     table = as_dict(md_tables(written["time_to_accuracy"].read_text())[0][1])
     assert table["resnet18"]["bf16"] == "partial epochs"
-    fig = figures.plot_time_to_accuracy(plotting.read_table(written["runs"], figures._RUN_COLUMNS))
+    fig = plot_time_to_accuracy(draw.read_table(written["runs"], draw.RUN_COLUMNS))
     assert "partial epochs" in [t.get_text() for ax in fig.axes for t in ax.texts]
 
 

@@ -96,20 +96,30 @@ def test_each_rules_code_group_names_the_commands_its_shell_runs():
     assert set(GROUP_COMMANDS["matrix_train"]) == {"benchmarks cell-job", "training"}
 
 
-def test_every_registered_table_is_a_function_of_the_frames_and_in_the_aggregates_code():
-    """outputs.TABLES names each table's function; the aggregate imports it by name, so its
-    module is in the aggregate's code group all the same, and it takes the runs frame."""
+@pytest.mark.parametrize(
+    ("group", "registry", "frames"),
+    [
+        ("aggregate", "TABLES", {"runs", "epochs", "compared"}),
+        ("figures", "FIGURES", {"runs", "epochs"}),
+    ],
+)
+def test_every_registered_output_is_a_function_of_the_frames_and_in_its_groups_code(
+    group, registry, frames
+):
+    """outputs.TABLES and outputs.FIGURES name each table's and figure's function; its command
+    imports it by name, so its module is in the command's code group all the same, and it
+    takes the runs frame and no frame its command does not have."""
     import importlib
     import inspect
 
     from nettebench.vocabulary import outputs
 
-    for name, target in outputs.TABLES.items():
+    for name, target in getattr(outputs, registry).items():
         module, _, function = target.partition(":")
-        assert f"report/{module.replace('.', '/')}.py" in modules("aggregate"), name
+        assert f"report/{module.replace('.', '/')}.py" in modules(group), name
         render = getattr(importlib.import_module(f"nettebench.report.{module}"), function)
         parameters = inspect.signature(render).parameters
-        assert "runs" in parameters and set(parameters) <= {"runs", "epochs", "compared"}, name
+        assert "runs" in parameters and set(parameters) <= frames, name
 
 
 def test_code_groups_are_computed_from_imports_not_kept_by_hand(tmp_path, monkeypatch):
@@ -117,9 +127,9 @@ def test_code_groups_are_computed_from_imports_not_kept_by_hand(tmp_path, monkey
     package = tmp_path / "nettebench"
     shutil.copytree(PACKAGE_DIR, package, ignore=shutil.ignore_patterns("__pycache__"))
     (package / "report" / "new_helper.py").write_text("X = 1\n")
-    figures = package / "report" / "figures.py"
-    figures.write_text(
-        figures.read_text() + "\n\ndef _late():\n    from nettebench.report import new_helper\n"
+    command = package / "report" / "draw.py"  # the figures' command
+    command.write_text(
+        command.read_text() + "\n\ndef _late():\n    from nettebench.report import new_helper\n"
     )
     monkeypatch.setattr(code_groups, "PACKAGE_DIR", package)
     assert "report/new_helper.py" in code_groups.modules("figures")
@@ -275,10 +285,10 @@ def test_a_groups_manifest_changes_exactly_with_its_code(tmp_path, monkeypatch):
     assert all(len(line.split("  ")[0]) == 64 for line in lines)
     stamps = (figures.stat().st_mtime_ns, aggregate.stat().st_mtime_ns)
     assert not code_groups.write_manifest("figures", figures)  # unchanged code: left alone
-    with open(package / "report" / "plotting.py", "a") as handle:
+    with open(package / "report" / "figures" / "plotting.py", "a") as handle:
         handle.write("\n# edited\n")
     assert code_groups.write_manifest("figures", figures)
     assert not code_groups.write_manifest("aggregate", aggregate)  # plotting.py is not its code
     changed = [line for line in figures.read_text().splitlines() if line not in lines]
-    assert [line.split("  ")[1] for line in changed] == ["report/plotting.py"]
+    assert [line.split("  ")[1] for line in changed] == ["report/figures/plotting.py"]
     assert aggregate.stat().st_mtime_ns == stamps[1]

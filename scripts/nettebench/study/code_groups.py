@@ -6,9 +6,9 @@ listed by hand: those modules, every ``nettebench`` module they import at any de
 included, read from the source's import statements, nothing imported), the packages those modules
 sit in, the dispatcher that starts a command (``__main__.py``, ``vocabulary/commands.py``),
 which reaches the command's module by its name rather than by an import, and the modules a
-registry names (:data:`REGISTRIES`: the tables of ``vocabulary/outputs.py``). So editing the
-plotting code reruns only the figures, editing ``training/`` every training cell, and a module
-a command starts to import joins its group the same day.
+registry names (:data:`REGISTRIES`: the tables and the figures of ``vocabulary/outputs.py``). So
+editing the plotting code reruns only the figures, editing ``training/`` every training cell,
+and a module a command starts to import joins its group the same day.
 
 A rule's input is not the group's modules themselves but one manifest per group
 (:func:`write_manifest`, ``.snakemake/nettebench/code/<group>.sha256``, beside Snakemake's own
@@ -55,8 +55,8 @@ GROUP_COMMANDS: dict[str, tuple[str, ...]] = {
 
 
 # group -> the registry whose entries (``module:function`` under nettebench.report) its command
-# imports by name (report.aggregate.render), so no import statement shows them
-REGISTRIES: dict[str, dict[str, str]] = {"aggregate": outputs.TABLES}
+# imports by name (report.registry.render), so no import statement shows them
+REGISTRIES: dict[str, dict[str, str]] = {"aggregate": outputs.TABLES, "figures": outputs.FIGURES}
 
 
 def command_module(command: str) -> str:

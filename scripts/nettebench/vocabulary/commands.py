@@ -55,7 +55,7 @@ COMMANDS: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {
     },
     "report": {
         "tables": ("aggregate", ()),  # records -> every table
-        "figures": ("figures", ()),  # the aggregate -> the figures
+        "figures": ("draw", ()),  # the aggregate -> the figures
         "front-page": ("front_page", ()),  # the report's front page
         "kernel-tables": ("kernel_tables", ()),  # profiled cells -> kernel tables
         "kernel-figure": ("kernel_figure", ()),  # their figure

@@ -44,16 +44,20 @@ TABLES = {
     "published_references": "tables.references:references_markdown",
 }
 TABLE_NAMES = tuple(TABLES)
-# Every figure (``python -m nettebench report figures``, report.figures), as PNG and SVG.
-FIGURE_NAMES = (
-    "time_by_model_precision",
-    "speedup_over_O0",
-    "accuracy_curves",
-    "throughput",
-    "time_to_accuracy",
-    "scaling",
-    "energy_per_image",
-)
+# Every figure (``python -m nettebench report figures``): its name -> the function that draws
+# it, ``module:function`` under ``nettebench.report``, called with the frames it names among
+# ``runs`` and ``epochs`` (report.registry.render). Each is written as <name>.png and <name>.svg,
+# with the caption report/figures/<name>.rst. A new figure is its module and one line here.
+FIGURES = {
+    "time_by_model_precision": "figures.time:plot_time",
+    "speedup_over_O0": "figures.speedup:plot_speedup",
+    "accuracy_curves": "figures.accuracy:plot_accuracy",
+    "throughput": "figures.throughput:plot_throughput",
+    "time_to_accuracy": "figures.time_to_accuracy:plot_time_to_accuracy",
+    "scaling": "figures.scaling:plot_scaling",
+    "energy_per_image": "figures.energy:plot_energy",
+}
+FIGURE_NAMES = tuple(FIGURES)
 # One code manifest per code group (nettebench.study.code_groups.write_manifest): the input by
 # which a rule depends on the package's code.
 CODE_MANIFEST_DIR = ".snakemake/nettebench/code"

@@ -12,8 +12,8 @@ import pandas as pd
 
 from nettebench.report import caveats as C
 from nettebench.report import format as T
+from nettebench.report.figures.plotting import bar_width, grouped_bars, new_figure, precision_colors
 from nettebench.report.grids import GROUP_KEYS, PARTIAL_NOTE, row_keys
-from nettebench.report.plotting import bar_width, grouped_bars, new_figure, precision_colors
 from nettebench.report.setups import title_suffix
 
 

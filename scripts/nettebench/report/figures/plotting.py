@@ -1,9 +1,5 @@
-"""Drawing helpers every figure uses: the look, colours, reading a table, bars, saving.
-
-Figures are drawn on :class:`matplotlib.figure.Figure` objects with the Agg canvas directly, never
-through pyplot's global state, and saved as PNG and a deterministic SVG (fixed hash salt, no date),
-so rerunning the workflow does not churn files.
-"""
+"""Drawing helpers every figure uses: the look, colours, panels, bars, their marks and notes,
+saving as PNG and a deterministic SVG."""
 
 from __future__ import annotations
 
@@ -14,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import matplotlib as mpl
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -27,21 +24,8 @@ from nettebench.report import format as T
 from nettebench.report import stats
 
 FORMATS = ("png", "svg")
-
-
+SVG_SALT = {"svg.hashsalt": "nettebench"}  # stable element ids, whatever the caller's style
 DPI = 150
-NUMERIC_COLUMNS = (
-    "batch_size",
-    "epochs",
-    "seed",
-    "epoch",
-    "time_for_epochs_s",
-    "epoch_s_median",
-    "train_img_s",
-    "ceiling_img_s",
-    "val_top1",
-    "val_top5",
-)
 MARK_COLOR = "firebrick"  # caveat marks over bars (interference, impossible)
 MARK_GID = "nettebench-mark"  # a bar's mark (its table's), kept inside the axes by fit_marks
 NOTE_COLOR = "0.2"
@@ -58,7 +42,7 @@ def style() -> dict[str, Any]:
     return {
         **sns.axes_style("whitegrid"),
         **sns.plotting_context("notebook", font_scale=0.8),
-        "svg.hashsalt": "nettebench",  # stable element ids
+        **SVG_SALT,
         "svg.fonttype": "path",  # glyphs as paths: no dependence on installed fonts
         "figure.dpi": DPI,
     }
@@ -69,31 +53,6 @@ def precision_colors(names: Sequence[str]) -> dict[str, Any]:
     palette = sns.color_palette("colorblind", 10)
     ranked = T.sort_precisions([*T.PRECISION_ORDER, *names])
     return {name: palette[i % len(palette)] for i, name in enumerate(ranked)}
-
-
-def read_table(path: str | os.PathLike, columns: Sequence[str]) -> pd.DataFrame:
-    """Read one aggregate CSV; an empty file or one without rows gives an empty frame.
-
-    Missing columns are added as all-missing, numeric ones are coerced, so a partial study
-    draws "no data" panels instead of raising.
-    """
-    path = Path(path)
-    if not path.exists():
-        raise FileNotFoundError(f"{path}: no such table (run nettebench.report.aggregate first)")
-    try:
-        frame = pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        frame = pd.DataFrame()
-    missing = [column for column in columns if column not in frame.columns]
-    if missing:  # all at once: one column at a time fragments the frame (pandas warns)
-        empty = pd.DataFrame({column: pd.Series(dtype=object) for column in missing})
-        frame = pd.concat([frame, empty.reindex(frame.index)], axis=1)
-    for column in NUMERIC_COLUMNS:
-        if column in frame.columns:
-            frame[column] = pd.to_numeric(frame[column], errors="coerce")
-    if "extrapolated" in frame.columns:
-        frame["extrapolated"] = frame["extrapolated"].map(T.as_bool).astype(bool)
-    return frame.copy()  # one block per dtype again: the columns replaced above fragment it
 
 
 def new_figure(panels: int, *, panel_width: float, panel_height: float = 3.6) -> tuple:
@@ -374,13 +333,15 @@ def own_interval(seeds: pd.DataFrame, summary) -> Any:
 
 
 def save(fig: Figure, out_dir: str | os.PathLike, name: str) -> list[Path]:
-    """Write ``fig`` as ``<name>.png`` and ``<name>.svg`` (the SVG without a date)."""
+    """Write ``fig`` as ``<name>.png`` and ``<name>.svg`` (the SVG without a date, its ids
+    from a fixed salt)."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for fmt in FORMATS:
-        path = out / f"{name}.{fmt}"
-        metadata = {"Date": None} if fmt == "svg" else None
-        fig.savefig(path, format=fmt, dpi=DPI, metadata=metadata)
-        paths.append(path)
+    with mpl.rc_context(SVG_SALT):
+        for fmt in FORMATS:
+            path = out / f"{name}.{fmt}"
+            metadata = {"Date": None} if fmt == "svg" else None
+            fig.savefig(path, format=fmt, dpi=DPI, metadata=metadata)
+            paths.append(path)
     return paths

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pandas as pd
 from matplotlib.figure import Figure
 
-from nettebench.report.plotting import empty_figure, new_figure, reference_line
+from nettebench.report.figures.plotting import empty_figure, new_figure, reference_line
 from nettebench.report.tables.scaling import NO_TWIN, scaling_frame
 
 TITLE = "Data-parallel scaling efficiency"

@@ -1,12 +1,8 @@
-"""The speed-up figure: each precision's speed-up over O0, as the time table's "Speed-up over O0"
-states it.
-
-One definition (:func:`nettebench.report.compare.speedup`): the ratio of the two cells' steady
-rates over their processes, with its interval between processes (the whisker); over each bar
-the table's own mark (``~``, ``(ns)``, ``(n=1)``, ``‡ (no verdict)``), its verdict corrected
-over the same family as the table's (every bar of the figure). It never divides seconds where
-the table divides rates (the figure once drew bf16 at 0.78, a ratio of seconds, where the table
-said ``~1.01x [0.41-2.49] (ns)``).
+"""The speed-up figure: each precision's speed-up over O0 as the time table's "Speed-up over O0"
+states it (:func:`nettebench.report.compare.speedup`, the one definition: a ratio of steady
+rates, never of seconds), its interval between processes as the whisker, and over each bar the
+table's own mark (``~``, ``(ns)``, ``(n=1)``, ``‡ (no verdict)``), its verdict corrected over
+the same family as the table's (every bar of the figure).
 """
 
 from __future__ import annotations
@@ -16,10 +12,9 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from nettebench.report import compare, stats
-from nettebench.report import facets as F
 from nettebench.report import format as T
-from nettebench.report.grids import APPROX_NOTE, LEGEND
-from nettebench.report.plotting import (
+from nettebench.report.figures import facets as F
+from nettebench.report.figures.plotting import (
     bar_width,
     empty_figure,
     finish,
@@ -27,6 +22,7 @@ from nettebench.report.plotting import (
     new_figure,
     precision_colors,
 )
+from nettebench.report.grids import APPROX_NOTE, LEGEND
 
 BASELINE_PRECISION = compare.BASELINE_PRECISION  # the study's pure-fp32 level
 REFERENCE_LABEL = f"{BASELINE_PRECISION} = 1"  # the legend's name of the dashed line at 1

@@ -18,15 +18,15 @@ from matplotlib.patches import Patch
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.facets import table_marks
-from nettebench.report.grids import GROUP_KEYS, groups, row_keys
-from nettebench.report.plotting import (
+from nettebench.report.figures.facets import table_marks
+from nettebench.report.figures.plotting import (
     empty_figure,
     finish,
     mark_bar,
     new_figure,
     precision_colors,
 )
+from nettebench.report.grids import GROUP_KEYS, groups, row_keys
 from nettebench.report.tables.energy import energy_grids, fmt_joules, measured
 from nettebench.vocabulary.record_keys import STATUS_OK
 

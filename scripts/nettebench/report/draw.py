@@ -1,0 +1,139 @@
+"""``python -m nettebench report figures``: runs.csv and epochs.csv read, every figure of the
+registry (``vocabulary/outputs.py:FIGURES``, drawn by :mod:`nettebench.report.figures`) written
+as PNG (for the report and quick looks) and SVG (for papers), under its name::
+
+    python -m nettebench report figures --runs results/tables/runs.csv \\
+        --epochs results/tables/epochs.csv --out-dir results/figures
+
+Figures read nothing but the two CSVs that :mod:`nettebench.report.aggregate` writes, so a figure
+can always be redrawn, restyled or checked without the cell directories. SVGs are deterministic
+(fixed ``svg.hashsalt``, no date), so rerunning the workflow does not churn files under version
+control.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import matplotlib as mpl
+import pandas as pd
+
+from nettebench.report import format as T
+from nettebench.report.figures.plotting import save, style
+from nettebench.report.frames.runs import EPOCH_ID_COLUMNS
+from nettebench.report.registry import render
+from nettebench.report.setups import SETUP_COLUMNS
+from nettebench.vocabulary import commands, outputs
+
+# Columns the figures use; a CSV without them (an empty study) gets them as all-missing.
+RUN_COLUMNS = (
+    "dataset",
+    "model",
+    "precision",
+    "batch_size",
+    "epochs",
+    "seed",
+    "kind",
+    "status",
+    "cell_id",
+    "device_type",
+    "device_name",
+    "extrapolated",
+    "time_for_epochs_s",
+    "epoch_s_median",
+    "train_img_s",
+    "ceiling_status",
+    "ceiling_img_s",
+    # caveats (report.caveats): marks over a bar whose number cannot be taken at face value
+    "interference",
+    "ceiling_interference",
+    "above_ceiling",
+    "setup",
+    "target_top1",
+    "time_to_target_s",
+    "path",
+    "j_per_img",  # the energy figure (report.figures.energy)
+    "j_per_img_low",
+    "j_per_img_high",
+    *SETUP_COLUMNS,
+)
+
+EPOCH_COLUMNS = (*EPOCH_ID_COLUMNS, "epoch", "val_top1", "val_top5")
+NUMERIC_COLUMNS = (
+    "batch_size",
+    "epochs",
+    "seed",
+    "epoch",
+    "time_for_epochs_s",
+    "epoch_s_median",
+    "train_img_s",
+    "ceiling_img_s",
+    "val_top1",
+    "val_top5",
+)
+
+
+def read_table(path: str | os.PathLike, columns: Sequence[str]) -> pd.DataFrame:
+    """Read one aggregate CSV; an empty file or one without rows gives an empty frame.
+
+    Missing columns are added as all-missing, numeric ones are coerced, so a partial study
+    draws "no data" panels instead of raising.
+    """
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such table (run python -m nettebench report tables)")
+    try:
+        frame = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        frame = pd.DataFrame()
+    missing = [column for column in columns if column not in frame.columns]
+    if missing:  # all at once: one column at a time fragments the frame (pandas warns)
+        empty = pd.DataFrame({column: pd.Series(dtype=object) for column in missing})
+        frame = pd.concat([frame, empty.reindex(frame.index)], axis=1)
+    for column in NUMERIC_COLUMNS:
+        if column in frame.columns:
+            frame[column] = pd.to_numeric(frame[column], errors="coerce")
+    if "extrapolated" in frame.columns:
+        frame["extrapolated"] = frame["extrapolated"].map(T.as_bool).astype(bool)
+    return frame.copy()  # one block per dtype again: the columns replaced above fragment it
+
+
+def make_figures(
+    runs_csv: str | os.PathLike, epochs_csv: str | os.PathLike, out_dir: str | os.PathLike
+) -> dict[str, list[Path]]:
+    """Draw every registered figure from the two aggregate CSVs; {figure name: [png, svg]}."""
+    frames = {
+        "runs": read_table(runs_csv, RUN_COLUMNS),
+        "epochs": read_table(epochs_csv, EPOCH_COLUMNS),
+    }
+    with mpl.rc_context(style()):
+        return {
+            name: save(render(target, frames), out_dir, name)
+            for name, target in outputs.FIGURES.items()
+        }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = commands.Parser(
+        prog="python -m nettebench report figures",
+        description="Draw the study's figures from runs.csv and epochs.csv.",
+    )
+    parser.add_argument("--runs", required=True, type=Path, help="runs.csv from aggregate")
+    parser.add_argument("--epochs", required=True, type=Path, help="epochs.csv from aggregate")
+    parser.add_argument("--out-dir", required=True, type=Path, help="folder for the figures")
+    return commands.run(parser, _figures, argv, errors=(FileNotFoundError,))
+
+
+def _figures(args: argparse.Namespace) -> list[str]:
+    mpl.use("Agg")  # a command-line run never needs a display, even where one exists
+    written = make_figures(args.runs, args.epochs, args.out_dir)
+    count = sum(len(paths) for paths in written.values())
+    return [f"wrote {count} figure files to {args.out_dir}"]
+
+
+if __name__ == "__main__":  # run as python -m nettebench report figures
+    sys.exit(commands.moved(__spec__.name))
