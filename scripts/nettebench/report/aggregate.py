@@ -27,13 +27,10 @@ With no metrics files (an aggregate-only run that finds none) it writes empty ta
 from __future__ import annotations
 
 import argparse
-import importlib
-import inspect
 import os
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -44,21 +41,12 @@ from nettebench.report.duplicates import Merge, merge_duplicates
 from nettebench.report.frames.runs import RecordError, epochs_frame, read_cells, runs_frame
 from nettebench.report.front_page import answer_text, headline_html
 from nettebench.report.grids import NO_CELLS_NOTE
+from nettebench.report.registry import render
 from nettebench.report.tables.comparisons import comparisons_frame
 from nettebench.vocabulary import commands, outputs
 
 # The markdown tables (outputs.TABLES, the registry); each is also written as HTML.
 MARKDOWN_TABLES = outputs.TABLE_NAMES
-
-
-def render(target: str, frames: dict[str, Any]) -> T.Document:
-    """A registry entry's table: ``tables.time:time_markdown`` imported from
-    ``nettebench.report`` and called with the ``frames`` its parameters name (every table takes
-    ``runs``; some also ``epochs`` or ``compared``)."""
-    module, _, function = target.partition(":")
-    render_table = getattr(importlib.import_module(f"nettebench.report.{module}"), function)
-    wanted = inspect.signature(render_table).parameters
-    return render_table(**{name: frames[name] for name in wanted if name in frames})
 
 
 # Output name -> file name; aggregate() returns {name: path} with these names.

@@ -24,7 +24,7 @@ ANSWER_FILE = "answer.txt"
 FRONT_PAGE = "results/front_page.html"
 # Every table the aggregation writes (``python -m nettebench report tables``): its name -> the
 # function that renders it, ``module:function`` under ``nettebench.report``, called with the
-# frames it names among ``runs``, ``epochs`` and ``compared`` (report.aggregate.render). Each is
+# frames it names among ``runs``, ``epochs`` and ``compared`` (report.registry.render). Each is
 # written as <name>.md and <name>.html, with the caption report/tables/<name>.rst; the order is
 # the report's. A new table is its module and one line here.
 TABLES = {
