@@ -3,6 +3,9 @@
 Every cell records this, so results from a laptop, a T4 and an H200 can be merged into one table
 and compared, as the study compared PyTorch and cuDNN versions. Everything here is best effort:
 a missing tool yields None, never an exception.
+
+torch is imported inside the functions that describe it, so the report (which has no torch)
+reads :data:`KEYS` from here.
 """
 
 from __future__ import annotations
@@ -18,17 +21,49 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from nettebench.builds.activate import active_environment, find_build
 from nettebench.records import conditions, cpu, lock, nvml
 from nettebench.vocabulary.build_catalog import LIBRARIES
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
+SLURM_KEYS = ("slurm_node", "slurm_partition", "slurm_restart_count", "slurm_log")
+# Recorded since package environments (:func:`package_environment`); a record from before has
+# none of them.
+PACKAGE_KEYS = ("package_environment", "packages", "pillow", "process_id")
+# The keys :func:`collect` writes, in the order runs.csv shows them (``env_<key>``); a test holds
+# the two to each other.
+KEYS = (
+    "host",
+    "platform",
+    "python",
+    "cpu_model",
+    "cpu_count",
+    *cpu.CPU_KEYS,
+    "gpu_name",
+    "gpu_count",
+    "driver",
+    "cuda",
+    "cudnn",
+    "torch",
+    "torchvision",
+    "efficientnet_pytorch",
+    "apex",
+    "apex_kernels",
+    *(f"{library.name}_{part}" for library in LIBRARIES.values() for part in ("commit", "build")),
+    "git_commit",
+    "git_dirty",
+    "nettebench",
+    "lock",
+    "slurm_job_id",
+    *SLURM_KEYS,
+    *PACKAGE_KEYS,
+)
+
 
 def collect() -> dict[str, Any]:
     """Host, CPU, GPU, driver and library versions, and the project's git commit."""
+    import torch  # boundary: see the module docstring
 
     cuda = torch.cuda.is_available()
     commit = _git("rev-parse", "HEAD")
@@ -63,6 +98,7 @@ def collect() -> dict[str, Any]:
 
 def device_info(device) -> dict[str, Any]:
     """The device a result was measured on: type, name (GPU or CPU model), torch CPU threads."""
+    import torch  # boundary: see the module docstring
 
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_model()
     return {"type": device.type, "name": name, "threads": torch.get_num_threads()}
@@ -204,7 +240,7 @@ def slurm_job(
     env = os.environ if environ is None else environ
     job_id = env.get("SLURM_JOB_ID")
     if not job_id:
-        return dict.fromkeys(("slurm_node", "slurm_partition", "slurm_restart_count", "slurm_log"))
+        return dict.fromkeys(SLURM_KEYS)
     fields = _scontrol_job(job_id) if scontrol is None else scontrol
     # the controller's count: inside snakemake's srun step SLURM_RESTART_COUNT reads 0 even
     # after a requeue (seen on SLURM 22.05)

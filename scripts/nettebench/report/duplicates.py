@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
+from nettebench.records.environment import SLURM_KEYS
 from nettebench.report import format as T
 from nettebench.report.frames.runs import cell_keys
 from nettebench.vocabulary.outputs import METRICS_FILE
@@ -34,10 +35,7 @@ INCIDENTAL_ENV = (
     "cpu_affinity",
     "git_dirty",
     "slurm_job_id",
-    "slurm_node",
-    "slurm_partition",
-    "slurm_restart_count",
-    "slurm_log",
+    *SLURM_KEYS,
 )
 # Other columns of runs that identify the measurement: the device it ran on (a GPU's power
 # limit set below its default is part of it: report.caveats).

@@ -21,8 +21,9 @@ from typing import Any
 import pandas as pd
 
 from nettebench.records import files as records
-from nettebench.records.cpu import CPU_KEYS
 from nettebench.records.energy import ENERGY_COLUMNS, energy_columns
+from nettebench.records.environment import KEYS as ENV_KEYS
+from nettebench.records.environment import PACKAGE_KEYS
 from nettebench.report import format as T
 from nettebench.report.caveats import CAVEAT_COLUMNS, caveat_columns, number
 from nettebench.report.setups import setup_ids, setup_labels
@@ -32,42 +33,6 @@ from nettebench.vocabulary.record_keys import EPOCH_COLUMNS, STATUS_OK, SUMMARY_
 
 # Columns after the cell parameters, in this order (then summary, environment, path).
 RECORD_COLUMNS = ("kind", "status", "message", "cell_id", "device_type", "device_name", "threads")
-
-
-# Keys of metrics.json["environment"] (nettebench.records.environment.collect); unknown ones follow
-# sorted.
-ENV_KEYS = (
-    "host",
-    "platform",
-    "python",
-    "cpu_model",
-    "cpu_count",
-    *CPU_KEYS,
-    "gpu_name",
-    "gpu_count",
-    "driver",
-    "cuda",
-    "cudnn",
-    "torch",
-    "torchvision",
-    "efficientnet_pytorch",
-    "apex",
-    "apex_kernels",
-    "torchvision_commit",
-    "torchvision_build",
-    "apex_commit",
-    "apex_build",
-    "git_commit",
-    "git_dirty",
-    "nettebench",
-    "lock",  # the hash lock the environment was installed from (records/lock.py)
-    "slurm_job_id",
-    "slurm_node",
-    "slurm_partition",
-    "slurm_restart_count",
-    "slurm_log",
-)
-
 
 # After the summary: the compute ceiling (nettebench.benchmarks.ceiling) beside metrics.json.
 CEILING_COLUMNS = ("ceiling_status", "ceiling_img_s", "ceiling_share")
@@ -267,8 +232,12 @@ def runs_frame(cells: Sequence[Cell], *, target_top1: float | None = None) -> pd
     cell_keys = _ordered_keys(
         PARAMETER_NAMES, [*PARAMETER_NAMES, *(k for c in cells for k in c.record["cell"])]
     )
+    # Every environment key is a column, those of package environments only where a record has
+    # them: the version table lists Pillow where its column is, reading a missing value as
+    # "none", and a record from before package environments did not record its Pillow.
+    always = [k for k in ENV_KEYS if k not in PACKAGE_KEYS]
     env_keys = _ordered_keys(
-        ENV_KEYS, [*ENV_KEYS, *(k for c in cells for k in c.record["environment"] or {})]
+        ENV_KEYS, [*always, *(k for c in cells for k in c.record["environment"] or {})]
     )
     summary_keys = _ordered_keys(
         SUMMARY_KEYS,
