@@ -50,10 +50,6 @@ _MISSING = {"gpu_power_limit_lowered_w": "default"}
 UNLABELLED = "this machine"  # the label of the only setup when nothing tells setups apart
 
 
-def _present(frame: pd.DataFrame, columns=SETUP_COLUMNS) -> list[str]:
-    return [c for c in columns if c in frame.columns]
-
-
 def _value(value) -> str | None:
     return None if T.is_missing(value) else T.fmt_value(value)
 
@@ -77,7 +73,8 @@ def setup_ids(frame: pd.DataFrame) -> pd.Series:
 
 def varying(frame: pd.DataFrame, columns=SETUP_COLUMNS) -> list[str]:
     """The setup columns that take more than one value in ``frame`` (missing is a value)."""
-    return [c for c in _present(frame, columns) if frame[c].map(_value).nunique(dropna=False) > 1]
+    present = [c for c in columns if c in frame.columns]
+    return [c for c in present if frame[c].map(_value).nunique(dropna=False) > 1]
 
 
 def describe(

@@ -1,27 +1,20 @@
 """Statistics over processes: mean and 95 % confidence interval, whether two cells differ, and
 how many of a table's verdicts may be stated at once.
 
-Each seed of a cell is an independent training run, a process of its own, so its seconds,
-img/s or accuracy are samples of what the cell measures: the seeds are the cell's replicates.
-Tables print the mean over seeds with the half-width of its 95 % confidence interval (Student's
-t with n - 1 degrees of freedom: ``mean ± t(0.975, n-1) * sd / sqrt(n)``), and say n.
+Each seed of a cell is a training run, a process of its own: the seeds are the cell's
+replicates, and tables print their mean ± the half-width of its 95 % Student-t interval.
 
-A comparison of two cells is the ratio of their processes' steady rates, tested with Welch's t
-on the logarithms of one value per process (:func:`ratio_interval`): the spread that decides is
-the one between processes, never the steps of one process, which are far more alike than two
-processes of the same cell. Welch's test and not Student's: two machines or two library
-versions need not have the same run-to-run spread. Not a rank test (Mann-Whitney, as airspeed
-velocity uses): with the 2-3 processes a training study affords, no rank test can reach
-p < 0.05 (two a side give p >= 1/3). With one process on a side nothing is tested.
+Two cells compare by the ratio of their processes' steady rates, Welch's t on the logarithms
+(:func:`ratio_interval`): the spread that decides is the one between processes, never the steps
+of one process, which are far more alike than two processes of the same cell. Welch's and not
+Student's: two machines or library versions need not have the same run-to-run spread. Not a
+rank test (Mann-Whitney, as airspeed velocity uses): with the 2-3 processes a training study
+affords, none can reach p < 0.05 (two a side give p >= 1/3). The verdicts of one table are a
+family, corrected by Holm's method (:func:`holm`), so a table of identical cells states any
+difference at most 5 % of the time, however many rows it has.
 
-A table states several verdicts at once, and each has its 5 % chance of a false alarm; so the
-verdicts of one table are a family, and a difference is supported only when its p survives
-Holm's step-down correction over the family (:func:`holm`): the chance that a table of
-identical cells states any difference stays at 5 %.
-
-The t distribution is SciPy's (``scipy.stats.t``), checked against the published t tables
-(``tests/test_stats.py``); the rest is plain Python. SciPy is the report's dependency, never a
-job's: the jobs' own intervals (:mod:`nettebench.records.spread`) are standard library.
+The t distribution is SciPy's; SciPy is the report's dependency, never a job's (the jobs' own
+intervals, :mod:`nettebench.records.spread`, are standard library).
 """
 
 from __future__ import annotations
@@ -66,7 +59,7 @@ class Summary:
 
 
 def summarize(values: Iterable[Any]) -> Summary:
-    """Mean, sd and 95 % CI half-width of the finite ``values`` (one per seed)."""
+    """Mean, sd and CI half-width (``t(0.975, n-1) * sd / sqrt(n)``) of the finite ``values``."""
     xs = finite(values)
     n = len(xs)
     if n == 0:

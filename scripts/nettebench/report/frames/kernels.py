@@ -146,9 +146,7 @@ def categories_frame(profiles: Sequence[dict[str, Any]], cells: pd.DataFrame) ->
                     "source": category["source"],
                 }
             )
-    columns = [*CELL_COLUMNS, *RECORD_COLUMNS]
-    frame = pd.DataFrame(rows, columns=columns)
-    return frame[columns]
+    return pd.DataFrame(rows, columns=[*CELL_COLUMNS, *RECORD_COLUMNS])
 
 
 def in_order(profiles: Sequence[dict[str, Any]], cells: pd.DataFrame) -> list[dict[str, Any]]:
