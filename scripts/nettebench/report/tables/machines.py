@@ -9,6 +9,8 @@ that ran on one setup only is blank elsewhere.
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from nettebench.report import format as T
@@ -82,6 +84,57 @@ def _locks_note(matrix: pd.DataFrame) -> str:
     )
 
 
+def side_by_side(
+    table: pd.DataFrame,
+    labels: pd.Series,
+    side: pd.Series,
+    sides: list[str],
+    at: str,
+    family: Family,
+    counts: list[int],
+) -> tuple[list[list[Any]], list[str]]:
+    """The rows of a side-by-side table (versions, machines) and their footnotes: a row per row
+    label and precision, the seconds of each of ``sides`` (the values of ``side``, one per row
+    of ``table``: a setup, a version), then each side's speed-up over the first, a member of
+    ``family``. ``at`` joins a row and a side in the footnotes (``on``, ``at``); ``counts``
+    receives each side's number of finished seeds."""
+    rows, marks, first = [], Marks(withheld=[]), sides[0]
+    for precision in T.sort_precisions(table["precision"]):
+        of_precision = table["precision"] == precision
+        for label in labels[of_precision].unique():
+            cell = table[(labels == label) & of_precision]
+            by_side = {s: cell[side[cell.index] == s] for s in sides}
+            row = [f"{label} {precision}"]
+            for name, seeds in by_side.items():
+                ok = seeds[seeds["status"] == STATUS_OK]
+                counts += [len(stats.finite(ok["time_for_epochs_s"]))] if len(ok) else []
+                row.append(seconds_cell(seeds, f"{row[0]} {at} {name}", marks))
+            for name in sides[1:]:
+                pair = pd.concat([by_side[first], by_side[name]])
+                found = cells_speedup(
+                    by_side[first],
+                    by_side[name],
+                    approx=any(map(T.as_bool, pair["extrapolated"])),
+                    names=(f"{row[0]} {at} {first}", f"{row[0]} {at} {name}"),
+                    family=family,
+                    withheld=marks.withheld,
+                )
+                row.append(found or "")
+            rows.append(row)
+    return rows, marks.notes()
+
+
+def side_by_side_sections(pending: list[tuple[str, str, list[str], list, list[str]]]) -> list:
+    """Each side-by-side table (title, first column's header, sides, rows, notes) as a section,
+    its speed-ups rendered: their family is complete."""
+    sections = []
+    for title, first, sides, rows, notes in pending:
+        header = [first, *sides, *(f"{s}: speed-up over {sides[0]}" for s in sides[1:])]
+        body = T.table(header, render(rows), "l" + "r" * (len(header) - 1))
+        sections += T.section(title, body, notes=notes, level=2)
+    return sections
+
+
 def machines_markdown(runs: pd.DataFrame) -> T.Document:
     """Seconds for N epochs by cell, one column per setup, then each setup's speed-up over the
     first (mean over seeds, with whether the seeds support it)."""
@@ -105,46 +158,17 @@ def machines_markdown(runs: pd.DataFrame) -> T.Document:
             "(`snakemake --workflow-profile profiles/aggregate`) to see them side by side."
         )
         return T.document("Machines side by side", note, [how, *_setups_section(matrix)])
-    sections, counts, family = [], [], Family()
-    pending = []  # (title, header, rows, notes): written once the family is complete
+    counts, family = [], Family()
+    pending = []  # written once the family is complete
     for (dataset, epochs), table in groups(matrix, ["dataset", "epochs"]):
         setups = sorted(set(table["setup"].map(T.fmt_value)))
         if len(setups) < 2:
             continue
-        reference = setups[0]
         labels = T.row_labels(table, row_keys(runs))
-        header = ["cell", *setups, *(f"{s}: speed-up over {reference}" for s in setups[1:])]
-        rows, marks = [], Marks(withheld=[])
-        for precision in T.sort_precisions(table["precision"]):
-            for label in labels[table["precision"] == precision].unique():
-                cell = table[(labels == label) & (table["precision"] == precision)]
-                by_setup = {s: cell[cell["setup"].map(T.fmt_value) == s] for s in setups}
-                row = [f"{label} {precision}"]
-                for setup in setups:
-                    seeds = by_setup[setup]
-                    ok = seeds[seeds["status"] == STATUS_OK]
-                    counts += [len(stats.finite(ok["time_for_epochs_s"]))] if len(ok) else []
-                    row.append(seconds_cell(seeds, f"{row[0]} on {setup}", marks))
-                for setup in setups[1:]:
-                    pair = pd.concat([by_setup[reference], by_setup[setup]])
-                    extrapolated = any(map(T.as_bool, pair["extrapolated"]))
-                    row.append(
-                        cells_speedup(
-                            by_setup[reference],
-                            by_setup[setup],
-                            approx=extrapolated,
-                            names=(f"{row[0]} on {reference}", f"{row[0]} on {setup}"),
-                            family=family,
-                            withheld=marks.withheld,
-                        )
-                        or ""
-                    )
-                rows.append(row)
-        notes = marks.notes()
-        pending.append((f"{dataset}, {T.fmt_value(epochs)} epochs", header, rows, notes))
-    for title, header, rows, notes in pending:
-        body = T.table(header, render(rows), "l" + "r" * (len(header) - 1))
-        sections += T.section(title, body, notes=notes, level=2)
+        side = table["setup"].map(T.fmt_value)
+        rows, notes = side_by_side(table, labels, side, setups, "on", family, counts)
+        pending.append((f"{dataset}, {T.fmt_value(epochs)} epochs", "cell", setups, rows, notes))
+    sections = side_by_side_sections(pending)
     note = note.replace(T.SEEDS_TEXT, T.seeds_note(counts))
     note += f" {family.note()}" if family.members else ""
     locks = _locks_note(matrix)

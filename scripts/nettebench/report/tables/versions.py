@@ -14,19 +14,11 @@ from __future__ import annotations
 import pandas as pd
 
 from nettebench.report import format as T
-from nettebench.report import stats
-from nettebench.report.compare import (
-    Family,
-    Marks,
-    cells_speedup,
-    formula_note,
-    render,
-    seconds_cell,
-)
+from nettebench.report.compare import Family, formula_note
 from nettebench.report.frames.runs import pinned_packages
 from nettebench.report.grids import device_title, groups, no_matrix, row_keys
 from nettebench.report.setups import HARDWARE_COLUMNS, SETUP_COLUMNS, describe, varying
-from nettebench.vocabulary.record_keys import STATUS_OK
+from nettebench.report.tables.machines import side_by_side, side_by_side_sections
 
 # Libraries whose versions the version table compares, as recorded in each cell's environment
 # (env_<library>, and env_<library>_commit / env_<library>_build where known), and the cell
@@ -93,8 +85,8 @@ def library_versions_markdown(runs: pd.DataFrame) -> T.Document:
     show them.
     """
     matrix = runs[runs["kind"] == "matrix"] if len(runs) else runs
-    sections, counts, recorded, family = [], [], [], Family()
-    pending = []  # (title, header, rows, notes): written once the family is complete
+    counts, recorded, family = [], [], Family()
+    pending = []  # written once the family is complete
     group_keys = ["dataset", "epochs", "device_type", *(c for c in HARDWARE_COLUMNS if c in runs)]
     for library in [] if matrix.empty else _libraries(matrix):
         labels = matrix.apply(version_label, axis=1, library=library)
@@ -107,36 +99,9 @@ def library_versions_markdown(runs: pd.DataFrame) -> T.Document:
             if labels[table.index].nunique() < 2:
                 continue
             columns_of = _columns(table, labels[table.index], library)
-            versions = sorted(dict.fromkeys(columns_of), key=list(columns_of).index)
-            first = versions[0]
+            versions = list(dict.fromkeys(columns_of))  # in order of appearance
             rows_of = T.row_labels(table, keys)
-            rows, marks = [], Marks(withheld=[])
-            for precision in T.sort_precisions(table["precision"]):
-                for row_label in rows_of[table["precision"] == precision].unique():
-                    cell = table[(rows_of == row_label) & (table["precision"] == precision)]
-                    by_version = {v: cell[columns_of[cell.index] == v] for v in versions}
-                    row = [f"{row_label} {precision}"]
-                    for version in versions:
-                        seeds = by_version[version]
-                        text = seconds_cell(seeds, f"{row[0]} at {version}", marks)
-                        ok = seeds[seeds["status"] == STATUS_OK]
-                        counts += [len(stats.finite(ok["time_for_epochs_s"]))] if len(ok) else []
-                        row.append(text)
-                    for version in versions[1:]:
-                        pair = pd.concat([by_version[first], by_version[version]])
-                        row.append(
-                            cells_speedup(
-                                by_version[first],
-                                by_version[version],
-                                approx=any(map(T.as_bool, pair["extrapolated"])),
-                                names=(f"{row[0]} at {first}", f"{row[0]} at {version}"),
-                                family=family,
-                                withheld=marks.withheld,
-                            )
-                            or ""
-                        )
-                    rows.append(row)
-            notes = marks.notes()
+            rows, notes = side_by_side(table, rows_of, columns_of, versions, "at", family, counts)
             params = dict(zip(group_keys, key, strict=True))
             machine = params.get("machine")
             where = "" if T.is_missing(machine) else f", machine {machine}"
@@ -144,13 +109,10 @@ def library_versions_markdown(runs: pd.DataFrame) -> T.Document:
                 f"{library}: {params['dataset']}, {T.fmt_value(params['epochs'])} epochs, "
                 f"{device_title(table)}{where}"
             )
-            header = ["model", *versions, *(f"{v}: speed-up over {first}" for v in versions[1:])]
-            pending.append((title, header, rows, notes))
+            pending.append((title, "model", versions, rows, notes))
         for version in dict.fromkeys(labels):
             recorded.append([library, version, str(int((labels == version).sum()))])
-    for title, header, rows, notes in pending:
-        body = T.table(header, render(rows), "l" + "r" * (len(header) - 1))
-        sections += T.section(title, body, notes=notes, level=2)
+    sections = side_by_side_sections(pending)
     note = (
         "Seconds for all epochs of a cell by the library version it imported (`@commit`: the "
         f"build's commit), {T.seeds_note(counts)}; then speed-ups over the first version. "
