@@ -24,56 +24,17 @@ import pandas as pd
 
 from nettebench.report import format as T
 from nettebench.report.figures.plotting import save, style
-from nettebench.report.frames.runs import EPOCH_ID_COLUMNS
+from nettebench.report.frames.runs import EPOCH_ID_COLUMNS, runs_frame
 from nettebench.report.registry import render
-from nettebench.report.setups import SETUP_COLUMNS
-from nettebench.vocabulary import commands, outputs
+from nettebench.vocabulary import commands, outputs, record_keys
 
-# Columns the figures use; a CSV without them (an empty study) gets them as all-missing.
-RUN_COLUMNS = (
-    "dataset",
-    "model",
-    "precision",
-    "batch_size",
-    "epochs",
-    "seed",
-    "kind",
-    "status",
-    "cell_id",
-    "device_type",
-    "device_name",
-    "extrapolated",
-    "time_for_epochs_s",
-    "epoch_s_median",
-    "train_img_s",
-    "ceiling_status",
-    "ceiling_img_s",
-    # caveats (report.caveats): marks over a bar whose number cannot be taken at face value
-    "interference",
-    "ceiling_interference",
-    "above_ceiling",
-    "setup",
-    "target_top1",
-    "time_to_target_s",
-    "path",
-    "j_per_img",  # the energy figure (report.figures.energy)
-    "j_per_img_low",
-    "j_per_img_high",
-    *SETUP_COLUMNS,
-)
-
-EPOCH_COLUMNS = (*EPOCH_ID_COLUMNS, "epoch", "val_top1", "val_top5")
+# runs.csv's and epochs.csv's header (a study without cells): a CSV without some of them (an
+# empty or older one) gets them as all-missing.
+RUN_COLUMNS = tuple(runs_frame([]).columns)
+EPOCH_COLUMNS = (*EPOCH_ID_COLUMNS, *record_keys.EPOCH_COLUMNS)
 NUMERIC_COLUMNS = (
-    "batch_size",
-    "epochs",
-    "seed",
-    "epoch",
-    "time_for_epochs_s",
-    "epoch_s_median",
-    "train_img_s",
-    "ceiling_img_s",
-    "val_top1",
-    "val_top5",
+    *("batch_size", "epochs", "seed", "epoch", "time_for_epochs_s", "epoch_s_median"),
+    *("train_img_s", "ceiling_img_s", "val_top1", "val_top5"),
 )
 
 

@@ -13,6 +13,7 @@ from nettebench.report.figures.plotting import (
     finish,
     new_figure,
     precision_colors,
+    side_legend,
 )
 from nettebench.report.grids import row_keys
 from nettebench.report.tables import time_to_accuracy as tta
@@ -94,8 +95,7 @@ def plot_accuracy(epochs: pd.DataFrame, runs: pd.DataFrame | None = None) -> Fig
             Line2D([], [], color="0.3", linestyle="-", label="top-1"),
             Line2D([], [], color="0.3", linestyle="--", label="top-5"),
         ]
-        # beside the panel, never over a curve or its band
-        ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+        side_legend(ax, handles, title=None)
     fig.suptitle(f"{title}\n(mean over seeds, band = min-max)")
     return finish(fig, [tta.PARTIAL_NOTE] if matrix["partial"].any() else [])
 

@@ -25,6 +25,7 @@ from nettebench.report.figures.plotting import (
     mark_bar,
     new_figure,
     precision_colors,
+    side_legend,
 )
 from nettebench.report.grids import GROUP_KEYS, groups, row_keys
 from nettebench.report.tables.energy import energy_grids, fmt_joules, measured
@@ -90,14 +91,6 @@ def plot_energy(runs: pd.DataFrame) -> Figure:
         ax.set_ylabel("J per trained image")
         ax.set_title(title, fontsize="small")
         shown = T.sort_precisions(b["precision"] for b in bars)
-        handles = [Patch(facecolor=colors[p], label=p) for p in shown]
-        ax.legend(
-            handles=handles,
-            title="precision",
-            fontsize=7,
-            title_fontsize=8,
-            loc="upper left",
-            bbox_to_anchor=(1.01, 1.0),
-        )
+        side_legend(ax, [Patch(facecolor=colors[p], label=p) for p in shown])
     fig.suptitle(TITLE)
     return finish(fig, [note for _, _, notes in panels for note in notes])

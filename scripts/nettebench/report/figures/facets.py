@@ -12,7 +12,7 @@ import pandas as pd
 
 from nettebench.report import caveats as C
 from nettebench.report import format as T
-from nettebench.report.figures.plotting import bar_width, grouped_bars, new_figure, precision_colors
+from nettebench.report.figures.plotting import bar_panels, precision_colors
 from nettebench.report.grids import GROUP_KEYS, PARTIAL_NOTE, row_keys
 from nettebench.report.setups import title_suffix
 
@@ -156,31 +156,17 @@ def caveat_notes(frame: pd.DataFrame, marks: pd.Series, hue: str = "precision") 
 
 
 def precision_bar_panels(
-    runs: pd.DataFrame, facets, value: str, status: str = "status", outcomes=None, marks=None
+    runs: pd.DataFrame, facets, value: str, ylabel: str, marks, status="status", outcomes=None
 ):
     """One panel per (title, frame) facet: bars of ``value`` by row label, one per precision
     (colours fixed across the figure), each with its mark (``marks``: one series per facet,
-    as :func:`grid_marks` gives). Returns the figure and its (axes, frame) pairs for the
-    caller's own labels."""
-    colors = precision_colors(runs["precision"].dropna().astype(str))
-    widest = max(bar_width(f["label"].nunique(), f["precision"].nunique()) for _, f in facets)
-    fig, axes = new_figure(len(facets), panel_width=widest)
+    as :func:`grid_marks` gives). The figure and its axes."""
     panels = []
-    for index, (ax, (facet_title, frame)) in enumerate(zip(axes, facets, strict=True)):
-        bars = bar_frame(frame, value, status=status)
-        if marks is not None:
-            bars["mark"] = marks[index]
-        grouped_bars(
-            ax,
-            bars,
-            categories=list(frame["label"].unique()),
-            hues=T.sort_precisions(frame["precision"]),
-            colors=colors,
-            outcomes=outcomes,
-        )
-        ax.set_title(facet_title, fontsize=9)
-        panels.append((ax, frame))
-    return fig, panels
+    for (title, frame), facet_marks in zip(facets, marks, strict=True):
+        bars = bar_frame(frame, value, status=status).assign(mark=facet_marks)
+        panels.append((title, bars, T.sort_precisions(frame["precision"])))
+    colors = precision_colors(runs["precision"].dropna().astype(str))
+    return bar_panels(panels, colors, ylabel, outcomes=outcomes)
 
 
 def equal(column: pd.Series, value: Any) -> pd.Series:

@@ -96,6 +96,19 @@ def bar_width(categories: int, hues: int) -> float:
     return max(5.0, 0.32 * categories * max(hues, 1) + 2.0)
 
 
+def bar_panels(panels: list[tuple], colors: dict[str, Any], ylabel: str, **options) -> tuple:
+    """A figure of :func:`grouped_bars` panels, one per (title, bars, hues), each as wide as
+    the widest needs; ``options`` go to every panel. The figure and its axes."""
+    widest = max(bar_width(bars["label"].nunique(), len(hues)) for _, bars, hues in panels)
+    fig, axes = new_figure(len(panels), panel_width=widest)
+    for ax, (title, bars, hues) in zip(axes, panels, strict=True):
+        categories = list(bars["label"].unique())
+        grouped_bars(ax, bars, categories=categories, hues=hues, colors=colors, **options)
+        ax.set_title(title, fontsize=9)
+        ax.set_ylabel(ylabel)
+    return fig, axes
+
+
 def grouped_bars(
     ax,
     frame: pd.DataFrame,
@@ -192,12 +205,16 @@ def grouped_bars(
         )
     if reference is not None:
         handles.append(reference_line(ax, *reference))
-    ax.legend(  # beside the bars, never over one
+    side_legend(ax, handles)
+
+
+def side_legend(ax, handles: list, title: str | None = "precision") -> None:
+    """The panel's legend beside it, never over a bar or a curve."""
+    ax.legend(
         handles=handles,
-        title="precision",
+        title=title,
         fontsize=7,
         title_fontsize=8,
-        frameon=True,
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
     )

@@ -14,14 +14,7 @@ from matplotlib.figure import Figure
 from nettebench.report import compare, stats
 from nettebench.report import format as T
 from nettebench.report.figures import facets as F
-from nettebench.report.figures.plotting import (
-    bar_width,
-    empty_figure,
-    finish,
-    grouped_bars,
-    new_figure,
-    precision_colors,
-)
+from nettebench.report.figures.plotting import bar_panels, empty_figure, finish, precision_colors
 from nettebench.report.grids import APPROX_NOTE, LEGEND
 
 BASELINE_PRECISION = compare.BASELINE_PRECISION  # the study's pure-fp32 level
@@ -91,32 +84,20 @@ def plot_speedup(runs: pd.DataFrame) -> Figure:
     if not matrix_facets:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
     family = compare.Family()  # every bar of the figure, as every verdict of the table
-    facets = [(t, speedup_frame(frame, family), frame) for t, frame in matrix_facets]
-    facets = [(t, finish_marks(bars), frame) for t, bars, frame in facets]
+    facets = [(t, speedup_frame(frame, family)) for t, frame in matrix_facets]
+    facets = [(t, finish_marks(bars), T.sort_precisions(bars["hue"])) for t, bars in facets]
     facets = [facet for facet in facets if not facet[1].empty]
     if not facets:
         return empty_figure(title, f"no {BASELINE_PRECISION} cells to compare against")
     colors = precision_colors(runs["precision"].dropna().astype(str))
-    widest = max(bar_width(f["label"].nunique(), f["hue"].nunique()) for _, f, _ in facets)
-    fig, axes = new_figure(len(facets), panel_width=widest)
-    notes = [WHISKER_NOTE]
-    for ax, (facet_title, bars, frame) in zip(axes, facets, strict=True):
-        grouped_bars(
-            ax,
-            bars,
-            categories=list(bars["label"].unique()),
-            hues=[p for p in T.sort_precisions(frame["precision"]) if p in set(bars["hue"])],
-            colors=colors,
-            reference=(1.0, REFERENCE_LABEL),
-        )
-        ax.set_title(facet_title, fontsize=9)
-        ax.set_ylabel(f"times as fast as {BASELINE_PRECISION}")
-        notes += facet_notes(bars, frame)
+    ylabel = f"times as fast as {BASELINE_PRECISION}"
+    fig, _ = bar_panels(facets, colors, ylabel, reference=(1.0, REFERENCE_LABEL))
     fig.suptitle(title)
-    return finish(fig, notes)
+    notes = [note for _, bars, _ in facets for note in facet_notes(bars)]
+    return finish(fig, [WHISKER_NOTE, *notes])
 
 
-def facet_notes(bars: pd.DataFrame, frame: pd.DataFrame) -> list[str]:
+def facet_notes(bars: pd.DataFrame) -> list[str]:
     """What the marks of one panel mean, as its table (the time table's speed-up grid) says:
     ``~`` its extrapolated note, ``(ns)`` / ``(n=1)`` its comparison note, ``‡ (no verdict)``
     its note naming the disturbed sides, ``OOM`` / ``n/a`` its legend."""

@@ -12,14 +12,7 @@ from nettebench.records.spread import INTERVAL_NAME
 from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.figures import facets as F
-from nettebench.report.figures.plotting import (
-    bar_width,
-    empty_figure,
-    finish,
-    grouped_bars,
-    new_figure,
-    precision_colors,
-)
+from nettebench.report.figures.plotting import bar_panels, empty_figure, finish, precision_colors
 from nettebench.report.grids import LEGEND, row_keys
 
 
@@ -46,7 +39,7 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
     greys = np.linspace(0.8, 0.45, max(len(cpu_hues), 2))  # light greys, so the hatch shows
     colors.update({hue: str(round(grey, 2)) for hue, grey in zip(cpu_hues, greys, strict=False)})
 
-    facets = []
+    panels, frames = [], []  # a panel's (title, bars, hues) and its rows
     matrix = wanted[wanted["kind"] == "matrix"]
     for dataset, frame in wanted.groupby("dataset", sort=False, dropna=False):
         # One panel per device type and setup the dataset's matrix ran on, each with the CPU
@@ -63,30 +56,24 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
                 part = frame[is_cpu]
             part = part.sort_values(["model", "batch_size"], kind="stable")
             part = part.assign(label=T.row_labels(part, label_keys))
-            facets.append((F.facet_title(dataset, None, part[~is_cpu[part.index]], matrix), part))
-    widest = max(bar_width(f["label"].nunique(), f["hue"].nunique()) for _, f in facets)
-    fig, axes = new_figure(len(facets), panel_width=widest)
+            matrix_hues = T.sort_precisions(part.loc[part["kind"] == "matrix", "precision"])
+            hues = matrix_hues + sorted(set(part["hue"]) - set(matrix_hues))
+            bars = F.bar_frame(
+                part,
+                "train_img_s",
+                hue="hue",
+                outline="ceiling_img_s",
+                interval=("train_img_s_low", "train_img_s_high"),
+            )
+            panel_title = F.facet_title(dataset, None, part[~is_cpu[part.index]], matrix)
+            panels.append((panel_title, bars, hues))
+            frames.append(part)
+    ylabel = "training images / s"
+    fig, axes = bar_panels(panels, colors, ylabel, hatched=cpu_hues)
     notes = []
-    for ax, (facet_title, frame) in zip(axes, facets, strict=True):
-        matrix_hues = T.sort_precisions(frame.loc[frame["kind"] == "matrix", "precision"])
-        hues = matrix_hues + sorted(set(frame["hue"]) - set(matrix_hues))
-        bars = F.bar_frame(
-            frame,
-            "train_img_s",
-            hue="hue",
-            outline="ceiling_img_s",
-            interval=("train_img_s_low", "train_img_s_high"),
-        )
+    for ax, frame, (_, bars, _) in zip(axes, frames, panels, strict=True):
         if "mark" in bars:
             notes += F.caveat_notes(frame, bars["mark"], hue="hue")
-        grouped_bars(
-            ax,
-            bars,
-            categories=list(frame["label"].unique()),
-            hues=hues,
-            colors=colors,
-            hatched=cpu_hues,
-        )
         ok = pd.to_numeric(frame.loc[frame["status"] == "ok", "train_img_s"], errors="coerce")
         if "ceiling_img_s" in frame:  # the log scale decision and limits include the ceilings
             ceilings = pd.to_numeric(frame["ceiling_img_s"], errors="coerce").dropna()
@@ -95,9 +82,7 @@ def plot_throughput(runs: pd.DataFrame) -> Figure:
         if len(ok) and ok.max() / ok.min() > 30:  # CPU next to GPU: keep both readable
             ax.set_yscale("log")
             ax.set_ylim(bottom=ok.min() / 3)  # bars start at the axis, so the smallest shows
-        scale = " (log scale)" if ax.get_yscale() == "log" else ""
-        ax.set_ylabel(f"training images / s{scale}")
-        ax.set_title(facet_title, fontsize=9)
+            ax.set_ylabel(f"{ylabel} (log scale)")
         if {t.get_text() for t in ax.texts} & set(T.OUTCOME_TEXT.values()):
             notes.append(LEGEND)  # an outcome written in a bar's place
     fig.suptitle(title)

@@ -21,11 +21,9 @@ def plot_time(runs: pd.DataFrame) -> Figure:
     facets = F.matrix_facets(runs)
     if not facets:
         return empty_figure(title, "no data: no matrix cells in runs.csv")
-    # the time table's grids (tables.time): its marks and footnotes, cell for cell
     grids = time_grids(runs)
+    ylabel = f"seconds (mean ± {stats.LEVEL} CI over seeds)"
     marks = F.grid_marks(facets, grids)
-    fig, panels = F.precision_bar_panels(runs, facets, "time_for_epochs_s", marks=marks)
-    for ax, _frame in panels:
-        ax.set_ylabel(f"seconds (mean ± {stats.LEVEL} CI over seeds)")
+    fig, _ = F.precision_bar_panels(runs, facets, "time_for_epochs_s", ylabel, marks)
     fig.suptitle(title)
     return finish(fig, F.grid_notes(grids))

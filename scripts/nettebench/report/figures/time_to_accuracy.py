@@ -40,16 +40,15 @@ def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
         for (t, f), text in zip(facets, texts, strict=True)
     ]
     marks = [text.map(lambda t: t.rsplit(" ", 1)[1] if t.endswith(")") else "") for text in texts]
-    fig, panels = F.precision_bar_panels(
+    fig, _ = F.precision_bar_panels(
         runs,
         facets,
         "time_to_target_s",
+        f"seconds to target (mean ± {stats.LEVEL} CI)",
+        marks,
         status="target_status",
         outcomes={"not_reached": NOT_REACHED, "partial": tta.PARTIAL},
-        marks=marks,
     )
-    for ax, _frame in panels:
-        ax.set_ylabel(f"seconds to target (mean ± {stats.LEVEL} CI)")
     fig.suptitle(title)
     shown = {t for text in texts for t in text}
     notes = [tta.PARTIAL_NOTE] if tta.PARTIAL in shown else []
