@@ -80,9 +80,17 @@ def fmt_value(value: Any) -> str:
     return str(value)
 
 
-def fmt_seconds(value: Any) -> str:
-    """Seconds with one decimal, like the study's tables (``1440.3``)."""
-    return "" if is_missing(value) else f"{float(value):.1f}"
+def number_format(spec: str, suffix: str = "") -> Callable[[Any], str]:
+    """A formatter of a number by the format ``spec`` (then ``suffix``), blank for no value."""
+
+    def fmt(value: Any) -> str:
+        return "" if is_missing(value) else f"{float(value):{spec}}{suffix}"
+
+    return fmt
+
+
+fmt_seconds = number_format(".1f")  # seconds, like the study's tables: 1440.3
+fmt_accuracy = number_format(".1f")  # an accuracy already in percent: 79.2
 
 
 def fmt_rate(value: Any) -> str:
@@ -93,11 +101,6 @@ def fmt_rate(value: Any) -> str:
 def fmt_percent(share: Any) -> str:
     """A share in [0, 1] as a percentage with one decimal (``12.5``)."""
     return "" if is_missing(share) else f"{100 * float(share):.1f}"
-
-
-def fmt_accuracy(value: Any) -> str:
-    """An accuracy that is already in percent, one decimal (``79.2``)."""
-    return "" if is_missing(value) else f"{float(value):.1f}"
 
 
 def fmt_speedup(value: Any) -> str:

@@ -34,11 +34,7 @@ NOTE = (
 )
 
 
-def fmt_joules(value: object) -> str:
-    """``0.123`` J (three significant figures; small values keep their digits)."""
-    if T.is_missing(value):
-        return ""
-    return f"{float(value):.3g}"
+fmt_joules = T.number_format(".3g")  # 0.123 J: small values keep their digits
 
 
 def fmt_joules_or_not_measured(value: object) -> str:

@@ -60,8 +60,8 @@ def _rate(value: Any) -> str:
     return f"{number:,.0f}" if number >= 100 else f"{number:.1f}"
 
 
-def _ms(value: Any) -> str:
-    return "" if T.is_missing(value) else f"{float(value):.2f}"
+_ms = T.number_format(".2f")
+_signed = T.number_format("+.2f")
 
 
 def _marks(row: Mapping[str, Any], unstable: str) -> str:
@@ -193,10 +193,6 @@ def accuracy_markdown(accuracy: pd.DataFrame) -> T.Document:
         ACCURACY_NOTE,
         T.section("Final weights of the matrix cells", table, level=2),
     )
-
-
-def _signed(value: Any) -> str:
-    return "" if T.is_missing(value) else f"{float(value):+.2f}"
 
 
 def headline(cells: pd.DataFrame, accuracy: pd.DataFrame) -> str:

@@ -46,16 +46,7 @@ def short_name(name: str, width: int = NAME_WIDTH) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
-def _ms(value: Any) -> str:
-    return "" if T.is_missing(value) else f"{float(value):,.2f}"
-
-
-def _us(value: Any) -> str:
-    return "" if T.is_missing(value) else f"{float(value):,.1f}"
-
-
-def _pct(value: Any) -> str:
-    return "" if T.is_missing(value) else f"{float(value):.1f} %"
+_ms, _us, _pct = T.number_format(",.2f"), T.number_format(",.1f"), T.number_format(".1f", " %")
 
 
 PROFILE_INTERFERENCE_NOTE = (
