@@ -96,51 +96,57 @@ def shares_section(cells: pd.DataFrame, categories: pd.DataFrame) -> list[T.Bloc
     return sections
 
 
-def top_section(cell: pd.Series, profile: dict[str, Any], top: int) -> list[T.Block]:
-    """One cell's top kernels (or top CPU operators when it had no GPU kernels)."""
-    kernels = profile["kernels"]
-    steps = cell["steps"] or 0
-    where = f"{cell['backend']}, {cell['device_name']}, {steps} steps"
-    title = f"{cell['dataset']}: {cell['label']}"
-    if not kernels.empty:
-        rows = [
-            [
-                index + 1,
-                f"`{short_name(row['name'])}`",
-                row["category"],
-                int(row["calls"]),
-                _ms(row["total_ms"]),
-                _us(row["avg_us"]),
-                _us(row["min_us"]),
-                _us(row["max_us"]),
-                _pct(row["share_pct"]),
-            ]
-            for index, (_, row) in enumerate(kernels.head(top).iterrows())
-        ]
-        header = ["#", "kernel", "category", "calls", "total ms", "avg µs", "min µs", "max µs"]
-        body = T.table([*header, "share"], rows, "rllrrrrrr")
-        note = f"Top {len(rows)} of {len(kernels)} kernels by GPU time ({where})."
-        return T.section(title, body, notes=[note], level=3)
-    operators = profile["cpu_ops"]
+# The columns after rank, name, category and calls: header -> (column, format)
+_KERNEL_COLUMNS = {
+    "total ms": ("total_ms", _ms),
+    "avg µs": ("avg_us", _us),
+    "min µs": ("min_us", _us),
+    "max µs": ("max_us", _us),
+    "share": ("share_pct", _pct),
+}
+_OPERATOR_COLUMNS = {
+    "self ms": ("self_ms", _ms),
+    "total ms": ("total_ms", _ms),
+    "share": ("share_pct", _pct),
+}
+
+
+def _top_table(frame: pd.DataFrame, what: str, columns: dict[str, tuple]) -> T.Block:
+    """The rows of ``frame`` (the top kernels or CPU operators) as a table."""
     rows = [
         [
             index + 1,
             f"`{short_name(row['name'])}`",
             row["category"],
             int(row["calls"]),
-            _ms(row["self_ms"]),
-            _ms(row["total_ms"]),
-            _pct(row["share_pct"]),
+            *(fmt(row[column]) for column, fmt in columns.values()),
         ]
-        for index, (_, row) in enumerate(operators.head(top).iterrows())
+        for index, (_, row) in enumerate(frame.iterrows())
     ]
-    header = ["#", "CPU operator", "category", "calls", "self ms", "total ms", "share"]
-    body = T.table(header, rows, "rllrrrr") if rows else T.Paragraph("No operators were recorded.")
-    note = (
-        f"No GPU kernels in this run ({where}): the top {len(rows)} of {len(operators)} CPU "
-        "operators by self time instead."
+    header = ["#", what, "category", "calls", *columns]
+    return (
+        T.table(header, rows, "rllr" + "r" * len(columns))
+        if rows
+        else T.Paragraph("No operators were recorded.")
     )
-    return T.section(title, body, notes=[note], level=3)
+
+
+def top_section(cell: pd.Series, profile: dict[str, Any], top: int) -> list[T.Block]:
+    """One cell's top kernels (or top CPU operators when it had no GPU kernels)."""
+    kernels, operators = profile["kernels"], profile["cpu_ops"]
+    where = f"{cell['backend']}, {cell['device_name']}, {cell['steps'] or 0} steps"
+    if not kernels.empty:
+        shown = kernels.head(top)
+        body = _top_table(shown, "kernel", _KERNEL_COLUMNS)
+        note = f"Top {len(shown)} of {len(kernels)} kernels by GPU time ({where})."
+    else:
+        shown = operators.head(top)
+        body = _top_table(shown, "CPU operator", _OPERATOR_COLUMNS)
+        note = (
+            f"No GPU kernels in this run ({where}): the top {len(shown)} of {len(operators)} CPU "
+            "operators by self time instead."
+        )
+    return T.section(f"{cell['dataset']}: {cell['label']}", body, notes=[note], level=3)
 
 
 def top_kernels_markdown(
