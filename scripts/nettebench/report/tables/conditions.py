@@ -54,46 +54,33 @@ def _windows(runs: pd.DataFrame) -> list[dict[str, Any]]:
     names = tell_apart(names, runs)
     found = []
     for index, row in runs.iterrows():
-        name = names[index]
-        host = row.get("env_host")
-        found.append(
-            {
-                "name": name,
-                "part": "epochs",
-                "host": host,
-                "cpus": row.get("env_cpu_affinity_count"),
-                "share": row.get("other_cpu_share"),
-                "steal": row.get("steal_share"),
-                "gpu": row.get("gpu_other_util"),
-                "measured": not T.is_missing(row.get("interference")),
-                "flag": C._flag(row.get("interference")),
-                "reasons": C.reasons_of(row.get("interference_reasons")),
-                "from": row.get("timed_from"),
-                "to": row.get("timed_to"),
-                "power": _power(row, ""),
-                "unstable": C._text(row.get("unstable")),
-            }
-        )
+        found.append(_window(row, names[index], "epochs", ""))
         if not T.is_missing(row.get("ceiling_status")):
-            found.append(
-                {
-                    "name": name,
-                    "part": f"ceiling ({row.get('ceiling_context') or 'standalone'})",
-                    "host": host,
-                    "cpus": row.get("env_cpu_affinity_count"),
-                    "share": row.get("ceiling_other_cpu_share"),
-                    "steal": None,
-                    "gpu": None,
-                    "measured": not T.is_missing(row.get("ceiling_interference")),
-                    "flag": C._flag(row.get("ceiling_interference")),
-                    "reasons": C.reasons_of(row.get("ceiling_interference_reasons")),
-                    "from": row.get("ceiling_timed_from"),
-                    "to": row.get("ceiling_timed_to"),
-                    "power": _power(row, "ceiling_"),
-                    "unstable": None,
-                }
-            )
+            part = f"ceiling ({row.get('ceiling_context') or 'standalone'})"
+            found.append(_window(row, names[index], part, "ceiling_"))
     return found
+
+
+def _window(row: pd.Series, name: str, part: str, prefix: str) -> dict[str, Any]:
+    """A row's window: its epochs' (``prefix`` empty) or its ceiling's (``ceiling_``, whose
+    steps have no steal, GPU-others or unstable-steps reading of their own)."""
+    epochs = not prefix
+    return {
+        "name": name,
+        "part": part,
+        "host": row.get("env_host"),
+        "cpus": row.get("env_cpu_affinity_count"),
+        "share": row.get(f"{prefix}other_cpu_share"),
+        "steal": row.get("steal_share") if epochs else None,
+        "gpu": row.get("gpu_other_util") if epochs else None,
+        "measured": not T.is_missing(row.get(f"{prefix}interference")),
+        "flag": C._flag(row.get(f"{prefix}interference")),
+        "reasons": C.reasons_of(row.get(f"{prefix}interference_reasons")),
+        "from": row.get(f"{prefix}timed_from"),
+        "to": row.get(f"{prefix}timed_to"),
+        "power": _power(row, prefix),
+        "unstable": C._text(row.get("unstable")) if epochs else None,
+    }
 
 
 def _power(row: pd.Series, prefix: str) -> tuple[str, bool]:
