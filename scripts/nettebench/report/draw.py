@@ -1,14 +1,9 @@
-"""``python -m nettebench report figures``: runs.csv and epochs.csv read, every figure of the
-registry (``vocabulary/outputs.py:FIGURES``, drawn by :mod:`nettebench.report.figures`) written
-as PNG (for the report and quick looks) and SVG (for papers), under its name::
+"""``python -m nettebench report figures``: every figure of the registry
+(``vocabulary/outputs.py:FIGURES``) drawn from runs.csv and epochs.csv alone, so a figure can be
+redrawn without the cell directories, and written as PNG and a deterministic SVG::
 
     python -m nettebench report figures --runs results/tables/runs.csv \\
         --epochs results/tables/epochs.csv --out-dir results/figures
-
-Figures read nothing but the two CSVs that :mod:`nettebench.report.aggregate` writes, so a figure
-can always be redrawn, restyled or checked without the cell directories. SVGs are deterministic
-(fixed ``svg.hashsalt``, no date), so rerunning the workflow does not churn files under version
-control.
 """
 
 from __future__ import annotations
@@ -39,11 +34,8 @@ NUMERIC_COLUMNS = (
 
 
 def read_table(path: str | os.PathLike, columns: Sequence[str]) -> pd.DataFrame:
-    """Read one aggregate CSV; an empty file or one without rows gives an empty frame.
-
-    Missing columns are added as all-missing, numeric ones are coerced, so a partial study
-    draws "no data" panels instead of raising.
-    """
+    """One aggregate CSV, ``columns`` added as all-missing where absent and numbers coerced, so
+    a partial study (an empty file included) draws "no data" panels instead of raising."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: no such table (run python -m nettebench report tables)")

@@ -41,12 +41,6 @@ def read_categories(path: str | Path) -> pd.DataFrame:
     return frame
 
 
-def make_figure(categories_csv: str | Path, out_dir: str | Path) -> list[Path]:
-    frame = read_categories(categories_csv)
-    with mpl.rc_context(style()):
-        return save(plot_categories(frame), out_dir, FIGURE_NAME)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = commands.Parser(
         prog="python -m nettebench report kernel-figure",
@@ -59,7 +53,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _figure(args: argparse.Namespace) -> list[str]:
     mpl.use("Agg")
-    written = make_figure(args.categories, args.out_dir)
+    frame = read_categories(args.categories)
+    with mpl.rc_context(style()):
+        written = save(plot_categories(frame), args.out_dir, FIGURE_NAME)
     return [f"wrote {', '.join(str(p) for p in written)}"]
 
 

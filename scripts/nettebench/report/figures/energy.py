@@ -1,12 +1,9 @@
-"""The energy figure: joules per trained image by model and precision, with their intervals.
-
-Joules per image of each cell's steady training steps (validation, the warm-up and the
-loader's start-up apart: :func:`nettebench.records.energy.energy_columns`), drawn from runs.csv's
-``j_per_img`` with the energy table's own statistics (the mean over seeds and its 95 %
-interval, :func:`nettebench.report.stats.summarize`; a one-seed cell's own interval), one panel
-per setup as the table's sections; over each bar its table cell's marks (``~``, ``†``, ``‡``,
-``§``: :func:`nettebench.report.tables.energy.energy_grids`), under the panels the table's
-footnotes for them. With no energy measured it says so instead of drawing zeros.
+"""The energy figure: joules per image of each cell's steady training steps (runs.csv's
+``j_per_img``, :func:`nettebench.records.energy.energy_columns`) by model and precision, one
+panel per setup as the energy table's sections, with the table's statistics (the mean over seeds
+and its 95 % interval; a one-seed cell's own interval), its marks over each bar and its footnotes
+under the panels (:func:`nettebench.report.tables.energy.energy_grids`). With no energy measured
+it says so instead of drawing zeros.
 """
 
 from __future__ import annotations

@@ -69,9 +69,8 @@ _SUFFIXES = (T.PARTIAL_MARK, C.INTERFERENCE_MARK, C.WITHIN_NOISE_MARK, C.UNSTABL
 
 
 def table_marks(text: str) -> str:
-    """The marks of one table cell as :func:`nettebench.report.grids.model_precision_grids`
-    writes it (``~12.3 ± 0.4†‡§`` gives ``~†‡§``; ``✗`` stays ``✗``), so a bar carries what
-    its table's cell says; empty for a plain number or an outcome (``OOM``, ``n/a``)."""
+    """The marks of one table cell (``~12.3 ± 0.4†‡§`` gives ``~†‡§``; ``✗`` stays ``✗``);
+    empty for a plain number or an outcome (``OOM``, ``n/a``)."""
     text = str(text)
     if text == C.IMPOSSIBLE_MARK:
         return text

@@ -1,13 +1,10 @@
-"""The category figure: where each profiled cell's training step spends its time.
+"""The category figure: where each profiled cell's training step spends its time, from
+``kernel_categories.csv`` (:mod:`nettebench.report.kernel_figure`, the command).
 
-One panel per dataset and time source, one stacked bar per profiled cell (ordered by model, batch
-size and precision), one colour per category, bar length = milliseconds per step. Set side by
-side, O0 and O3 of the same model show why mixed precision helps: the convolution and GEMM
+One panel per dataset and time source, one stacked bar of milliseconds per step per profiled
+cell, one colour per category: side by side, O0 and O3 of a model show the convolution and GEMM
 segments shrink on tensor cores while elementwise work and copies (casts) do not. On a CPU-only
 run the bars are CPU operators' self time, which the panel title says.
-
-Drawn from ``kernel_categories.csv`` (:mod:`nettebench.report.kernel_figure`, the command); no
-profiled cell gives a figure that says so.
 """
 
 from __future__ import annotations
@@ -26,12 +23,6 @@ _TITLES = {
 }
 
 
-def category_colors() -> dict[str, tuple]:
-    """One fixed colour per category, in every figure."""
-    palette = sns.color_palette("colorblind", len(CATEGORIES))
-    return dict(zip(CATEGORIES, palette, strict=True))
-
-
 def plot_categories(frame: pd.DataFrame) -> Figure:
     """Stacked horizontal bars of ms per step by category; one panel per dataset and source."""
     facets = list(frame.groupby(["dataset", "source"], sort=False)) if not frame.empty else []
@@ -44,7 +35,8 @@ def plot_categories(frame: pd.DataFrame) -> Figure:
         axes[0].set_axis_off()
         fig.suptitle("Time per training step by kernel category")
         return fig
-    colors = category_colors()
+    palette = sns.color_palette("colorblind", len(CATEGORIES))  # one fixed colour a category
+    colors = dict(zip(CATEGORIES, palette, strict=True))
     for ax, ((dataset, source), group) in zip(axes, facets, strict=True):
         labels = list(dict.fromkeys(group["label"]))  # aggregate's order: model, batch, precision
         table = (

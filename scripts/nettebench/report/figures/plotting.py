@@ -68,26 +68,13 @@ def new_figure(panels: int, *, panel_width: float, panel_height: float = 3.6) ->
     return fig, list(axes[:panels])
 
 
-def panel_message(ax, text: str) -> None:
-    """Write ``text`` in the middle of an empty panel."""
-    ax.text(
-        0.5,
-        0.5,
-        text,
-        ha="center",
-        va="center",
-        transform=ax.transAxes,
-        fontsize=11,
-        color="0.35",
-        wrap=True,
-    )
+def empty_figure(title: str, text: str) -> Figure:
+    """One panel titled ``title`` saying ``text`` (why there is nothing to draw)."""
+    fig, (ax,) = new_figure(1, panel_width=6.0)
+    look = {"ha": "center", "va": "center", "fontsize": 11, "color": "0.35", "wrap": True}
+    ax.text(0.5, 0.5, text, transform=ax.transAxes, **look)
     ax.set_xticks([])
     ax.set_yticks([])
-
-
-def empty_figure(title: str, text: str) -> Figure:
-    fig, (ax,) = new_figure(1, panel_width=6.0)
-    panel_message(ax, text)
     ax.set_title(title)
     return fig
 
@@ -120,21 +107,15 @@ def grouped_bars(
     outcomes: dict[str, str] | None = None,
     reference: tuple[float, str] | None = None,
 ) -> None:
-    """Bars of the mean ``value`` per (``label``, ``hue``), error bars = the 95 % confidence
-    interval of the mean over seeds (:func:`nettebench.report.stats.summarize`).
+    """Bars of the mean ``value`` per (``label``, ``hue``) of ``frame`` (columns label, hue,
+    status, value: one row per seed), whiskers as :func:`own_interval`, standing on zero.
 
-    ``frame`` has columns label, hue, status, value (one row per seed). Where a (label, hue)
-    has rows but none finished, its outcome (``OOM``, ``n/a``, or the text ``outcomes`` gives a
-    status of its own, such as ``not reached``) is written where the bar would be.
-    An optional column ``outline`` (the compute ceiling) is drawn, as its mean over the seeds
-    that have one, as an unfilled dashed bar over the bar, and gets a legend entry. An optional
-    column ``mark`` holds the bar's mark as its table writes it (``~``, ``‡``, ``(ns)``, ...),
-    written above the bar's whisker (:func:`mark_bar`); a bar marked ``✗`` (impossible) is not
-    drawn, its mark stands in its place, as its table withholds its number. ``reference``
-    (y, legend label) draws a dashed line across the panel at y, inside the axis.
-
-    Bars stand on zero: a whisker stops there (no count, time or rate is negative, so a wide
-    interval of two seeds must not pull the axis to -100 img/s).
+    A (label, hue) with rows but none finished gets its outcome (``OOM``, ``n/a``, or the text
+    ``outcomes`` gives a status of its own, such as ``not reached``) in the bar's place. Optional
+    columns: ``outline`` (the compute ceiling, its mean over the seeds that have one) drawn as a
+    dashed unfilled bar with a legend entry; ``mark``, the bar's mark as its table writes it,
+    above the whisker (:func:`mark_bar`), a bar marked ``✗`` withheld with its mark in its
+    place. ``reference`` (y, legend label): a dashed line across the panel at y.
     """
     width = 0.8 / max(len(hues), 1)
     outlined = False
@@ -264,12 +245,10 @@ def reference_line(ax, y: float, label: str) -> Line2D:
 
 
 def fit_marks(fig: Figure, *, pad: float = 3.0) -> None:
-    """Keep every bar mark (:func:`mark_bar`) clear of the bars beside it and inside its panel.
-
-    A mark wider than its bar stands upright, so it never reaches over a neighbour's bar or
-    whisker; then each panel's y axis is raised until its highest mark ends ``pad`` pixels
-    below the top (in the axis' own scale, linear or log). Measured on the laid-out figure
-    (the text's real extent), twice, as a raised axis can change the layout a little."""
+    """Keep every bar mark (:func:`mark_bar`) clear of its neighbours and inside its panel: a
+    mark wider than its bar stands upright, then each y axis (linear or log) is raised until its
+    highest mark ends ``pad`` pixels below the top, measured on the laid-out figure until the
+    layout settles (a raised axis can change it a little)."""
     marked = [(ax, t) for ax in fig.axes for t in ax.texts if t.get_gid() == MARK_GID]
     if not marked:
         return
@@ -336,9 +315,8 @@ def finish(fig: Figure, notes: Iterable[str] = ()) -> Figure:
 
 
 def own_interval(seeds: pd.DataFrame, summary) -> Any:
-    """The error bar: the 95 % CI over seeds, or with one seed its own interval (columns
-    ``low``/``high``: the order-statistic interval of its median step rate) as an asymmetric
-    bar (never reaching below zero); None without either."""
+    """The whisker: the 95 % CI over seeds (:func:`nettebench.report.stats.summarize`), or with
+    one seed its own interval (columns ``low``/``high``), never below zero; None without one."""
     if summary.n != 1 or "low" not in seeds:
         whisker = summary.half_width or 0.0  # clipped at zero: an axis never runs below it
         return [[min(whisker, max(summary.mean, 0.0))], [whisker]]

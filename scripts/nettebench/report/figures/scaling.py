@@ -1,10 +1,7 @@
-"""The scaling figure: each data-parallel cell's scaling efficiency against its processes.
-
-Drawn from the same rows as the scaling table (:func:`nettebench.report.tables.scaling.
-scaling_frame`), so figure and table cannot disagree. One line per cell (its label), the
-efficiency at 1 process is 100 % by definition, and a dashed line across the panel marks
-perfect scaling (100 %, inside the axis whatever the efficiencies); cells without a one-process
-twin have no efficiency and are named over the plot instead.
+"""The scaling figure: each data-parallel cell's scaling efficiency against its processes, one
+line per cell, from the scaling table's rows (:func:`nettebench.report.tables.scaling.
+scaling_frame`), so figure and table cannot disagree. A dashed line marks perfect scaling (100 %);
+cells without a one-process twin have no efficiency and are named over the plot instead.
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ TITLE = "Data-parallel scaling efficiency"
 
 
 def plot_scaling(runs: pd.DataFrame) -> Figure:
-    """Efficiency (%) over processes, one line per data-parallel cell (see module)."""
     frame = scaling_frame(runs)
     if frame.empty:
         return empty_figure(TITLE, "no data: no cells with processes > 1 in runs.csv")

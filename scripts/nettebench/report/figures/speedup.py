@@ -1,8 +1,8 @@
-"""The speed-up figure: each precision's speed-up over O0 as the time table's "Speed-up over O0"
-states it (:func:`nettebench.report.compare.speedup`, the one definition: a ratio of steady
-rates, never of seconds), its interval between processes as the whisker, and over each bar the
-table's own mark (``~``, ``(ns)``, ``(n=1)``, ``‡ (no verdict)``), its verdict corrected over
-the same family as the table's (every bar of the figure).
+"""The speed-up figure: the time table's "Speed-up over O0" grid drawn. Each bar is
+:func:`nettebench.report.compare.speedup` (the one definition: a ratio of steady rates, never of
+seconds), its whisker the interval between processes, and over it the table's own mark (``~``,
+``(ns)``, ``(n=1)``, ``‡ (no verdict)``), its verdict corrected over every bar of the figure, as
+the table's over its family.
 """
 
 from __future__ import annotations
@@ -24,14 +24,9 @@ WHISKER_NOTE = (
 )
 
 
-def speedup_frame(frame: pd.DataFrame, family: compare.Family | None = None) -> pd.DataFrame:
-    """One bar per (row label, precision) of a facet: the speed-up over O0 as the time table's
-    speed-up grid states it (:func:`nettebench.report.compare.speedup`, the one definition),
-    its interval as the whisker, and the table's mark over it (``~``, ``(ns)``, ``(n=1)``,
-    ``‡ (no verdict)``). The marks are read from ``family`` (every bar of the figure: the time
-    table's family) once it is complete; without one, the facet is its own family."""
-    own = family is None
-    family = compare.Family() if own else family
+def speedup_frame(frame: pd.DataFrame, family: compare.Family) -> pd.DataFrame:
+    """One bar per (row label, precision) of a facet, each verdict added to ``family``; its
+    mark is written out (:func:`finish_marks`) once the family is complete."""
     rows = []
     for label in frame["label"].unique():
         base = frame[(frame["label"] == label) & (frame["precision"] == BASELINE_PRECISION)]
@@ -63,8 +58,7 @@ def speedup_frame(frame: pd.DataFrame, family: compare.Family | None = None) -> 
                     }
                 )
     columns = ["label", "hue", "status", "value", "low", "high", "mark", "disturbed"]
-    bars = pd.DataFrame(rows, columns=columns)
-    return finish_marks(bars) if own else bars
+    return pd.DataFrame(rows, columns=columns)
 
 
 def finish_marks(bars: pd.DataFrame) -> pd.DataFrame:
@@ -78,7 +72,6 @@ def finish_marks(bars: pd.DataFrame) -> pd.DataFrame:
 
 
 def plot_speedup(runs: pd.DataFrame) -> Figure:
-    """Each precision's speed-up over O0 by model: the time table's speed-up grid drawn."""
     title = f"Speed-up over {BASELINE_PRECISION}"
     matrix_facets = F.matrix_facets(runs)
     if not matrix_facets:

@@ -17,11 +17,8 @@ from nettebench.report.grids import LEGEND, row_keys
 
 
 def plot_throughput(runs: pd.DataFrame) -> Figure:
-    """Training img/s by model and precision; CPU baselines as grey hatched bars beside them.
-
-    Where a cell has a compute ceiling (``ceiling_img_s``: img/s with the batch already on the
-    device), a dashed outline shows it over the cell's bar, so the gap is the input pipeline's.
-    """
+    """Training img/s by model and precision, CPU baselines as grey hatched bars beside them;
+    the gap between a bar and its ceiling's outline is the input pipeline's."""
     title = "Training throughput (steady state, warm-up excluded)"
     wanted = runs[runs["kind"].isin(["matrix", "cpu_baseline"])]
     if wanted.empty:

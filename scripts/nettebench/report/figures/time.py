@@ -14,9 +14,6 @@ from nettebench.report.tables.time import time_grids
 
 
 def plot_time(runs: pd.DataFrame) -> Figure:
-    """Seconds for all epochs of each matrix cell, by model, one bar per precision; over each
-    bar its time table cell's marks (``~`` extrapolated, ``†``, ``‡``), under the panels the
-    table's footnotes for them."""
     title = "Time for all epochs by model and precision"
     facets = F.matrix_facets(runs)
     if not facets:

@@ -15,8 +15,6 @@ from nettebench.report.figures.plotting import empty_figure, finish
 from nettebench.report.grids import LEGEND
 from nettebench.report.tables import time_to_accuracy as tta
 
-NOT_REACHED = tta.NOT_REACHED  # what the figure writes where no seed got there
-
 
 def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
     """Seconds until validation top-1 first reached ``target_top1``, by model and precision."""
@@ -47,12 +45,12 @@ def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
         f"seconds to target (mean ± {stats.LEVEL} CI)",
         marks,
         status="target_status",
-        outcomes={"not_reached": NOT_REACHED, "partial": tta.PARTIAL},
+        outcomes={"not_reached": tta.NOT_REACHED, "partial": tta.PARTIAL},
     )
     fig.suptitle(title)
     shown = {t for text in texts for t in text}
     notes = [tta.PARTIAL_NOTE] if tta.PARTIAL in shown else []
-    notes += [tta.NOT_REACHED_NOTE] if NOT_REACHED in shown else []
+    notes += [tta.NOT_REACHED_NOTE] if tta.NOT_REACHED in shown else []
     notes += [tta.SOME_NOTE] if any(t.endswith(")") for t in shown) else []
     notes += [LEGEND] if shown & set(T.OUTCOME_TEXT.values()) else []
     return finish(fig, notes)
@@ -60,7 +58,7 @@ def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
 
 # The status a time-to-accuracy bar is drawn with, for a table cell without a number.
 _TARGET_STATUS = {
-    NOT_REACHED: "not_reached",
+    tta.NOT_REACHED: "not_reached",
     tta.PARTIAL: "partial",
     **{text: status for status, text in T.OUTCOME_TEXT.items()},
 }
