@@ -1,20 +1,11 @@
 """The report's front page: the answer first.
 
-Two steps, because the figure is drawn after the tables:
-
-- the aggregation writes ``results/tables/headline.html`` (:func:`headline_html`): the answer
-  in words, one sentence per comparison, stating only the differences the data support
-  (:mod:`nettebench.report.answers`), then one line that counts the caveats a reader must
-  know before quoting a number (cells timed under interference, figures withheld as impossible,
-  precisions the CPU emulated), then the study's headline table, seconds by model x precision,
-  with its marks and footnotes;
-- rule ``front_page_write`` (``python -m nettebench report front-page``, :func:`compose`) adds
-  the throughput-against-ceiling figure, embedded as a data URI so the report stays one file,
-  into ``results/front_page.html``, which ``report/workflow.rst`` includes above its prose.
-
-The page also carries a few lines of CSS for Snakemake's report: its landing panel centres its
-content vertically, which cuts off the top of a description taller than the window (the very
-table that should come first), and sets it in a narrow column.
+Two steps, because the figure is drawn after the tables: the aggregation writes
+``results/tables/headline.html`` (:func:`headline_html`: the answer in words, stating only the
+differences the data support, :mod:`nettebench.report.answers`; one line counting the caveats a
+reader must know before quoting a number; the headline table); then ``python -m nettebench
+report front-page`` (:func:`compose`) adds the throughput figure as a data URI, so the page
+stays one file, into ``results/front_page.html``, which ``report/workflow.rst`` includes.
 """
 
 from __future__ import annotations
@@ -48,48 +39,27 @@ def caveat_parts(runs: pd.DataFrame) -> list[tuple[str, bool]]:
     never recorded, an emulated precision) or only reports that nothing was found."""
     if runs.empty:
         return []
-    parts = []
-    # A cell counts as measured when either of its windows was (its epochs' or its ceiling's):
-    # a record without its own conditions beside a ceiling that has them is still a cell
-    # whose ceiling may have been disturbed.
+    # A cell counts as measured when either of its windows was (its epochs' or its ceiling's).
     columns = ["interference", "ceiling_interference"]
     measured = runs[~runs[columns].apply(lambda c: c.map(T.is_missing)).all(axis=1)]
-    if len(measured):
-        disturbed = measured[columns].apply(lambda c: c.map(C._flag)).any(axis=1)
-        count = int(disturbed.sum())
-        parts.append(
-            (
-                f"{count} of {len(measured)} cells were timed under interference, "
-                f"theirs or their ceiling's ({C.INTERFERENCE_MARK}; table Timing conditions)",
-                count > 0,
-            )
+    count = int(measured[columns].apply(lambda c: c.map(C._flag)).any(axis=1).sum())
+    parts = [
+        (
+            f"{count} of {len(measured)} cells were timed under interference, "
+            f"theirs or their ceiling's ({C.INTERFERENCE_MARK}; table Timing conditions)",
+            count > 0,
         )
-    else:
-        parts.append(("no timing conditions were recorded (older records)", True))
+        if len(measured)
+        else ("no timing conditions were recorded (older records)", True)
+    ]
     impossible = int(runs["implausible"].map(lambda v: not T.is_missing(v)).sum())
     if impossible:
-        parts.append(
-            (
-                f"{impossible} cell(s) have a figure that cannot be true as measured "
-                f"({C.IMPOSSIBLE_MARK}; `implausible` in runs.csv)",
-                True,
-            )
-        )
-    emulated = sorted(
-        {
-            str(p)
-            for p, e in zip(runs["precision"], runs["precision_emulated"], strict=True)
-            if not T.is_missing(e)
-        }
-    )
-    if emulated:
-        parts.append(
-            (
-                f"{', '.join(emulated)} ran emulated on this CPU (no native bf16): its times "
-                "measure the emulation",
-                True,
-            )
-        )
+        text = f"{impossible} cell(s) have a figure that cannot be true as measured"
+        parts.append((f"{text} ({C.IMPOSSIBLE_MARK}; `implausible` in runs.csv)", True))
+    emulated = runs.loc[~runs["precision_emulated"].map(T.is_missing), "precision"]
+    if len(emulated):
+        text = f"{', '.join(sorted(set(map(str, emulated))))} ran emulated on this CPU"
+        parts.append((f"{text} (no native bf16): its times measure the emulation", True))
     return parts
 
 
@@ -121,11 +91,7 @@ def answer_text(runs: pd.DataFrame, sentences: list[str]) -> str:
 
 def answer_html(sentences: list[str]) -> str:
     """The answer's sentences as paragraphs (backticks as code), or nothing."""
-    lines = []
-    for text in sentences:
-        parts = html.escape(text).split("`")
-        lines.append("".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)))
-    return "".join(f'<p class="answer">{line}</p>\n' for line in lines)
+    return "".join(f'<p class="answer">{T.inline_html(text)}</p>\n' for text in sentences)
 
 
 def headline_html(runs: pd.DataFrame, headline: T.Document, sentences: list[str]) -> str:
