@@ -1,27 +1,13 @@
-"""Write every cell's record as tidy CSVs and the study's markdown and HTML tables.
+"""``python -m nettebench report tables --out-dir results/tables [METRICS_JSON ...]``.
 
-Reading and the tidy frames are :mod:`nettebench.report.frames.runs`, each table a module of
-:mod:`nettebench.report.tables`; this module writes them. Everything after reading is built from
-the ``runs`` and ``epochs`` frames, which is also all that :mod:`nettebench.report.figures` gets
-to see, so a table can always be traced back to the cell directories in the ``path`` column of
-``runs.csv``.
-
-Cells that did not run (``oom``, ``unsupported``) are kept as rows: the study's first lesson was an
-out-of-memory error, so "did not fit" is a result to show, not a hole. New cell parameters
-(``loader``, ``torchvision``, ...) pass through as columns and, once they vary, appear in the
-row labels of the tables, so adding an axis never needs a change here.
-
-Every markdown table is also written as a self-contained HTML page of the same name (and
-runs.csv as ``runs.html``), because Snakemake's report shows HTML inline but offers markdown and
-CSV only as downloads.
-
-Imports pandas and json only (no torch, no matplotlib): aggregation runs on any login node.
-
-Usage::
-
-    python -m nettebench report tables --out-dir results/tables [METRICS_JSON ...]
-
-With no metrics files (an aggregate-only run that finds none) it writes empty tables that say so.
+Reads the cells' records into the ``runs`` and ``epochs`` frames
+(:mod:`nettebench.report.frames.runs`), the only input of every table and figure, so a table
+traces back to the cell directories in runs.csv's ``path``; renders every table of the registry
+(``vocabulary/outputs.py``'s ``TABLES``) and writes each as Markdown and as a self-contained HTML
+page (Snakemake's report shows HTML inline, Markdown and CSV only as downloads), with runs.csv,
+epochs.csv, comparisons.csv and the front page's headline. Cells that did not run (``oom``,
+``unsupported``) stay rows: "did not fit" is a result. No metrics files: tables that say so.
+Imports pandas, no torch or matplotlib: aggregation runs on any login node.
 """
 
 from __future__ import annotations
@@ -34,7 +20,6 @@ from pathlib import Path
 
 import pandas as pd
 
-from nettebench.records import files as records
 from nettebench.report import format as T
 from nettebench.report.answers import answer_sentences, comparisons
 from nettebench.report.duplicates import Merge, merge_duplicates
@@ -44,6 +29,7 @@ from nettebench.report.grids import NO_CELLS_NOTE
 from nettebench.report.registry import render
 from nettebench.report.tables.comparisons import comparisons_frame
 from nettebench.vocabulary import commands, outputs
+from nettebench.vocabulary.atomic import write_text_atomic
 
 # The markdown tables (outputs.TABLES, the registry); each is also written as HTML.
 MARKDOWN_TABLES = outputs.TABLE_NAMES
@@ -66,10 +52,6 @@ _RUNS_NOTE = (
     "One row per cell, exactly as in `runs.csv`: parameters, outcome, device, summary, compute "
     "ceiling, environment (`env_*`) and the cell directory (`path`)."
 )
-
-
-def _csv_text(frame: pd.DataFrame) -> str:
-    return frame.to_csv(index=False, lineterminator="\n")
 
 
 def aggregate(
@@ -98,9 +80,9 @@ def aggregate(
     frames = {"runs": runs, "epochs": epochs, "compared": compared}
     tables = {name: render(target, frames) for name, target in outputs.TABLES.items()}
     texts = {
-        "runs": _csv_text(runs),
-        "epochs": _csv_text(epochs),
-        "comparisons_csv": _csv_text(comparisons_frame(runs, compared)),
+        "runs": T.csv_text(runs),
+        "epochs": T.csv_text(epochs),
+        "comparisons_csv": T.csv_text(comparisons_frame(runs, compared)),
         **{name: table.markdown() for name, table in tables.items()},
         **{f"{name}_html": table.html() for name, table in tables.items()},
     }
@@ -111,12 +93,7 @@ def aggregate(
     sentences = answer_sentences(runs)  # the front page's and answer.txt's
     texts["headline"] = headline_html(runs, T.Document(headline), sentences)
     texts["answer"] = answer_text(runs, sentences)
-    out = Path(out_dir)
-    written = {}
-    for name, text in texts.items():
-        written[name] = out / OUTPUTS[name]
-        records.atomic_write_text(written[name], text)
-    return written
+    return {name: write_text_atomic(Path(out_dir) / OUTPUTS[name], t) for name, t in texts.items()}
 
 
 def _several_setups(runs: pd.DataFrame) -> bool:

@@ -398,6 +398,16 @@ def html_page(title: str, body: str) -> str:
     )
 
 
+def csv_text(frame: pd.DataFrame) -> str:
+    """A frame as the CSV files of the report write it (no index, ``\\n`` line ends)."""
+    return frame.to_csv(index=False, lineterminator="\n")
+
+
+def texts(name: str, document: Document) -> dict[str, str]:
+    """A table file's two texts: ``name`` (Markdown) and ``name_html`` (its HTML page)."""
+    return {name: document.markdown(), f"{name}_html": document.html()}
+
+
 def csv_to_html(csv_text: str, title: str, note: str = "", *, empty: str = "No rows.") -> str:
     """A CSV as an HTML page: each value exactly as the CSV spells it, numeric columns right."""
     try:

@@ -1,12 +1,7 @@
-"""``python -m nettebench report inference-tables``: the inference cells' records read
-(:mod:`nettebench.report.frames.inference`), their tables rendered
-(:mod:`nettebench.report.tables.inference`), every file written::
-
-    python -m nettebench report inference-tables --out-dir results/tables \\
-        --records results/inference/.../inference.json --accuracy .../accuracy.json
-
-Two tidy frames (``inference.csv``, ``inference_accuracy.csv``: the latency-throughput figure
-reads the first), both tables as Markdown and HTML, and the front page's one-line summary.
+"""``python -m nettebench report inference-tables --out-dir DIR --records ... --accuracy ...``:
+the inference cells' and accuracy jobs' records read (:mod:`nettebench.report.frames.inference`),
+written as two tidy CSVs (the latency-throughput figure reads ``inference.csv``), both tables
+(:mod:`nettebench.report.tables.inference`) as Markdown and HTML, and the front page's line.
 """
 
 from __future__ import annotations
@@ -15,6 +10,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from nettebench.report import format as T
 from nettebench.report.frames.inference import accuracy_frame, cells_frame, read_records
 from nettebench.report.tables.inference import accuracy_markdown, headline, inference_markdown
 from nettebench.vocabulary import commands
@@ -36,21 +32,13 @@ def write(records: list[str], accuracy: list[str], out_dir: str | Path) -> dict[
     cells = cells_frame(read_records(records))
     scores = accuracy_frame(read_records(accuracy))
     texts = {
-        "cells": cells.to_csv(index=False, lineterminator="\n"),
-        "accuracy": scores.to_csv(index=False, lineterminator="\n"),
+        "cells": T.csv_text(cells),
+        "accuracy": T.csv_text(scores),
         "headline": headline(cells, scores),
+        **T.texts("table", inference_markdown(cells)),
+        **T.texts("accuracy_table", accuracy_markdown(scores)),
     }
-    for name, document in (
-        ("table", inference_markdown(cells)),
-        ("accuracy_table", accuracy_markdown(scores)),
-    ):
-        texts[name] = document.markdown()
-        texts[f"{name}_html"] = document.html()
-    written = {}
-    for name, text in texts.items():
-        written[name] = Path(out_dir) / OUTPUTS[name]
-        write_text_atomic(written[name], text)
-    return written
+    return {name: write_text_atomic(Path(out_dir) / OUTPUTS[name], t) for name, t in texts.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

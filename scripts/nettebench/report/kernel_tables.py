@@ -1,14 +1,7 @@
-"""``python -m nettebench report kernel-tables``: the profiled cells read
-(:mod:`nettebench.report.frames.kernels`), their tables rendered
-(:mod:`nettebench.report.tables.kernels`), and written::
-
-    python -m nettebench report kernel-tables --out-dir results/tables [PROFILE_JSON ...]
-
-- ``kernel_categories.csv``: one tidy row per profiled cell and category (the cell's
-  parameters, device, backend, where the categories came from, time per step and share); the
-  category figure reads only this file;
-- ``top_kernels.md`` and ``top_kernels.html``: the category shares of every profiled cell side
-  by side, then each cell's top kernels (or, for a CPU-only profile, its top CPU operators).
+"""``python -m nettebench report kernel-tables --out-dir DIR [PROFILE_JSON ...]``: the profiled
+cells read (:mod:`nettebench.report.frames.kernels`), written as ``kernel_categories.csv`` (one
+tidy row per cell and category; the category figure reads only this file) and the top kernels
+table (:mod:`nettebench.report.tables.kernels`) as Markdown and HTML.
 """
 
 from __future__ import annotations
@@ -20,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nettebench.records import files as records
+from nettebench.report import format as T
 from nettebench.report.frames.kernels import (
     CELL_COLUMNS,
     RECORD_COLUMNS,
@@ -36,6 +29,7 @@ from nettebench.report.tables.kernels import (
     top_kernels_markdown,
 )
 from nettebench.vocabulary import commands
+from nettebench.vocabulary.atomic import write_text_atomic
 
 OUTPUTS = {
     "categories": CATEGORIES_CSV,
@@ -55,17 +49,11 @@ def aggregate(
         if not cells.empty
         else pd.DataFrame(columns=[*CELL_COLUMNS, *RECORD_COLUMNS])
     )
-    tables = top_kernels_markdown(profiles, cells, categories, top)
     texts = {
-        "categories": categories.to_csv(index=False, lineterminator="\n"),
-        "top_kernels": tables.markdown(),
-        "top_kernels_html": tables.html(),
+        "categories": T.csv_text(categories),
+        **T.texts("top_kernels", top_kernels_markdown(profiles, cells, categories, top)),
     }
-    out = Path(out_dir)
-    written = {}
-    for name, text in texts.items():
-        written[name] = records.atomic_write_text(out / OUTPUTS[name], text)
-    return written
+    return {name: write_text_atomic(Path(out_dir) / OUTPUTS[name], t) for name, t in texts.items()}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

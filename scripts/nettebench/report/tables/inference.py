@@ -1,12 +1,6 @@
-"""Inference tables: img/s and latency by model x precision x batch, and accuracy by precision.
-
-Renders the frames of :mod:`nettebench.report.frames.inference` (the inference cells' and the
-accuracy jobs' records) as Markdown, and the one-line summary for the report's front page;
-``python -m nettebench report inference-tables`` (:mod:`nettebench.report.inference_tables`)
-writes them. Every timing is a median with its order-statistic interval
-(nettebench.records.spread); an unstable one is marked ``§``, one timed while other processes
-took the job's CPUs or GPU ``‡``, as the training tables mark them. Imports pandas, no torch.
-"""
+"""Inference tables: img/s and latency by model x precision x batch, accuracy by precision, and
+the front page's line. Every timing is a median with its order-statistic interval
+(:mod:`nettebench.records.spread`), marked ``§`` and ``‡`` as the training tables mark them."""
 
 from __future__ import annotations
 

@@ -1,11 +1,6 @@
-"""The profiled cells' tables: category shares side by side, then each cell's top kernels.
-
-Renders the frames of :mod:`nettebench.report.frames.kernels` as Markdown: the category shares
-of every profiled cell side by side, then each cell's top kernels with nvprof's columns. A
-CPU-only profile has no kernels; there the table lists the top CPU operators by self time, and
-says so. ``python -m nettebench report kernel-tables`` (:mod:`nettebench.report.kernel_tables`)
-writes them. Imports pandas, no torch.
-"""
+"""The profiled cells' table: the category shares of every profiled cell side by side, then each
+cell's top kernels with nvprof's columns (a CPU-only profile, with no kernels: its top CPU
+operators by self time)."""
 
 from __future__ import annotations
 
