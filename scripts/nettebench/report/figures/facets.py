@@ -97,11 +97,6 @@ def grid_marks(facets, grids) -> list[pd.Series]:
     return found
 
 
-def grid_notes(grids) -> list[str]:
-    """What the ``grids``' marks mean: their footnotes, as the table prints them."""
-    return [note for grid in grids for note in grid.notes()]
-
-
 def caveat_marks(frame: pd.DataFrame) -> pd.Series:
     """Per cell: ``✗`` above its own ceiling beyond both spreads (not comparable), else ``‡``
     timed under interference (its own or its ceiling's), ``≈`` above its ceiling within the

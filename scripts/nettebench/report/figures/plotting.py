@@ -118,6 +118,7 @@ def grouped_bars(
     place. ``reference`` (y, legend label): a dashed line across the panel at y.
     """
     width = 0.8 / max(len(hues), 1)
+    looks = {h: {"hatch": CPU_HATCH, "edgecolor": "0.2"} for h in hatched}  # CPU baselines
     outlined = False
     for j, hue in enumerate(hues):
         offsets = np.arange(len(categories)) - 0.4 + width * (j + 0.5)
@@ -160,10 +161,9 @@ def grouped_bars(
                 yerr=whisker,
                 capsize=2,
                 color=colors[hue],
-                edgecolor="0.2" if hue in hatched else "white",
-                hatch=CPU_HATCH if hue in hatched else None,
                 linewidth=0.6,
                 error_kw={"elinewidth": 0.8, "ecolor": "0.2"},
+                **looks.get(hue, {"edgecolor": "white"}),
             )
             if marks:  # over the whisker or the ceiling, whichever is higher
                 top = summary.mean + (whisker[1][0] if whisker is not None else 0.0)
@@ -172,13 +172,7 @@ def grouped_bars(
     ax.set_xlim(-0.6, len(categories) - 0.4)
     ax.set_ylim(bottom=0)
     handles = [
-        Patch(
-            facecolor=colors[h],
-            hatch=CPU_HATCH if h in hatched else None,
-            edgecolor="0.2" if h in hatched else "white",
-            label=h,
-        )
-        for h in hues
+        Patch(facecolor=colors[h], label=h, **looks.get(h, {"edgecolor": "white"})) for h in hues
     ]
     if outlined:
         handles.append(

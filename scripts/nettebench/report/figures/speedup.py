@@ -40,23 +40,15 @@ def speedup_frame(frame: pd.DataFrame, family: compare.Family) -> pd.DataFrame:
                 continue
             names = (f"{label} {BASELINE_PRECISION}", f"{label} {precision}")
             found = compare.speedup(base, seeds, names=names, family=family)
-            approx = (
-                T.APPROX_MARK if compare.speedup_approx(base, seeds, "time_for_epochs_s") else ""
-            )
-            statuses = ["ok"] if found else list(seeds["status"])
-            for status in statuses:
-                rows.append(
-                    {
-                        "label": label,
-                        "hue": str(precision),
-                        "status": status,
-                        "value": found.ratio if found else np.nan,
-                        "low": found.low if found and found.low is not None else np.nan,
-                        "high": found.high if found and found.high is not None else np.nan,
-                        "mark": (approx, found),
-                        "disturbed": found.disturbed if found else None,
-                    }
-                )
+            approx = compare.speedup_approx(base, seeds, "time_for_epochs_s")
+            mark = (T.APPROX_MARK if approx else "", found)
+            bar = {"label": label, "hue": str(precision), "mark": mark, "disturbed": None}
+            if not found:  # no ratio: each seed's outcome, written in the bar's place
+                rows += [{**bar, "status": status} for status in seeds["status"]]
+                continue
+            low, high = (np.nan if end is None else end for end in (found.low, found.high))
+            interval = {"value": found.ratio, "low": low, "high": high}
+            rows.append({**bar, **interval, "status": "ok", "disturbed": found.disturbed})
     columns = ["label", "hue", "status", "value", "low", "high", "mark", "disturbed"]
     return pd.DataFrame(rows, columns=columns)
 

@@ -23,4 +23,4 @@ def plot_time(runs: pd.DataFrame) -> Figure:
     marks = F.grid_marks(facets, grids)
     fig, _ = F.precision_bar_panels(runs, facets, "time_for_epochs_s", ylabel, marks)
     fig.suptitle(title)
-    return finish(fig, F.grid_notes(grids))
+    return finish(fig, [note for grid in grids for note in grid.notes()])

@@ -4,7 +4,6 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
@@ -64,14 +63,11 @@ _TARGET_STATUS = {
 }
 
 
-def _target_status(texts: pd.Series, reached: pd.Series) -> pd.Series:
+def _target_status(texts: pd.Series, reached: pd.Series) -> list[str]:
     """Per row: ok where its seed reached the target in a cell the table gives a number, else
     the status that writes the cell's text (:data:`_TARGET_STATUS`) in the bar's place."""
-    numbered = np.where(reached, "ok", "not_reached")
-    return pd.Series(
-        [_TARGET_STATUS.get(t, n) for t, n in zip(texts, numbered, strict=True)],
-        index=texts.index,
-    )
+    pairs = zip(texts, reached, strict=True)
+    return [_TARGET_STATUS.get(text, "ok" if hit else "not_reached") for text, hit in pairs]
 
 
 def _target_texts(frame: pd.DataFrame) -> pd.Series:
