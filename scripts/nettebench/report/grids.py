@@ -40,28 +40,22 @@ _NOT_ROW_KEYS = (
 # What every table groups by before it lays out rows and columns.
 GROUP_KEYS = ["dataset", "epochs", "device_type", "setup"]
 
-
 LEGEND = (
     "OOM: ran out of memory. n/a: precision not supported on this device. Blank: not in the study."
 )
-
 
 APPROX_NOTE = (
     f"{T.APPROX_MARK} extrapolated: only `max_steps` steps per epoch were run and timed, "
     "and epoch times scaled to the full epoch."
 )
 
-
 PARTIAL_NOTE = f"{T.PARTIAL_MARK} some seeds did not finish; mean over those that did."
 
-
 NO_CELLS_NOTE = "No cells have finished yet: no metrics.json files were aggregated."
-
 
 NO_CEILINGS_NOTE = (
     "No compute ceilings were measured (no `ceiling.json` beside any cell's metrics.json)."
 )
-
 
 CEILING_NOTE = (
     "The compute ceiling is the training img/s of the same model, precision and batch size on a "
@@ -100,6 +94,15 @@ def groups(frame: pd.DataFrame, keys: list[str]) -> Iterable[tuple[tuple, pd.Dat
     """Groups in order of first appearance, missing values kept as their own group."""
     for key, group in frame.groupby(keys, sort=False, dropna=False):
         yield (key if isinstance(key, tuple) else (key,)), group
+
+
+def matrix_groups(runs: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:
+    """The matrix cells by :data:`GROUP_KEYS`, each group with its title (``imagenette, 2
+    epochs, cuda (Tesla T4)``, then its setup where there are several)."""
+    matrix = runs[runs["kind"] == "matrix"]
+    for (dataset, epochs, _, _), table in groups(matrix, GROUP_KEYS):
+        title = f"{dataset}, {T.fmt_value(epochs)} epochs, {device_title(table)}"
+        yield title + title_suffix(table, matrix), table
 
 
 @dataclass
@@ -156,21 +159,14 @@ def model_precision_grids(
     """Matrix cells as model x precision tables, one per (dataset, epochs, device type, setup).
 
     A table cell is the mean of ``value`` ± its 95 % confidence interval over the seeds whose
-    ``status`` column is ok (the ceiling's tables pass ``ceiling_status``). With ``require``, a
-    table is left out unless some of its cells have a value in that column. ``caveats`` names
-    whose timing conditions the value depends on (``cell``, ``ceiling`` or ``share``:
-    :func:`nettebench.report.caveats.cell_caveat`), and a column of a precision the CPU emulated
-    says so in its header. With ``interval`` (the low and high columns of a one-seed cell's own
-    interval, e.g. ``train_img_s_low``/``_high``), a cell of one seed shows ``146 [140-152]``;
-    a cell whose steps were unstable (runs.csv ``unstable``) is marked
-    :data:`~nettebench.report.caveats.UNSTABLE_MARK`, named under the table (its reason is in
-    the timing conditions table).
-    With ``not_measured``, a cell that would be blank although seeds finished, none of them
-    with a value, reads that text instead (the energy tables: no counter measured it).
+    ``status`` is ok (the ceiling's tables pass ``ceiling_status``), marked with the caveats of
+    ``caveats`` (``cell``, ``ceiling`` or ``share``: :func:`nettebench.report.caveats.
+    cell_caveat`). ``require``: a table is left out unless a cell has a value in that column.
+    ``interval``: a cell of one seed shows its own interval (``146 [140-152]``) and unstable
+    steps are marked. ``not_measured``: the text of a cell whose finished seeds have no value.
     """
-    matrix = runs[runs["kind"] == "matrix"]
     grids = []
-    for (dataset, epochs, _, _), table in groups(matrix, GROUP_KEYS):
+    for title, table in matrix_groups(runs):
         if require is not None and table[require].map(T.is_missing).all():
             continue
         labels = mark_apex_fallback(table, T.row_labels(table, row_keys(runs)))
@@ -218,17 +214,13 @@ def model_precision_grids(
                     if why and not withheld:
                         row[-1] += C.UNSTABLE_MARK
                         unstable.append(f"{label} {precision}")
-                if not_measured and row[-1] == "" and ok and _none_has(ok, value):
-                    row[-1] = not_measured
+                if not_measured and row[-1] == "" and ok:
+                    row[-1] = not_measured if all(T.is_missing(s[value]) for s in ok) else ""
             rows.append(row)
         headers = [
             C.emulated_header(p, _pick(records, is_ok & of_precision[p])) for p in precisions
         ]
         emulated = headers != precisions
-        title = (
-            f"{dataset}, {T.fmt_value(epochs)} epochs, {device_title(table)}"
-            f"{title_suffix(table, matrix)}"
-        )
         grids.append(
             Grid(
                 title=title,
@@ -246,11 +238,6 @@ def model_precision_grids(
             )
         )
     return grids
-
-
-def _none_has(seeds: list[dict[str, Any]], value: str) -> bool:
-    """Whether no seed has a value in column ``value``."""
-    return all(T.is_missing(seed[value]) for seed in seeds)
 
 
 def _pick(records: list[dict[str, Any]], mask: pd.Series) -> list[dict[str, Any]]:

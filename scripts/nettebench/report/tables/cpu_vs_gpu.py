@@ -26,10 +26,10 @@ from nettebench.report.answers import (
     direction,
     verdict,
 )
-from nettebench.report.compare import Family, render
+from nettebench.report.compare import Family, Marks, render
 from nettebench.report.duplicates import identity_columns
 from nettebench.report.frames.runs import cell_keys
-from nettebench.report.grids import APPROX_NOTE, LEGEND, NO_CELLS_NOTE, row_keys
+from nettebench.report.grids import NO_CELLS_NOTE, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, describe, varying
 from nettebench.vocabulary.cell import PATH_LABELS
 from nettebench.vocabulary.record_keys import STATUS_OK
@@ -220,21 +220,9 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> T.Document:
     labels = T.row_labels(baselines, [*row_keys(runs), "seed"])
     # the machine column names what the CPU column does not: its label, driver, torch, ...
     machine_fields = [f for f in varying(baselines) if f != "device_name"]
-    header = [
-        "dataset",
-        "model",
-        *(["machine"] if several_setups else []),
-        "batch",
-        "threads",
-        "CPU",
-        "CPU s/epoch",
-        "device",
-        "precision",
-        "s/epoch",
-        "speed-up",
-        "O0 s/epoch",
-        "O0 speed-up",
-    ]
+    header = ["dataset", "model", *(["machine"] if several_setups else []), "batch", "threads"]
+    header += ["CPU", "CPU s/epoch", "device", "precision", "s/epoch", "speed-up"]
+    header += ["O0 s/epoch", "O0 speed-up"]
     rows, unmatched, approx, not_ok, disturbed = [], 0, False, False, False
     family = Family()  # the table's verdicts against O0, corrected together
     for index, cpu in baselines.iterrows():
@@ -301,12 +289,7 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> T.Document:
             f"{unmatched} of {len(baselines)} CPU baseline cell(s) have no finished matrix cell "
             "of the same dataset and model to compare with."
         )
-    if approx:
-        notes.append(APPROX_NOTE)
-    if not_ok:
-        notes.append(LEGEND)
-    if disturbed:
-        notes.append(C.interference_note("cell"))
+    notes += Marks(approx=approx, not_ok=not_ok, interference=disturbed).notes()
     rows = render(rows)
     if family.size:
         notes.append(family.note())

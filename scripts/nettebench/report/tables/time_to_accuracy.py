@@ -12,15 +12,7 @@ import pandas as pd
 
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.grids import (
-    GROUP_KEYS,
-    LEGEND,
-    device_title,
-    groups,
-    no_matrix,
-    row_keys,
-)
-from nettebench.report.setups import title_suffix
+from nettebench.report.grids import LEGEND, matrix_groups, no_matrix, row_keys
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 NOT_REACHED = "not reached"
@@ -67,7 +59,6 @@ def time_to_accuracy_markdown(runs: pd.DataFrame) -> T.Document:
     title = "Time to accuracy"
     if target is None:
         return T.document(title, _NO_TARGET, [], empty=no_matrix(runs) if runs.empty else "")
-    matrix = runs[runs["kind"] == "matrix"]
     note = (
         f"Seconds of training and validation (epoch wall times summed) until validation top-1 "
         f"first reached {target:g} % (`target_top1`; `time_to_target_s` and `target_epoch` in "
@@ -76,7 +67,7 @@ def time_to_accuracy_markdown(runs: pd.DataFrame) -> T.Document:
         "shows it here."
     )
     sections, counts = [], []
-    for (dataset, epochs, _, _), table in groups(matrix, GROUP_KEYS):
+    for heading, table in matrix_groups(runs):
         labels = T.row_labels(table, row_keys(runs))
         precisions = T.sort_precisions(table["precision"])
         rows, partial, some, not_ok = [], False, False, False
@@ -92,15 +83,8 @@ def time_to_accuracy_markdown(runs: pd.DataFrame) -> T.Document:
                 not_ok |= text in T.OUTCOME_TEXT.values()
                 row.append(text)
             rows.append(row)
-        notes = (
-            ([PARTIAL_NOTE] if partial else [])
-            + ([SOME_NOTE] if some else [])
-            + ([LEGEND] if not_ok else [])
-        )
-        heading = (
-            f"{dataset}, {T.fmt_value(epochs)} epochs, {device_title(table)}"
-            f"{title_suffix(table, matrix)}"
-        )
+        marked = ((PARTIAL_NOTE, partial), (SOME_NOTE, some), (LEGEND, not_ok))
+        notes = [line for line, shown in marked if shown]
         body = T.table(["model", *precisions], rows, "l" + "r" * len(precisions))
         sections += T.section(heading, body, notes=notes, level=2)
     note = note.replace(T.SEEDS_TEXT, T.seeds_note(counts))
