@@ -1,14 +1,7 @@
-"""Energy by model x precision: the study's question in joules per trained image.
-
-Each table cell is a cell's ``j_per_img`` (runs.csv, :func:`nettebench.records.energy.
-energy_columns`): the joules of its steady training steps over the images they trained (the
-GPU's through NVML's energy counter; on a CPU the packages' through RAPL), read at the edges of
-each epoch's steady steps, so the warm-up, the loader's start-up and validation are not
-counted; then img/s per watt.
-Built by the shared grid engine (:func:`nettebench.report.grids.model_precision_grids`), so a
-window timed under interference or on a throttled GPU carries ‡ as in every other table. A cell
-that ran but whose energy no counter measured reads "not measured", never 0, and the sources
-(or why there were none) are listed under the table.
+"""Energy by model x precision: the study's question in joules per trained image, then img/s
+per watt (``j_per_img``, ``img_s_per_w`` in runs.csv, :func:`nettebench.records.energy.
+energy_columns`), through the shared grid engine, so a disturbed window carries ‡ as in every
+other table; a cell no counter measured reads "not measured", never 0.
 """
 
 from __future__ import annotations

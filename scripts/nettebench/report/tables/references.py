@@ -140,42 +140,14 @@ def references_markdown(runs: pd.DataFrame) -> T.Document:
                 str(row.get("path")),
             ]
         )
-    beside = (
-        T.table(
-            [
-                "reference",
-                "published img/s",
-                "ours img/s",
-                "ours / published",
-                "recipe differences",
-                "our cell",
-            ],
-            rows,
-            "lrrrll",
-        )  # fmt: skip
-        if rows
-        else T.Paragraph(no_match_note(runs))
-    )
+    header = ["reference", "published img/s", "ours img/s", "ours / published"]
+    header += ["recipe differences", "our cell"]
+    beside = T.table(header, rows, "lrrrll") if rows else T.Paragraph(no_match_note(runs))
+    header = ["model precision, GPU", "img/s", "batch", "data", "GPUs", "framework", "date"]
+    published = T.table([*header, "source"], _reference_rows(), "lrrlrlll")
     sections = [
         *T.section("Beside this study's cells", beside, level=2),
-        *T.section(
-            f"The references (version {VERSION})",
-            T.table(
-                [
-                    "model precision, GPU",
-                    "img/s",
-                    "batch",
-                    "data",
-                    "GPUs",
-                    "framework",
-                    "date",
-                    "source",
-                ],
-                _reference_rows(),
-                "lrrlrlll",
-            ),
-            level=2,
-        ),
+        *T.section(f"The references (version {VERSION})", published, level=2),
     ]
     note = (
         "Published training throughputs (one GPU) beside the cells of the same model, precision "

@@ -7,8 +7,6 @@ slowest process, or to a shared input pipeline. The twin is the same cell in eve
 but ``processes`` (the same global batch, so the same lr and the same data per step); seeds are
 averaged. A cell whose one-process twin did not run (or did not finish) says so instead of a
 number. Per-process img/s is the total over the processes divided by N.
-
-Reads the ``runs`` frame only (pandas, no torch), like every table.
 """
 
 from __future__ import annotations
@@ -23,16 +21,8 @@ from nettebench.vocabulary.record_keys import STATUS_OK
 # Parameters that are not part of a cell's twin: the one compared, and the seeds averaged.
 NOT_TWIN_KEYS = ("processes", "seed")
 NO_TWIN = "no 1-process twin"
-COLUMNS = (
-    "label",
-    "processes",
-    "img_s",
-    "img_s_per_process",
-    "twin_img_s",
-    "efficiency",
-    "status",
-    "note",
-)
+COLUMNS = ("label", "processes", "img_s", "img_s_per_process", "twin_img_s", "efficiency")
+COLUMNS += ("status", "note")
 EMPTY_NOTE = (
     "No data-parallel cells: set the matrix parameter `processes` (for example `[1, 2]`) to "
     "run cells on several GPUs or CPU processes and compare them with one."
@@ -115,14 +105,8 @@ def scaling_markdown(runs: pd.DataFrame) -> T.Document:
     )
     if frame.empty:
         return T.document("Scaling", note, [], empty=NO_CELLS_NOTE if runs.empty else EMPTY_NOTE)
-    header = [
-        "Cell",
-        "Processes",
-        "img/s",
-        "img/s per process",
-        "img/s at 1 process",
-        "Scaling efficiency",
-    ]
+    header = ["Cell", "Processes", "img/s", "img/s per process", "img/s at 1 process"]
+    header += ["Scaling efficiency"]
     body = []
     for row in frame.itertuples(index=False):
         if row.status != STATUS_OK:

@@ -76,14 +76,7 @@ def _columns(table: pd.DataFrame, versions: pd.Series, library: str) -> pd.Serie
 
 
 def library_versions_markdown(runs: pd.DataFrame) -> T.Document:
-    """Seconds for N epochs by model and precision, one column per version of a library.
-
-    One table per library whose recorded version differs among the matrix cells of a dataset,
-    epoch count, device type and hardware (a ``torchvision`` axis of source builds, package
-    environments, or records merged from two environments), like the study's PyTorch 1.0.1 /
-    1.1.0 table. Rows are labelled without the parameters that pick versions, since the columns
-    show them.
-    """
+    """The version tables (see the module docstring), then the versions recorded."""
     matrix = runs[runs["kind"] == "matrix"] if len(runs) else runs
     counts, recorded, family = [], [], Family()
     pending = []  # written once the family is complete
