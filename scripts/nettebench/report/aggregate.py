@@ -62,14 +62,10 @@ def aggregate(
     copies: list[tuple[str, str]] | None = None,
     merged: list[Merge] | None = None,
 ) -> dict[str, Path]:
-    """Read the cells; write runs.csv, epochs.csv, the markdown tables and their HTML pages.
-
-    Returns {output name: path} for every entry of :data:`OUTPUTS`. No cells at all still
-    writes every file (header-only CSVs, tables that say no cell has finished). ``target_top1``
-    (%) gives every cell its time to accuracy; ``copies`` receives the byte-identical copies of
-    a record that were read once, ``merged`` the records of one cell, seed and setup that were
-    counted once (:mod:`nettebench.report.duplicates`).
-    """
+    """Every file of :data:`OUTPUTS` in ``out_dir``, {name: path}. ``target_top1`` (%) gives
+    each cell its time to accuracy; ``copies`` receives the byte-identical copies of a record
+    read once, ``merged`` the records of one cell, seed and setup counted once
+    (:mod:`nettebench.report.duplicates`)."""
     cells = read_cells(metrics_paths, copies=copies)
     runs, merges = merge_duplicates(runs_frame(cells, target_top1=target_top1))
     if merged is not None:

@@ -1,16 +1,10 @@
-"""Small pure helpers that turn numbers into the text of the study's markdown tables.
+"""Numbers and labels as the tables write them, and the document model they are written in.
 
-Kept apart from :mod:`nettebench.report.aggregate` so that module reads as data shaping only, and so
-every formatting rule (one decimal for seconds, thousands separators for img/s, ``OOM``/``n/a``
-for cells that did not run, ``~`` for extrapolated times) lives in one place with its tests.
-:mod:`nettebench.report.figures` uses the same precision order and row labels, so a table and a
-figure of the same data list precisions and models the same way.
-
-Snakemake's report shows only images, PDF and HTML inline, so every table file is a
-:class:`Document` of blocks (:class:`Heading`, :class:`Paragraph`, :class:`Table`) that its
-callers build, written twice from them and never read back: as Markdown (GitHub pipe tables;
-``tabulate`` and ``markdown`` are not dependencies) and as a small self-contained HTML page;
-:func:`csv_to_html` does the same for runs.csv.
+Every formatting rule (one decimal for seconds, thousands separators for img/s, ``OOM``/``n/a``
+for cells that did not run, ``~`` for extrapolated times) and the precision order and row
+labels that tables and figures share live here. A table file is a :class:`Document` of blocks,
+written as Markdown (GitHub pipe tables) and as a self-contained HTML page (Snakemake's report
+shows only HTML inline), never read back; :func:`csv_to_html` does the same for runs.csv.
 """
 
 from __future__ import annotations

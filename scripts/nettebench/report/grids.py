@@ -27,16 +27,8 @@ from nettebench.vocabulary.record_keys import STATUS_OK
 # Keys that a table groups by or puts in its columns, so they never go into its row labels.
 # max_steps is how a cell was timed, not what was timed: the "~" mark says it instead.
 # The machine label is part of a table's setup (its title), not of its rows.
-_NOT_ROW_KEYS = (
-    "dataset",
-    "epochs",
-    "device",
-    "seed",
-    "precision",
-    "model",
-    "max_steps",
-    "machine",
-)
+_NOT_ROW_KEYS = ("dataset", "epochs", "device", "seed", "precision", "model")
+_NOT_ROW_KEYS += ("max_steps", "machine")
 # What every table groups by before it lays out rows and columns.
 GROUP_KEYS = ["dataset", "epochs", "device_type", "setup"]
 

@@ -1,14 +1,8 @@
-"""The report's comparisons as a table: along every axis that varies in the study (loader,
-precision, package environment, library build, records from two software stacks, batch size,
-...), each value against its reference, with the ratio, how it was tested and whether the data
-support it.
-
-The same comparisons as the front page's sentences (:func:`nettebench.report.answers.comparisons`),
-one row each, so a ratio such as cached / pil can be read (and diffed) in a Markdown file. The
-table's verdicts are one family, Holm-corrected together; ``comparisons.csv`` keeps each row's
-raw and corrected p. A comparison with a side timed under interference states no verdict
-(:func:`nettebench.report.compare.quiet_evidence`): it says which side, and the footnote gives
-the one command that measures exactly those cells again.
+"""The report's comparisons as a table: along every axis that varies (loader, precision, package
+environment, library build, software stack, batch size, ...), each value against its reference,
+the ratio, its test and whether the data support it; the front page's sentences
+(:func:`nettebench.report.answers.comparisons`) one row each, one Holm family. A side timed
+under interference gets no verdict (:func:`nettebench.report.compare.quiet_evidence`).
 """
 
 from __future__ import annotations

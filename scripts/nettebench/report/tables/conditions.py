@@ -1,14 +1,8 @@
-"""The conditions every timed window ran in: what else the machine did, and which windows
-overlapped.
-
-One row per timed window of the study: each cell's epochs and, beside a matrix cell, its
-compute ceiling's timed steps. Columns: the CPUs the job had, the share of them other processes
-took, the hypervisor's steal share, other processes on the GPU, the GPU's power state (its
-mean power against its enforced limit, its SM clock against its maximum, and ``¤`` when it ran
-at its power limit: a state, never interference), and the verdict with its reasons; then any
-other timed window on the same host that overlapped it in time (two timed jobs at once spoil
-each other's numbers, so the workflow runs them one at a time locally: this column shows
-whether that held).
+"""The conditions every timed window ran in (its columns: the table's note): what else the
+machine did, the GPU's power state (``¤`` at its power limit: a state, never interference), the
+verdict with its reasons, and any other timed window on the same host that overlapped it (two
+timed jobs at once spoil each other's numbers; this column shows whether running them one at a
+time held).
 """
 
 from __future__ import annotations

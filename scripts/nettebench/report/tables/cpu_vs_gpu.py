@@ -128,16 +128,10 @@ def _o0_of(best: tuple, columns: list[str], means: dict[tuple, Any]) -> tuple | 
 def _fastest_matrix(
     matrix_ok: pd.DataFrame, cpu: pd.Series, family: Family
 ) -> dict[str, Any] | None:
-    """The precision with the fewest seconds per epoch of the CPU baseline's model in the
-    matrix (``versus_o0``: the verdict on it against O0, a member of the table's ``family``), and
-    O0 of the same cell otherwise.
-
-    Only cells of the CPU baseline's own run count (the same machine label, or none), so a
-    merged study compares each machine's CPU with its own GPU. Cells like the baseline in every
-    parameter but those it differs in by design are preferred (batch size first), then cells of
-    its own host (:data:`_HOST_COLUMNS`); otherwise any count, and the table names what
-    differs. Seconds are averaged over the seeds of one
-    measurement only (:func:`seed_groups`).
+    """The precision with the fewest seconds per epoch of the CPU baseline's model in its own
+    run (machine label), its verdict against O0 (``versus_o0``, in ``family``), and O0. Cells
+    like the baseline in every parameter not different by design are preferred, then cells of
+    its host; seconds are averaged over the seeds of one measurement (:func:`seed_groups`).
     """
     same = matrix_ok[
         (matrix_ok["dataset"] == cpu["dataset"]) & (matrix_ok["model"] == cpu["model"])

@@ -16,12 +16,8 @@ from nettebench.report.grids import (
 
 
 def throughput_markdown(runs: pd.DataFrame) -> T.Document:
-    """Training img/s, the share of it spent waiting for data, and the compute ceiling.
-
-    The two ceiling tables (pipeline img/s as a percentage of the ceiling, and the ceiling's own
-    img/s) appear only when some matrix cell has a ``ceiling.json``; otherwise one line says
-    that no ceilings were measured.
-    """
+    """Training img/s, the share of it spent waiting for data, and, where some matrix cell has a
+    ``ceiling.json``, img/s as a share of the compute ceiling and the ceiling's own img/s."""
     rate = model_precision_grids(
         runs,
         "train_img_s",
