@@ -34,7 +34,6 @@ from nettebench.vocabulary.atomic import write_text_atomic
 # The markdown tables (outputs.TABLES, the registry); each is also written as HTML.
 MARKDOWN_TABLES = outputs.TABLE_NAMES
 
-
 # Output name -> file name; aggregate() returns {name: path} with these names.
 OUTPUTS = {
     "runs": "runs.csv",
@@ -46,7 +45,6 @@ OUTPUTS = {
     "headline": outputs.HEADLINE_FILE,
     "answer": outputs.ANSWER_FILE,
 }
-
 
 _RUNS_NOTE = (
     "One row per cell, exactly as in `runs.csv`: parameters, outcome, device, summary, compute "

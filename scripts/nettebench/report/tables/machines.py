@@ -38,7 +38,6 @@ _FIELD_HEADERS = {
     "gpu_power_limit_lowered_w": "GPU power limit, lowered (W)",
 }
 
-
 # Setup columns shown only where some setup has a value: a lowered power limit is rare.
 _WHEN_SET = ("gpu_power_limit_lowered_w",)
 
