@@ -372,12 +372,12 @@ def test_a_new_batch_size_schedules_only_new_cells_and_aggregates(quickstart):
 def test_editing_plotting_code_reruns_only_figures(quickstart):
     workdir, config = quickstart
     report = workdir / "scripts" / "nettebench" / "report"
-    edit_module(report / "figures.py")
+    edit_module(report / "figures" / "time.py")  # a study figure's own module
     # the front page embeds the throughput figure, so it is written again too
     redrawn = {"figures_plot": 1, "front_page_write": 1}
     assert planned_jobs(run_study(workdir, config, "-n")) == redrawn
     # the inference figure shares the study figures' plotting helpers, so it is redrawn too
-    edit_module(report / "plotting.py")
+    edit_module(report / "figures" / "plotting.py")
     assert planned_jobs(run_study(workdir, config, "-n")) == {**redrawn, "inference_figure": 1}
 
 

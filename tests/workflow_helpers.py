@@ -41,7 +41,9 @@ def write_config(workdir: Path, config: dict, name: str = "study.yaml") -> Path:
 
 
 def edit_module(path: Path) -> None:
-    """Change a module the way a developer would (Snakemake compares content, not just mtime)."""
+    """Change a module the way a developer would (Snakemake compares content, not just mtime);
+    one that is not there is a test out of date, not a new module."""
+    assert path.is_file(), f"no module {path} to edit"
     with open(path, "a", encoding="utf-8") as handle:
         handle.write("\n# edited by a test\n")
 
