@@ -9,13 +9,13 @@ import math
 import record_factory as F
 
 from nettebench.report import answers as A
-from nettebench.report.compare import Family, Speedup
+from nettebench.report.compare import Disturbed, Family, Speedup
 from nettebench.report.frames.runs import read_cells, runs_frame
 
 
 def _word(ratio, p, n=(3, 3), disturbed=None):
     low, high = (None, None) if p is None else (0.5 * ratio, 2 * ratio)
-    return A.direction(A.Verdict(Speedup(ratio, low, high, p, n, disturbed)))
+    return A.direction(Speedup(ratio, low, high, p, n, disturbed))
 
 
 def test_no_comparison_is_no_word():
@@ -24,7 +24,7 @@ def test_no_comparison_is_no_word():
     assert _word(0.7, 0.01) == A.SLOWER
     assert _word(0.7, 0.2) == A.ALIKE
     assert _word(0.7, None, n=(1, 3)) == A.UNTESTED  # one process a side: never tested
-    disturbed = A.Disturbed("pil's epochs", ("results/runs/x",))
+    disturbed = Disturbed("pil's epochs", ("results/runs/x",))
     assert _word(1.3, 0.01, disturbed=disturbed) == A.DISTURBED  # p 0.01 would be faster
 
 
@@ -37,9 +37,9 @@ def test_a_verdicts_word_is_the_one_its_family_corrects():
     untested = family.add(Speedup(2.0, None, None, None, (1, 1)))  # not counted in the family
     assert family.size == 2
     assert math.isclose(first.p_corrected, 0.06) and math.isclose(second.p_corrected, 0.06)
-    assert A.direction(A.Verdict(first)) == A.direction(A.Verdict(second)) == A.ALIKE
-    assert A.direction(A.Verdict(untested)) == A.UNTESTED
-    assert A.direction(A.Verdict(Speedup(1.3, 1.05, 1.6, 0.03, (3, 3)))) == A.FASTER  # alone
+    assert A.direction(first) == A.direction(second) == A.ALIKE
+    assert A.direction(untested) == A.UNTESTED
+    assert A.direction(Speedup(1.3, 1.05, 1.6, 0.03, (3, 3))) == A.FASTER  # alone
 
 
 def test_a_precision_without_a_finished_cell_is_left_out(tmp_path):

@@ -14,7 +14,7 @@ import pandas as pd
 import record_factory as F
 
 from nettebench.report import answers as A
-from nettebench.report.compare import Family
+from nettebench.report.compare import Family, speedup
 from nettebench.report.frames.runs import read_cells, runs_frame
 
 STEADY = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8, 100.1, 99.9]
@@ -212,17 +212,17 @@ def test_verdict_is_other_against_reference_and_none_without_a_finished_side(tmp
     runs = _runs([*_seconds(tmp_path, base), *_seconds(tmp_path, fast, precision="O1")])
     reference, other = runs[runs["precision"] == "O0"], runs[runs["precision"] == "O1"]
     family = Family()
-    found = A.verdict(reference, other, family=family)
+    found = speedup(reference, other, family=family)
     ratio, low, high, p = _welch_by_hand(base, fast)
     assert math.isclose(found.ratio, ratio) and math.isclose(ratio, 2.0)
     assert found.supported is True and p < 0.05 and low > 1
-    assert found.how == (
+    assert found.how() == (
         f"95 % interval {low:.2f}-{high:.2f}x between 2 and 2 processes, Welch's p = {p:.2g}"
     )
     assert found.disturbed is None  # records without conditions count as quiet
-    assert family.members == [found.found] and found.found.n == (2, 2)
-    assert math.isclose(A.verdict(other, reference).ratio, 0.5)  # the other way round: inverted
-    assert A.verdict(reference, other.iloc[0:0]) is None
+    assert family.members == [found] and found.n == (2, 2)
+    assert math.isclose(speedup(other, reference).ratio, 0.5)  # the other way round: inverted
+    assert speedup(reference, other.iloc[0:0]) is None
 
 
 def test_an_emulated_precision_says_so_first(tmp_path):

@@ -16,13 +16,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from nettebench.report import format as T
-from nettebench.report.compare import (
-    BASELINE_PRECISION,
-    Disturbed,
-    Family,
-    Speedup,
-    speedup,
-)
+from nettebench.report.compare import BASELINE_PRECISION, Family, Speedup, speedup
 from nettebench.report.grids import device_title, groups, row_keys
 from nettebench.report.setups import HARDWARE_COLUMNS
 from nettebench.vocabulary.record_keys import STATUS_OK
@@ -42,50 +36,14 @@ def _where(table: pd.DataFrame) -> str:
     return f"{kind} ({'; '.join(names)})" if names and kind.startswith("a ") else kind
 
 
-@dataclass(frozen=True)
-class Verdict:
-    """A comparison in the words' terms, read from its :class:`~compare.Speedup` once the family
-    is complete (the comparisons of one table, or of the front page)."""
-
-    found: Speedup
-
-    @property
-    def ratio(self) -> float:
-        return self.found.ratio
-
-    @property
-    def how(self) -> str:
-        return self.found.how()
-
-    @property
-    def supported(self) -> bool | None:
-        return self.found.supported
-
-    @property
-    def disturbed(self) -> Disturbed | None:
-        return self.found.disturbed
-
-
-def verdict(
-    reference: pd.DataFrame,
-    other: pd.DataFrame,
-    names: tuple[str, str] = ("the reference", "the other"),
-    family: Family | None = None,
-) -> Verdict | None:
-    """The :class:`Verdict` of ``other`` against ``reference`` as a member of ``family``; None
-    when either side has no finished cell."""
-    found = speedup(reference, other, names=names, family=family)
-    return None if found is None else Verdict(found)
-
-
 FASTER, SLOWER, ALIKE, UNTESTED = "faster", "slower", "alike", "untested"
 DISTURBED = "disturbed"  # a side was timed under interference: no verdict
 
 
-def direction(found: Verdict | None) -> str | None:
-    """The verdict of a :func:`verdict` in one word, the one every output that states it uses
-    (the front page's sentence, the CPU-versus-GPU table's precision): a direction only where
-    the data support a difference, never where a side was disturbed."""
+def direction(found: Speedup | None) -> str | None:
+    """A :class:`~compare.Speedup`'s verdict in one word, the one every output that states it
+    uses (the front page's sentence, the CPU-versus-GPU table's precision): a direction only
+    where the data support a difference, never where a side was disturbed."""
     if found is None:
         return None
     if found.disturbed is not None:
@@ -95,10 +53,10 @@ def direction(found: Verdict | None) -> str | None:
     return ALIKE if found.supported is False else UNTESTED
 
 
-def sentence(where: str, subject: str, other: str, reference: str, found: Verdict) -> str:
+def sentence(where: str, subject: str, other: str, reference: str, found: Speedup) -> str:
     """One comparison in words (``where``: ``On a CPU (...), ``); a difference only where
     ``found`` supports it, none where a side was disturbed (which side, and the rerun)."""
-    ratio, how = found.ratio, found.how
+    ratio, how = found.ratio, found.how()
     word = direction(found)
     if word == DISTURBED:
         return (
@@ -151,7 +109,7 @@ class Comparison:
     name: str
     reference: str
     subject: str
-    found: Verdict
+    found: Speedup  # read once the family (all comparisons returned together) is complete
     emulated: bool
 
 
@@ -223,7 +181,7 @@ def _along(
             cells = part[names == name]
             first = _side(axis, reference, base, versions)
             second = _side(axis, name, cells, versions)
-            result = verdict(base, cells, names=(first, second), family=family)
+            result = speedup(base, cells, names=(first, second), family=family)
             if not result:
                 continue
             emulated = axis == "precision" and (
@@ -242,7 +200,7 @@ def answer_sentences(runs: pd.DataFrame) -> list[str]:
         if c.emulated:
             found.append(
                 f"{where}{c.name} is emulated: {c.found.ratio:.2f}x {c.reference} on "
-                f"{c.subject} ({c.found.how})"
+                f"{c.subject} ({c.found.how()})"
                 + (f", no verdict: {c.found.disturbed.text()}." if c.found.disturbed else ".")
             )
         else:

@@ -46,17 +46,17 @@ def comparison_sections(
             supported = f"no verdict: {c.found.disturbed.what} ‡"
             withheld.append(c.found.disturbed)
         rows = sections.setdefault(c.where, [])
-        n_reference, n_compared = c.found.found.n
+        n_reference, n_compared = c.found.n
         rows.append(
             [
                 f"{c.name} / {c.reference}, {c.subject}",
                 f"{c.found.ratio:.2f}x",
                 f"{n_compared} / {n_reference}",
-                c.found.how,
+                c.found.how(),
                 supported,
             ]
         )
-    family = found[0].found.found.family.note() if found else ""
+    family = found[0].found.family.note() if found else ""
     return sections, withheld, family
 
 
@@ -92,7 +92,7 @@ def comparisons_frame(
     processes and the p after Holm's correction over the table (``p_holm``)."""
     rows = []
     for c in answers.comparisons(runs) if found is None else found:
-        s = c.found.found
+        s = c.found
         rows.append(
             {
                 "where": c.where,

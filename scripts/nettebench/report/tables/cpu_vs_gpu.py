@@ -16,17 +16,8 @@ import pandas as pd
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import stats
-from nettebench.report.answers import (
-    ALIKE,
-    DISTURBED,
-    FASTER,
-    SLOWER,
-    UNTESTED,
-    Verdict,
-    direction,
-    verdict,
-)
-from nettebench.report.compare import Family, Marks, render
+from nettebench.report.answers import ALIKE, DISTURBED, FASTER, SLOWER, UNTESTED, direction
+from nettebench.report.compare import Family, Marks, Speedup, render, speedup
 from nettebench.report.duplicates import identity_columns
 from nettebench.report.frames.runs import cell_keys
 from nettebench.report.grids import NO_CELLS_NOTE, row_keys
@@ -57,7 +48,7 @@ class _PrecisionCell:
     table's family is complete) and what differs from the baseline."""
 
     precision: str
-    versus: Verdict | None
+    versus: Speedup | None
     differences: list[str]
 
     def text(self) -> str:
@@ -174,7 +165,7 @@ def _fastest_matrix(
 
     versus = None
     if o0 in means and o0 != best:  # the front page's verdict on the same two cells
-        versus = verdict(same.loc[groups[o0]], same.loc[groups[best]], family=family)
+        versus = speedup(same.loc[groups[o0]], same.loc[groups[best]], family=family)
     return {
         "device": first["device_name"],
         "precision": first["precision"],
