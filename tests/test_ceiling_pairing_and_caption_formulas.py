@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import record_factory as F
 
-from nettebench.report.compare import Family, cells_speedup, formula_note, speedup_grids
+from nettebench.report.compare import Family, formula_note, speedup, speedup_grids
 from nettebench.report.frames.runs import read_cells, runs_frame
 
 
@@ -42,5 +42,5 @@ def test_without_steady_rates_the_epochs_time_is_compared_not_another_time_colum
     other = pd.DataFrame(
         {"status": ["ok"] * 3, "time_for_epochs_s": [4.95, 5.0, 5.05], "wall_s": [9.0] * 3}
     )
-    found = cells_speedup(reference, other, family=Family())
+    found = speedup(reference, other, family=Family())
     assert found.text().startswith("2.00x [") and found.supported is True

@@ -15,7 +15,7 @@ import record_factory as F
 from nettebench.report import caveats as C
 from nettebench.report import stats
 from nettebench.report.aggregate import aggregate
-from nettebench.report.compare import Family, cells_speedup, speedup, speedup_grids
+from nettebench.report.compare import Family, speedup, speedup_grids
 from nettebench.report.frames.runs import read_cells, runs_frame
 
 STEADY = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8, 100.1, 99.9]
@@ -178,7 +178,7 @@ def test_an_extrapolated_speedup_keeps_its_interval_and_its_mark(tmp_path):
     base, other = runs[runs["precision"] == "O0"], runs[runs["precision"] == "O1"]
     ratio, low, high = _welch_by_hand(fast, BASE_RATES)
     expected = f"~{ratio:.2f}x [{low:.2f}-{high:.2f}]"
-    assert cells_speedup(base, other, approx=True, family=Family()).text() == expected
+    assert speedup(base, other, approx=True, family=Family()).text() == expected
     (grid,), _ = speedup_grids(runs)
     assert grid.approx is True and grid.rows[0][1] == expected
 

@@ -19,16 +19,7 @@ import pandas as pd
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import rerun, stats
-from nettebench.report.grids import (
-    APPROX_NOTE,
-    GROUP_KEYS,
-    LEGEND,
-    Grid,
-    device_title,
-    groups,
-    row_keys,
-)
-from nettebench.report.setups import title_suffix
+from nettebench.report.grids import Grid, Marks, matrix_groups, row_keys
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 BASELINE_PRECISION = "O0"
@@ -204,38 +195,22 @@ def speedup(
     *,
     names: tuple[str, str] = ("the reference", "the other"),
     family: Family | None = None,
+    approx: bool = False,
+    withheld: list[Disturbed] | None = None,
 ) -> Speedup | None:
     """THE speed-up of ``other`` over ``reference``, the one definition the tables, the figures
     and the front page use, added to ``family``; its verdict withheld where
-    :func:`quiet_evidence` finds a side disturbed (``names`` name the sides in the reason)."""
+    :func:`quiet_evidence` finds a side disturbed (``names`` name the sides in the reason, which
+    is appended to ``withheld``, for :func:`no_verdict_note`). ``approx``: a table cell's ``~``."""
     found = process_ratio(reference, other, value)
     if found is None or found[0].ratio is None:
         return None
     ratio, n_a, n_b = found
     disturbed = quiet_evidence({names[0]: reference, names[1]: other})
-    result = Speedup(ratio.ratio, ratio.low, ratio.high, ratio.p, (n_a, n_b), disturbed)
+    if disturbed is not None and withheld is not None:
+        withheld.append(disturbed)
+    result = Speedup(ratio.ratio, ratio.low, ratio.high, ratio.p, (n_a, n_b), disturbed, approx)
     return result if family is None else family.add(result)
-
-
-def cells_speedup(
-    reference: pd.DataFrame,
-    other: pd.DataFrame,
-    value: str = "time_for_epochs_s",
-    *,
-    approx: bool = False,
-    names: tuple[str, str] = ("the reference", "the other"),
-    family: Family,
-    withheld: list[Disturbed] | None = None,
-) -> Speedup | None:
-    """:func:`speedup` as a table cell (``~`` first when ``approx``), rendered by :func:`render`;
-    a withheld verdict's reason is appended to ``withheld``, for :func:`no_verdict_note`."""
-    found = speedup(reference, other, value, names=names, family=family)
-    if found is None:
-        return None
-    found.approx = approx
-    if found.disturbed is not None and withheld is not None:
-        withheld.append(found.disturbed)
-    return found
 
 
 # ------------------------------------------------- the rule: a verdict needs quiet evidence
@@ -316,76 +291,37 @@ def speedup_grids(
 ) -> tuple[list[Grid], Family]:
     """Each precision's speed-up over ``baseline`` (same model, setup and parameters), as model x
     precision grids like the time table's, their verdicts one family."""
-    matrix = runs[runs["kind"] == "matrix"]
     grids, family = [], Family()
-    for (dataset, epochs, _, _), table in groups(matrix, GROUP_KEYS):
+    for title, table in matrix_groups(runs):
         precisions = [p for p in T.sort_precisions(table["precision"]) if p != baseline]
         if baseline not in set(table["precision"]) or not precisions:
             continue
         labels = T.row_labels(table, row_keys(runs))
-        rows, counts, approx, not_ok = [], [], False, False
+        grid = Grid(title=title, header=["model", *precisions], rows=[], seed_counts=[])
         withheld: list[Disturbed] = []
         for label in labels.unique():
             base = table[(labels == label) & (table["precision"] == baseline)]
             row = [label]
             for precision in precisions:
                 seeds = table[(labels == label) & (table["precision"] == precision)]
-                extrapolated = speedup_approx(base, seeds, value)
-                found = cells_speedup(
-                    base,
-                    seeds,
-                    value,
-                    approx=extrapolated,
-                    names=(f"{label} {baseline}", f"{label} {precision}"),
-                    family=family,
-                    withheld=withheld,
+                approx = speedup_approx(base, seeds, value)
+                names = (f"{label} {baseline}", f"{label} {precision}")
+                found = speedup(
+                    base, seeds, value, names=names, family=family, approx=approx, withheld=withheld
                 )
                 if found is None:
-                    text = T.outcome_cell(list(seeds["status"]), None, str)
-                    not_ok |= text in T.OUTCOME_TEXT.values()
-                    row.append(text)
+                    row.append(T.outcome_cell(list(seeds["status"]), None, str))
+                    grid.not_ok |= row[-1] in T.OUTCOME_TEXT.values()
                 else:
-                    counts += list(found.n)
+                    grid.seed_counts += found.n
                     row.append(found)
-                approx |= extrapolated
-            rows.append(row)
-        title = (
-            f"{dataset}, {T.fmt_value(epochs)} epochs, {device_title(table)}"
-            f"{title_suffix(table, matrix)}"
-        )
-        grids.append(
-            Grid(
-                title=title,
-                header=["model", *precisions],
-                rows=rows,
-                seed_counts=counts,
-                approx=approx,
-                partial=False,
-                not_ok=not_ok,
-                extra_notes=[no_verdict_note(withheld)] if withheld else None,
-            )
-        )
+                grid.approx |= approx
+            grid.rows.append(row)
+        grid.extra_notes = [no_verdict_note(withheld)] if withheld else None
+        grids.append(grid)
     for grid in grids:  # the family is complete: every verdict can be stated
         grid.rows = render(grid.rows)
     return grids, family
-
-
-@dataclass
-class Marks:
-    """The marks a side-by-side table (versions, machines) set, for its footnotes."""
-
-    approx: bool = False
-    not_ok: bool = False
-    interference: bool = False
-    unstable: list[str] | None = None
-    withheld: list[Disturbed] | None = None
-
-    def notes(self) -> list[str]:
-        notes = [APPROX_NOTE] if self.approx else []
-        notes += [LEGEND] if self.not_ok else []
-        notes += [C.interference_note("cell")] if self.interference else []
-        notes += [C.unstable_note(self.unstable)] if self.unstable else []
-        return notes + ([no_verdict_note(self.withheld)] if self.withheld else [])
 
 
 def seconds_cell(seeds: pd.DataFrame, label: str, marks: Marks) -> str:
@@ -406,7 +342,7 @@ def seconds_cell(seeds: pd.DataFrame, label: str, marks: Marks) -> str:
         return text
     records = ok.to_dict("records")
     _, mark = C.cell_caveat(records, "cell")
-    marks.interference |= bool(mark)
+    marks.interference = "cell" if mark else marks.interference
     why = C.unstable_reasons(records) if "unstable" in ok else []
     if why:
         marks.unstable = [*(marks.unstable or []), label]

@@ -97,43 +97,41 @@ def matrix_groups(runs: pd.DataFrame) -> Iterable[tuple[str, pd.DataFrame]]:
         yield title + title_suffix(table, matrix), table
 
 
-@dataclass
-class Grid:
+@dataclass(kw_only=True)
+class Marks:
+    """The marks a table set (the caveats of report.caveats among them), for its footnotes."""
+
+    approx: bool = False
+    partial: bool = False
+    not_ok: bool = False
+    interference: str | None = None  # the subject ("cell", "ceiling", "share") when marked
+    impossible: bool = False
+    unstable: list[str] | None = None  # "<row> <precision>" of each cell marked unstable
+    within_noise: bool = False  # a share above 100 % within both spreads is marked
+    emulated: str | None = None  # the note naming the CPU, when a column is emulated
+    # footnotes of the table's own (report.compare.no_verdict_note: comparisons withheld)
+    extra_notes: list[str] | None = None
+
+    def notes(self) -> list[str]:
+        notes = [APPROX_NOTE] if self.approx else []
+        notes += [PARTIAL_NOTE] if self.partial else []
+        notes += [LEGEND] if self.not_ok else []
+        notes += [C.interference_note(self.interference)] if self.interference else []
+        notes += [C.IMPOSSIBLE_NOTE] if self.impossible else []
+        notes += [C.unstable_note(self.unstable)] if self.unstable else []
+        notes += [C.WITHIN_NOISE_NOTE] if self.within_noise else []
+        notes += [self.emulated] if self.emulated else []
+        return notes + list(self.extra_notes or [])
+
+
+@dataclass(kw_only=True)
+class Grid(Marks):
     """One model x precision table and what its footnotes need to say."""
 
     title: str
     header: list[str]
     rows: list[list[str]]
     seed_counts: list[int]
-    approx: bool
-    partial: bool
-    not_ok: bool
-    # the caveats (report.caveats) marked in this table: their footnotes
-    interference: str | None = None  # the subject ("cell", "ceiling", "share") when marked
-    impossible: bool = False
-    emulated: str | None = None  # the note naming the CPU, when a column is emulated
-    unstable: list[str] | None = None  # "<row> <precision>" of each cell marked unstable
-    within_noise: bool = False  # a share above 100 % within both spreads is marked
-    # footnotes of the table's own (report.compare.no_verdict_note: comparisons withheld)
-    extra_notes: list[str] | None = None
-
-    def notes(self) -> list[str]:
-        notes = []
-        if self.approx:
-            notes.append(APPROX_NOTE)
-        if self.partial:
-            notes.append(PARTIAL_NOTE)
-        if self.not_ok:
-            notes.append(LEGEND)
-        notes += self.caveat_notes()
-        return notes + list(self.extra_notes or [])
-
-    def caveat_notes(self) -> list[str]:
-        notes = [C.interference_note(self.interference)] if self.interference else []
-        notes += [C.IMPOSSIBLE_NOTE] if self.impossible else []
-        notes += [C.unstable_note(self.unstable)] if self.unstable else []
-        notes += [C.WITHIN_NOISE_NOTE] if self.within_noise else []
-        return notes + ([self.emulated] if self.emulated else [])
 
 
 def model_precision_grids(

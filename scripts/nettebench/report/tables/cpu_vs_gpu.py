@@ -17,10 +17,10 @@ from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.answers import ALIKE, DISTURBED, FASTER, SLOWER, UNTESTED, direction
-from nettebench.report.compare import Family, Marks, Speedup, render, speedup
+from nettebench.report.compare import Family, Speedup, render, speedup
 from nettebench.report.duplicates import identity_columns
 from nettebench.report.frames.runs import cell_keys
-from nettebench.report.grids import NO_CELLS_NOTE, row_keys
+from nettebench.report.grids import NO_CELLS_NOTE, Marks, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, describe, varying
 from nettebench.vocabulary.cell import PATH_LABELS
 from nettebench.vocabulary.record_keys import STATUS_OK
@@ -208,7 +208,7 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> T.Document:
     header = ["dataset", "model", *(["machine"] if several_setups else []), "batch", "threads"]
     header += ["CPU", "CPU s/epoch", "device", "precision", "s/epoch", "speed-up"]
     header += ["O0 s/epoch", "O0 speed-up"]
-    rows, unmatched, approx, not_ok, disturbed = [], 0, False, False, False
+    rows, unmatched, marks = [], 0, Marks()
     family = Family()  # the table's verdicts against O0, corrected together
     for index, cpu in baselines.iterrows():
         cpu_ok = cpu["status"] == STATUS_OK
@@ -218,8 +218,8 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> T.Document:
         )
         if cpu_ok and T.as_bool(cpu.get("interference")):  # report.caveats
             cpu_text += C.INTERFERENCE_MARK
-            disturbed = True
-        not_ok |= not cpu_ok
+            marks.interference = "cell"
+        marks.not_ok |= not cpu_ok
         row = [
             cpu["dataset"],
             labels[index],
@@ -261,8 +261,8 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> T.Document:
                 T.fmt_speedup(cpu_s / o0) if cpu_s is not None and o0 is not None else "",
             ]
         )
-        approx |= match["approx"] or match["o0_approx"]
-        approx |= cpu_text.startswith(T.APPROX_MARK)
+        marks.approx |= match["approx"] or match["o0_approx"]
+        marks.approx |= cpu_text.startswith(T.APPROX_MARK)
     if baselines.empty:
         empty = NO_CELLS_NOTE if runs.empty else "No CPU baseline cells in the study."
         return T.document("CPU versus GPU", note, [], empty=empty)
@@ -274,7 +274,7 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> T.Document:
             f"{unmatched} of {len(baselines)} CPU baseline cell(s) have no finished matrix cell "
             "of the same dataset and model to compare with."
         )
-    notes += Marks(approx=approx, not_ok=not_ok, interference=disturbed).notes()
+    notes += marks.notes()
     rows = render(rows)
     if family.size:
         notes.append(family.note())

@@ -17,13 +17,13 @@ from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.compare import (
     Family,
-    Marks,
-    cells_speedup,
     formula_note,
+    no_verdict_note,
     render,
     seconds_cell,
+    speedup,
 )
-from nettebench.report.grids import groups, no_matrix, row_keys
+from nettebench.report.grids import Marks, groups, no_matrix, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, varying
 from nettebench.vocabulary.record_keys import STATUS_OK
 
@@ -97,7 +97,7 @@ def side_by_side(
     of ``table``: a setup, a version), then each side's speed-up over the first, a member of
     ``family``. ``at`` joins a row and a side in the footnotes (``on``, ``at``); ``counts``
     receives each side's number of finished seeds."""
-    rows, marks, first = [], Marks(withheld=[]), sides[0]
+    rows, marks, withheld, first = [], Marks(), [], sides[0]
     for precision in T.sort_precisions(table["precision"]):
         of_precision = table["precision"] == precision
         for label in labels[of_precision].unique():
@@ -110,16 +110,17 @@ def side_by_side(
                 row.append(seconds_cell(seeds, f"{row[0]} {at} {name}", marks))
             for name in sides[1:]:
                 pair = pd.concat([by_side[first], by_side[name]])
-                found = cells_speedup(
+                found = speedup(
                     by_side[first],
                     by_side[name],
                     approx=any(map(T.as_bool, pair["extrapolated"])),
                     names=(f"{row[0]} {at} {first}", f"{row[0]} {at} {name}"),
                     family=family,
-                    withheld=marks.withheld,
+                    withheld=withheld,
                 )
                 row.append(found or "")
             rows.append(row)
+    marks.extra_notes = [no_verdict_note(withheld)] if withheld else None
     return rows, marks.notes()
 
 
