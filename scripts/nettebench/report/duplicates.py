@@ -28,25 +28,12 @@ from nettebench.vocabulary.outputs import METRICS_FILE
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 # env_* columns that say where and when a record was made, not what was measured on what.
-INCIDENTAL_ENV = (
-    "host",
-    "platform",
-    "process_id",
-    "cpu_affinity",
-    "git_dirty",
-    "slurm_job_id",
-    *SLURM_KEYS,
-)
+INCIDENTAL_ENV = ("host", "platform", "process_id", "cpu_affinity", "git_dirty", "slurm_job_id")
+INCIDENTAL_ENV += SLURM_KEYS
 # Other columns of runs that identify the measurement: the device it ran on (a GPU's power
 # limit set below its default is part of it: report.caveats).
-DEVICE_COLUMNS = (
-    "kind",
-    "cell_id",
-    "device_type",
-    "device_name",
-    "threads",
-    "gpu_power_limit_lowered_w",
-)
+DEVICE_COLUMNS = ("kind", "cell_id", "device_type", "device_name", "threads")
+DEVICE_COLUMNS += ("gpu_power_limit_lowered_w",)
 
 
 @dataclass(frozen=True)

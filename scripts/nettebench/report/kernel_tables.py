@@ -11,12 +11,8 @@ import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
-import pandas as pd
-
 from nettebench.report import format as T
 from nettebench.report.frames.kernels import (
-    CELL_COLUMNS,
-    RECORD_COLUMNS,
     ProfileRecordError,
     categories_frame,
     cells_frame,
@@ -44,11 +40,7 @@ def aggregate(
     """Write kernel_categories.csv, top_kernels.md and top_kernels.html into ``out_dir``."""
     profiles = [read_profile(path) for path in summary_paths]
     cells = cells_frame(profiles)
-    categories = (
-        categories_frame(profiles, cells)
-        if not cells.empty
-        else pd.DataFrame(columns=[*CELL_COLUMNS, *RECORD_COLUMNS])
-    )
+    categories = categories_frame(profiles, cells)
     texts = {
         "categories": T.csv_text(categories),
         **T.texts("top_kernels", top_kernels_markdown(profiles, cells, categories, top)),

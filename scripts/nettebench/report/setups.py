@@ -25,26 +25,13 @@ import pandas as pd
 from nettebench.report import format as T
 
 # runs.csv columns that make up a setup, in the order a label names them.
-SETUP_COLUMNS = (
-    "machine",
-    "device_name",
-    "env_driver",
-    "env_cuda",
-    "env_cudnn",
-    "env_torch",
-    "env_cpu_capability",
-    "gpu_power_limit_lowered_w",  # a GPU power limit set below its default (report.caveats)
-)
+SETUP_COLUMNS = ("machine", "device_name", "env_driver", "env_cuda", "env_cudnn", "env_torch")
+# then the CPU's capability and a GPU power limit set below its default (report.caveats)
+SETUP_COLUMNS += ("env_cpu_capability", "gpu_power_limit_lowered_w")
 # The hardware part: what a library-version table keeps fixed while its columns vary software.
 HARDWARE_COLUMNS = ("machine", "device_name", "env_cpu_capability", "gpu_power_limit_lowered_w")
-_NAMES = {
-    "env_driver": "driver",
-    "env_cuda": "CUDA",
-    "env_cudnn": "cuDNN",
-    "env_torch": "torch",
-    "env_cpu_capability": "CPU",
-    "gpu_power_limit_lowered_w": "power limit (W)",
-}
+_NAMES = {"env_driver": "driver", "env_cuda": "CUDA", "env_cudnn": "cuDNN", "env_torch": "torch"}
+_NAMES |= {"env_cpu_capability": "CPU", "gpu_power_limit_lowered_w": "power limit (W)"}
 # What a missing value means, where not "unknown": a power limit not lowered is the default.
 _MISSING = {"gpu_power_limit_lowered_w": "default"}
 UNLABELLED = "this machine"  # the label of the only setup when nothing tells setups apart
@@ -54,9 +41,9 @@ def _value(value) -> str | None:
     return None if T.is_missing(value) else T.fmt_value(value)
 
 
-def setup_key(row: pd.Series, columns=SETUP_COLUMNS) -> tuple:
+def setup_key(row: pd.Series) -> tuple:
     """The values of a row's setup columns (missing ones as None)."""
-    return tuple(_value(row.get(c)) for c in columns)
+    return tuple(_value(row.get(c)) for c in SETUP_COLUMNS)
 
 
 def setup_ids(frame: pd.DataFrame) -> pd.Series:

@@ -16,29 +16,15 @@ from typing import Any
 
 import pandas as pd
 
-from nettebench.profiling import CATEGORIES_FILE, CPU_OPS_FILE, KERNELS_FILE
+from nettebench.profiling import CATEGORIES_FILE, CATEGORY_COLUMNS, CPU_OPS_FILE, KERNELS_FILE
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.grids import tell_apart
 from nettebench.vocabulary.cell import PARAMETER_NAMES
 
 CELL_COLUMNS = ("dataset", "model", "precision", "batch_size")
-RECORD_COLUMNS = (
-    "label",
-    "cell_id",
-    "device_type",
-    "device_name",
-    "backend",
-    "status",
-    "steps",
-    "source",
-    "category",
-    "calls",
-    "total_ms",
-    "ms_per_step",
-    "share_pct",
-    "path",
-)
+RECORD_COLUMNS = ("label", "cell_id", "device_type", "device_name", "backend", "status", "steps")
+RECORD_COLUMNS += ("source", "category", "calls", "total_ms", "ms_per_step", "share_pct", "path")
 # Parameters that never go into a label: the section heading or the precision column shows them,
 # or they say how a cell was trained rather than what runs in a step.
 _NOT_LABEL_KEYS = ("dataset", "precision", "epochs", "seed", "max_steps", "lr", "lr_schedule")
@@ -53,14 +39,8 @@ def read_profile(summary_path: str | Path) -> dict[str, Any]:
     path = Path(summary_path)
     try:
         record = json.loads(path.read_text())
-        tables = {
-            name: pd.read_csv(path.parent / file)
-            for name, file in (
-                ("kernels", KERNELS_FILE),
-                ("cpu_ops", CPU_OPS_FILE),
-                ("categories", CATEGORIES_FILE),
-            )
-        }
+        files = {"kernels": KERNELS_FILE, "cpu_ops": CPU_OPS_FILE, "categories": CATEGORIES_FILE}
+        tables = {name: pd.read_csv(path.parent / file) for name, file in files.items()}
     except (OSError, ValueError) as error:
         raise ProfileRecordError(f"{path}: cannot read the profile ({error})") from None
     for key in ("status", "cell", "backend", "window", "device"):
@@ -132,23 +112,14 @@ def _distinct_labels(frame: pd.DataFrame) -> pd.DataFrame:
 
 def categories_frame(profiles: Sequence[dict[str, Any]], cells: pd.DataFrame) -> pd.DataFrame:
     """kernel_categories.csv: one row per profiled cell and category."""
-    rows = []
-    for (_, cell), profile in zip(cells.iterrows(), in_order(profiles, cells), strict=True):
-        for _, category in profile["categories"].iterrows():
-            rows.append(
-                {
-                    **{key: cell[key] for key in CELL_COLUMNS},
-                    **{key: cell[key] for key in RECORD_COLUMNS if key in cell},
-                    **{
-                        key: category[key]
-                        for key in ("category", "calls", "total_ms", "ms_per_step", "share_pct")
-                    },
-                    "source": category["source"],
-                }
-            )
+    rows = [
+        {**cell, **category[list(CATEGORY_COLUMNS)]}  # the category's source over the cell's
+        for (_, cell), profile in zip(cells.iterrows(), in_order(profiles, cells), strict=True)
+        for _, category in profile["categories"].iterrows()
+    ]
     return pd.DataFrame(rows, columns=[*CELL_COLUMNS, *RECORD_COLUMNS])
 
 
 def in_order(profiles: Sequence[dict[str, Any]], cells: pd.DataFrame) -> list[dict[str, Any]]:
     by_path = {profile["path"]: profile for profile in profiles}
-    return [by_path[path] for path in cells["path"]]
+    return [by_path[path] for path in cells.get("path", [])]  # no profiles: no columns

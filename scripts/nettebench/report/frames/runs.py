@@ -37,33 +37,18 @@ RECORD_COLUMNS = ("kind", "status", "message", "cell_id", "device_type", "device
 # After the summary: the compute ceiling (nettebench.benchmarks.ceiling) beside metrics.json.
 CEILING_COLUMNS = ("ceiling_status", "ceiling_img_s", "ceiling_share")
 
-
 # After the ceiling's: the cell's setup (nettebench.report.setups) and its time to accuracy
 # (config `target_top1`, :func:`time_to_target`; missing for a cell that ran partial epochs).
 COMPARISON_COLUMNS = ("setup", "setup_id", "target_top1", "time_to_target_s", "target_epoch")
-
 
 # After the comparison's: the order the timed processes ran in, so a reader can see that a run
 # interleaved its replicates (nettebench.study.replicates; :func:`order_columns`).
 ORDER_COLUMNS = ("replicate", "timed_order")
 
-
 # Identity columns repeated on every row of the tidy epochs.csv (the record's directory, `path`,
 # tells apart two copies of one cell from two machines, which share their cell_id).
-EPOCH_ID_COLUMNS = (
-    "kind",
-    "cell_id",
-    "dataset",
-    "model",
-    "precision",
-    "batch_size",
-    "epochs",
-    "seed",
-    "device_type",
-    "setup",
-    "path",
-)
-
+EPOCH_ID_COLUMNS = ("kind", "cell_id", "dataset", "model", "precision", "batch_size", "epochs")
+EPOCH_ID_COLUMNS += ("seed", "device_type", "setup", "path")
 
 KIND_ORDER = ("matrix", "cpu_baseline")
 

@@ -92,18 +92,11 @@ def shares_section(cells: pd.DataFrame, categories: pd.DataFrame) -> list[T.Bloc
 
 
 # The columns after rank, name, category and calls: header -> (column, format)
-_KERNEL_COLUMNS = {
-    "total ms": ("total_ms", _ms),
-    "avg µs": ("avg_us", _us),
-    "min µs": ("min_us", _us),
-    "max µs": ("max_us", _us),
-    "share": ("share_pct", _pct),
-}
-_OPERATOR_COLUMNS = {
-    "self ms": ("self_ms", _ms),
-    "total ms": ("total_ms", _ms),
-    "share": ("share_pct", _pct),
-}
+_KERNEL_COLUMNS = {"total ms": ("total_ms", _ms), "avg µs": ("avg_us", _us)}
+_KERNEL_COLUMNS |= {"min µs": ("min_us", _us), "max µs": ("max_us", _us)}
+_KERNEL_COLUMNS |= {"share": ("share_pct", _pct)}
+_OPERATOR_COLUMNS = {"self ms": ("self_ms", _ms), "total ms": ("total_ms", _ms)}
+_OPERATOR_COLUMNS |= {"share": ("share_pct", _pct)}
 
 
 def _top_table(frame: pd.DataFrame, what: str, columns: dict[str, tuple]) -> T.Block:
