@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from nettebench.report import caveats as C
+from nettebench.report import format as T
 
 
 def quiet(**more):
@@ -180,14 +181,14 @@ def test_a_bf16_cell_is_emulated_only_on_a_cpu_with_a_known_precision():
 
 def test_flags_as_runs_csv_writes_them():
     for value in (True, "True", " true ", "1", 1, 2.0):
-        assert C._flag(value) is True, value
-    for value in (False, "False", "0", "", "yes", 0, 0.0, math.nan, None, pd.NA):
-        assert C._flag(value) is False, value
+        assert T.as_bool(value) is True, value
+    for value in (False, "False", "0", "", "no", 0, 0.0, math.nan, None, pd.NA):
+        assert T.as_bool(value) is False, value
 
 
 def test_texts_as_runs_csv_writes_them():
-    assert C._text(None) is None and C._text(math.nan) is None and C._text("  ") is None
-    assert C._text(" why ") == "why" and C._text(3) == "3"
+    assert C.text_of(None) is None and C.text_of(math.nan) is None and C.text_of("  ") is None
+    assert C.text_of(pd.NA) is None and C.text_of(" why ") == "why" and C.text_of(3) == "3"
 
 
 def test_a_table_cells_marks():

@@ -9,6 +9,7 @@ import record_factory as F
 from matplotlib.text import Text
 
 from nettebench.report import caveats as C
+from nettebench.report import format as T
 from nettebench.report.aggregate import aggregate
 from nettebench.report.figures.facets import caveat_marks
 from nettebench.report.figures.throughput import plot_throughput
@@ -378,10 +379,10 @@ def test_the_ceiling_verdict_from_each_side_of_its_rules():
 
 
 def test_flags_texts_and_reasons_read_runs_csv_values():
-    assert [C._flag(v) for v in ("True", " 1 ", "false", True, 0, float("nan"), None)] == [
+    assert [T.as_bool(v) for v in ("True", " 1 ", "false", True, 0, float("nan"), None)] == [
         True, True, False, True, False, False, False,
     ]  # fmt: skip
-    assert C._text(float("nan")) is None and C._text("  ") is None and C._text(" a ") == "a"
+    assert C.text_of(float("nan")) is None and C.text_of("  ") is None and C.text_of(" a ") == "a"
     assert C.reasons_of('["a", "b"]') == ["a", "b"] and C.reasons_of(" a;  b ") == ["a", "b"]
     assert C.reasons_of("[not json") == ["[not json"] and C.reasons_of(None) == []
     assert C.exceeded([{"ceiling_exceeded": None}, {"ceiling_exceeded": "x"}]) is True

@@ -13,7 +13,6 @@ feed them records directly.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -25,6 +24,7 @@ from nettebench.records.conditions import (
 )
 from nettebench.records.nvml import AT_POWER_LIMIT_SHARE, lowered_power_limit
 from nettebench.records.spread import UNSTABLE_CV, finite
+from nettebench.report import format as T
 from nettebench.vocabulary.precision import PRECISIONS, emulated_reason
 
 INTERFERENCE_MARK = "‡"  # suffix: timed under interference
@@ -199,20 +199,9 @@ def ceiling_verdict(
 # ----------------------------------------------------------------------- marks in the tables
 
 
-def _flag(value: Any) -> bool:
-    if isinstance(value, str):
-        return value.strip().lower() in ("true", "1")
-    try:
-        return bool(value) and not (isinstance(value, float) and math.isnan(value))
-    except (TypeError, ValueError):
-        return False
-
-
-def _text(value: Any) -> str | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    text = str(value).strip()
-    return text or None
+def text_of(value: Any) -> str | None:
+    """A runs.csv value as text, stripped; None where it is missing or blank."""
+    return None if T.is_missing(value) else (str(value).strip() or None)
 
 
 # Which flags a table's value depends on: its own cell's, its ceiling's, or both (a share).
@@ -227,14 +216,14 @@ def cell_caveat(seeds: Sequence[Mapping[str, Any]], subject: str) -> tuple[bool,
     """For one table cell (its finished seeds as rows of runs.csv): whether the figure must
     be withheld as impossible (a share above its ceiling), and the mark to append (``‡`` when
     any seed's timing, or its ceiling's, ran under interference)."""
-    impossible = subject == "share" and any(_flag(s.get("above_ceiling")) for s in seeds)
-    disturbed = any(_flag(s.get(column)) for s in seeds for column in SUBJECTS[subject])
+    impossible = subject == "share" and any(T.as_bool(s.get("above_ceiling")) for s in seeds)
+    disturbed = any(T.as_bool(s.get(column)) for s in seeds for column in SUBJECTS[subject])
     return impossible, INTERFERENCE_MARK if disturbed else ""
 
 
 def exceeded(seeds: Sequence[Mapping[str, Any]]) -> bool:
     """Whether any seed trained above its ceiling's median within both spreads."""
-    return any(_text(s.get("ceiling_exceeded")) for s in seeds)
+    return any(text_of(s.get("ceiling_exceeded")) for s in seeds)
 
 
 WITHIN_NOISE_NOTE = (
@@ -261,7 +250,7 @@ def seed_interval(seed: Mapping[str, Any], columns: tuple[str, str]) -> tuple[fl
 
 def unstable_reasons(seeds: Sequence[Mapping[str, Any]]) -> list[str]:
     """The ``unstable`` texts of a table cell's finished seeds (seed-prefixed when several)."""
-    texts = [(s.get("seed"), _text(s.get("unstable"))) for s in seeds]
+    texts = [(s.get("seed"), text_of(s.get("unstable"))) for s in seeds]
     texts = [(seed, text) for seed, text in texts if text]
     if len(seeds) == 1:
         return [text for _, text in texts]
@@ -295,7 +284,7 @@ def unstable_note(cells: Sequence[str]) -> str:
 
 def emulated_header(precision: str, seeds: Sequence[Mapping[str, Any]]) -> str:
     """A column's header: ``bf16 (emulated)`` when any finished cell below ran it emulated."""
-    if any(_text(s.get("precision_emulated")) for s in seeds):
+    if any(text_of(s.get("precision_emulated")) for s in seeds):
         return f"{precision} {EMULATED_LABEL}"
     return precision
 
@@ -352,13 +341,13 @@ def emulated_note(rows: Sequence[Mapping[str, Any]]) -> str:
 
     def describe(row: Mapping[str, Any]) -> str:
         text = (
-            f"{_text(row.get('env_cpu_model')) or 'unknown CPU'}, torch CPU capability "
-            f"{_text(row.get('env_cpu_capability')) or 'unknown'}"
+            f"{text_of(row.get('env_cpu_model')) or 'unknown CPU'}, torch CPU capability "
+            f"{text_of(row.get('env_cpu_capability')) or 'unknown'}"
         )
-        limits = _text(row.get("env_cpu_isa_limits"))
+        limits = text_of(row.get("env_cpu_isa_limits"))
         return f"{text}, capped by {limits}" if limits else text
 
-    cpus = sorted({describe(r) for r in rows if _text(r.get("precision_emulated"))})
+    cpus = sorted({describe(r) for r in rows if text_of(r.get("precision_emulated"))})
     return (
         f"{EMULATED_LABEL}: no native bf16 arithmetic on this CPU ({'; '.join(cpus)}): torch "
         "converts bf16 to fp32 and back in software, so the column measures that emulation, not "
@@ -368,7 +357,7 @@ def emulated_note(rows: Sequence[Mapping[str, Any]]) -> str:
 
 def reasons_of(value: Any) -> list[str]:
     """A reasons column back as a list (written "; "-joined, or as a JSON list by older code)."""
-    text = _text(value)
+    text = text_of(value)
     if not text:
         return []
     if text.startswith("["):

@@ -42,7 +42,7 @@ def caveat_parts(runs: pd.DataFrame) -> list[tuple[str, bool]]:
     # A cell counts as measured when either of its windows was (its epochs' or its ceiling's).
     columns = ["interference", "ceiling_interference"]
     measured = runs[~runs[columns].apply(lambda c: c.map(T.is_missing)).all(axis=1)]
-    count = int(measured[columns].apply(lambda c: c.map(C._flag)).any(axis=1).sum())
+    count = int(measured[columns].apply(lambda c: c.map(T.as_bool)).any(axis=1).sum())
     parts = [
         (
             f"{count} of {len(measured)} cells were timed under interference, "

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from nettebench.report import caveats as C
+from nettebench.report import format as T
 from nettebench.vocabulary import commands
 from nettebench.vocabulary.outputs import METRICS_FILE, STUDY_FILE
 from nettebench.vocabulary.record_keys import STATUS_OK
@@ -33,7 +33,7 @@ DISTURBED_COLUMNS = {"interference": "epochs", "ceiling_interference": "ceiling"
 
 def disturbed_parts(row: pd.Series) -> list[str]:
     """``["epochs", "ceiling"]``: which of a cell's timings ran under interference."""
-    return [part for column, part in DISTURBED_COLUMNS.items() if C._flag(row.get(column))]
+    return [part for column, part in DISTURBED_COLUMNS.items() if T.as_bool(row.get(column))]
 
 
 def disturbed(runs: pd.DataFrame) -> pd.DataFrame:

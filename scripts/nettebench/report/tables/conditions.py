@@ -68,12 +68,12 @@ def _window(row: pd.Series, name: str, part: str, prefix: str) -> dict[str, Any]
         "steal": row.get("steal_share") if epochs else None,
         "gpu": row.get("gpu_other_util") if epochs else None,
         "measured": not T.is_missing(row.get(f"{prefix}interference")),
-        "flag": C._flag(row.get(f"{prefix}interference")),
+        "flag": T.as_bool(row.get(f"{prefix}interference")),
         "reasons": C.reasons_of(row.get(f"{prefix}interference_reasons")),
         "from": row.get(f"{prefix}timed_from"),
         "to": row.get(f"{prefix}timed_to"),
         "power": _power(row, prefix),
-        "unstable": C._text(row.get("unstable")) if epochs else None,
+        "unstable": C.text_of(row.get("unstable")) if epochs else None,
     }
 
 
