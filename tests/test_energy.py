@@ -18,7 +18,7 @@ from nvml_replay import Replay, stream
 from nettebench.records import conditions as C
 from nettebench.records import energy as E
 from nettebench.report.aggregate import aggregate
-from nettebench.report.figures.energy import energy_bars, plot_energy
+from nettebench.report.figures.energy import energy_panels, plot_energy
 from nettebench.report.tables.energy import NOT_MEASURED
 
 RANGE_UJ = 262_143_328_850  # a package's max_energy_range_uj as Intel machines report it
@@ -172,7 +172,7 @@ def test_the_figure_draws_the_tables_values_and_marks_a_throttled_cell(tmp_path)
         F.make_cell(tmp_path, precision="O1", train_img_s=1000.0, conditions=throttled),
     ]
     runs = pd.read_csv(aggregate(paths, tmp_path / "tables")["runs"])
-    ((_, bars),) = energy_bars(runs)
+    ((_, bars, _),) = energy_panels(runs)
     by_label = {bar["label"].split()[-1]: bar for bar in bars}
     assert by_label["O0"]["mean"] == pytest.approx(530 / 10 / 500)
     assert by_label["O1"]["mean"] == pytest.approx(695 / 10 / 1000)

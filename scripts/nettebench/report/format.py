@@ -176,9 +176,7 @@ class Table:
         return "\n".join(lines) + "\n"
 
     def html(self, *, after_table: bool = False) -> str:
-        header = [_one_line(h) for h in self.header]
-        rows = [[_one_line(c) for c in row] for row in self.rows]
-        return html_table(header, rows, self.align, render=inline_html)
+        return html_table(self.header, self.rows, self.align, lambda c: inline_html(_one_line(c)))
 
 
 Block = Heading | Paragraph | Table
@@ -351,30 +349,22 @@ def inline_html(text: Any) -> str:
 def html_table(
     header: Sequence[Any],
     rows: Iterable[Sequence[Any]],
-    align: str = "",
-    *,
+    align: str,
     render: Callable[[Any], str] = html.escape,
 ) -> str:
-    """An HTML table; ``align`` has one letter per column, ``l``, ``r`` or ``c`` (default ``l``).
+    """An HTML table of full rows, ``align`` one letter per column (``l``, ``r`` or ``c``),
+    ``render`` turning a cell's text into HTML (escaping it)."""
 
-    ``render`` turns a cell's text into HTML (escaping it); short rows are padded with blanks.
-    """
-    width = len(header)
-    align = (align + "l" * width)[:width]
-    head = "".join(f'<th class="{a}">{render(h)}</th>' for h, a in zip(header, align, strict=True))
-    body = []
-    for row in rows:
-        cells = [render(c) for c in row][:width]
-        cells += [""] * (width - len(cells))
-        body.append(
-            "<tr>"
-            + "".join(f'<td class="{a}">{c}</td>' for c, a in zip(cells, align, strict=True))
-            + "</tr>"
+    def cells(tag: str, row: Sequence[Any]) -> str:
+        return "".join(
+            f'<{tag} class="{a}">{render(c)}</{tag}>' for c, a in zip(row, align, strict=True)
         )
+
+    body = "".join(f"<tr>{cells('td', row)}</tr>\n" for row in rows)
     return (
         '<div class="scroll"><table>\n'
-        f"<thead><tr>{head}</tr></thead>\n"
-        "<tbody>\n" + "".join(line + "\n" for line in body) + "</tbody>\n"
+        f"<thead><tr>{cells('th', header)}</tr></thead>\n"
+        f"<tbody>\n{body}</tbody>\n"
         "</table></div>"
     )
 

@@ -85,12 +85,10 @@ def setup_labels(frame: pd.DataFrame) -> pd.Series:
     """Each row's setup label: its machine label and the setup fields that vary in ``frame``;
     with nothing to tell setups apart, the device's name."""
     fields = varying(frame)
-    labels = []
-    for _, row in frame.iterrows():
-        label = describe(row, fields)
-        if not label:
-            label = _value(row.get("device_name")) or UNLABELLED
-        labels.append(label)
+    labels = [
+        describe(row, fields) or _value(row.get("device_name")) or UNLABELLED
+        for _, row in frame.iterrows()
+    ]
     return pd.Series(labels, index=frame.index, dtype=object)
 
 
@@ -101,11 +99,7 @@ def title_suffix(group: pd.DataFrame, among: pd.DataFrame) -> str:
     if group.empty or not fields:
         return ""
     row = group.iloc[0]
-    parts = []
     machine = _value(row.get("machine"))
-    if machine:
-        parts.append(f"machine {machine}")
     rest = describe(row, fields, device=False, machine=False)
-    if rest:
-        parts.append(rest)
+    parts = [part for part in (machine and f"machine {machine}", rest) if part]
     return f" · {', '.join(parts)}" if parts else ""

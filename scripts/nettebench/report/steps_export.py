@@ -78,15 +78,8 @@ def cell_steps(metrics_path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]
             rows.append({**common, "step": step, "phase": "warmup", "seconds": "", "images": ""})
         images = step_images(_int(epoch.get("train_images")) or 0, len(seconds), batch)
         for index, (step_s, step_n) in enumerate(zip(seconds, images, strict=True)):
-            rows.append(
-                {
-                    **common,
-                    "step": first_steady + index + 1,
-                    "phase": "steady",
-                    "seconds": f"{step_s:.6f}",
-                    "images": step_n,
-                }
-            )
+            step = {"step": first_steady + index + 1, "phase": "steady", "seconds": f"{step_s:.6f}"}
+            rows.append({**common, **step, "images": step_n})
     if not any(row["phase"] == "steady" for row in rows):
         return None
     return record, rows
@@ -110,12 +103,11 @@ def pyperf_document(record: dict[str, Any], rows: Sequence[dict[str, Any]]) -> d
         "nettebench_cell": rows[0]["cell"],
         **{f"nettebench_{key}": _text(value) for key, value in cell.items() if value is not None},
     }
-    for key, name in (("host", "hostname"), ("git_commit", "nettebench_commit")):
-        if environment.get(key):
-            metadata[name] = _text(environment[key])
-    for key in ("torch", "torchvision", "cpu_capability"):
-        if environment.get(key):
-            metadata[f"nettebench_{key}"] = _text(environment[key])
+    names = {"host": "hostname", "git_commit": "nettebench_commit"}
+    names |= {key: f"nettebench_{key}" for key in ("torch", "torchvision", "cpu_capability")}
+    metadata |= {
+        name: _text(environment[key]) for key, name in names.items() if environment.get(key)
+    }
     if device.get("name"):
         metadata["nettebench_device"] = _text(device["name"])
     runs = []

@@ -31,14 +31,9 @@ from nettebench.vocabulary.record_keys import STATUS_OK
 TITLE = "Energy per trained image (J/img, steady training steps)"
 
 
-def energy_bars(runs: pd.DataFrame) -> list[tuple[str, list[dict]]]:
-    """Per setup: one bar per (row label, precision) with a measured energy, each with its
-    table cell's marks."""
-    return [(title, bars) for title, bars, _ in energy_panels(runs)]
-
-
 def energy_panels(runs: pd.DataFrame) -> list[tuple[str, list[dict], list[str]]]:
-    """:func:`energy_bars` with each panel's footnotes: its table's, for the marks above."""
+    """Per setup: one bar per (row label, precision) with a measured energy, each with its
+    table cell's marks, and the panel's footnotes (its table's, for those marks)."""
     matrix = runs[runs["kind"] == "matrix"]
     grids = energy_grids(runs, "j_per_img", fmt_joules)  # the table's, one per group below
     panels = []

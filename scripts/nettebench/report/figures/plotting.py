@@ -34,6 +34,7 @@ CHARS_PER_INCH = 18  # of the footnote at NOTE_SIZE, to wrap it to the figure's 
 REFERENCE_COLOR = "0.15"
 CEILING_EDGE = "0.1"
 CEILING_LABEL = "compute ceiling"  # legend entry of the dashed outline over a throughput bar
+CEILING_LOOK = {"fill": False, "edgecolor": CEILING_EDGE, "linestyle": "--"}  # bar and legend
 CPU_HATCH = "//"
 
 
@@ -79,15 +80,11 @@ def empty_figure(title: str, text: str) -> Figure:
     return fig
 
 
-def bar_width(categories: int, hues: int) -> float:
-    return max(5.0, 0.32 * categories * max(hues, 1) + 2.0)
-
-
 def bar_panels(panels: list[tuple], colors: dict[str, Any], ylabel: str, **options) -> tuple:
     """A figure of :func:`grouped_bars` panels, one per (title, bars, hues), each as wide as
     the widest needs; ``options`` go to every panel. The figure and its axes."""
-    widest = max(bar_width(bars["label"].nunique(), len(hues)) for _, bars, hues in panels)
-    fig, axes = new_figure(len(panels), panel_width=widest)
+    widths = [0.32 * bars["label"].nunique() * max(len(hues), 1) for _, bars, hues in panels]
+    fig, axes = new_figure(len(panels), panel_width=max(5.0, max(widths) + 2.0))
     for ax, (title, bars, hues) in zip(axes, panels, strict=True):
         categories = list(bars["label"].unique())
         grouped_bars(ax, bars, categories=categories, hues=hues, colors=colors, **options)
@@ -129,16 +126,8 @@ def grouped_bars(
             outline = seeds["outline"].dropna() if "outline" in seeds else pd.Series(dtype=float)
             if len(outline):
                 outlined = True
-                ax.bar(
-                    offsets[i],
-                    outline.mean(),
-                    width,
-                    fill=False,
-                    edgecolor=CEILING_EDGE,
-                    linestyle="--",
-                    linewidth=0.9,
-                    zorder=3,  # over the filled bar, so it shows where the bar is taller
-                )
+                # over the filled bar (zorder), so it shows where the bar is taller
+                ax.bar(offsets[i], outline.mean(), width, **CEILING_LOOK, linewidth=0.9, zorder=3)
             values = seeds.loc[seeds["status"] == "ok", "value"].dropna()
             marks = "".join(dict.fromkeys(seeds["mark"].dropna())) if "mark" in seeds else ""
             if marks == C.IMPOSSIBLE_MARK:  # withheld, as in its table
@@ -175,9 +164,7 @@ def grouped_bars(
         Patch(facecolor=colors[h], label=h, **looks.get(h, {"edgecolor": "white"})) for h in hues
     ]
     if outlined:
-        handles.append(
-            Patch(fill=False, edgecolor=CEILING_EDGE, linestyle="--", label=CEILING_LABEL)
-        )
+        handles.append(Patch(**CEILING_LOOK, label=CEILING_LABEL))
     if reference is not None:
         handles.append(reference_line(ax, *reference))
     side_legend(ax, handles)

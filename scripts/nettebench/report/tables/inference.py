@@ -99,12 +99,7 @@ def inference_markdown(cells: pd.DataFrame) -> T.Document:
                     row["model"],
                     _variant(row),
                     T.fmt_value(row["batch_size"]),
-                    _interval(
-                        row["offline_img_s"],
-                        row["offline_img_s_low"],
-                        row["offline_img_s_high"],
-                        _rate,
-                    )
+                    _interval(*(row[f"offline_img_s{end}"] for end in ("", "_low", "_high")), _rate)
                     + _marks(row, "offline_unstable"),
                     fmt_joules_or_not_measured(row["offline_j_per_img"]),
                     _rate(row["pipeline_img_s"]) + _marks(row, "pipeline_unstable"),
