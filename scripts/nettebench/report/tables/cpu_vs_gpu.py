@@ -117,13 +117,14 @@ def _o0_of(best: tuple, columns: list[str], means: dict[tuple, Any]) -> tuple | 
 
 
 def _fastest_matrix(
-    matrix_ok: pd.DataFrame, cpu: pd.Series, family: Family
-) -> dict[str, Any] | None:
-    """The precision with the fewest seconds per epoch of the CPU baseline's model in its own
-    run (machine label), its verdict against O0 (``versus_o0``, in ``family``), and O0. Cells
-    like the baseline in every parameter not different by design are preferred, then cells of
-    its host; seconds are averaged over the seeds of one measurement (:func:`seed_groups`).
-    """
+    matrix_ok: pd.DataFrame, cpu: pd.Series, cpu_s: float | None, family: Family, marks: Marks
+) -> list[Any] | None:
+    """The table's matrix columns for the CPU baseline ``cpu`` (``cpu_s`` seconds per epoch):
+    the device, the precision with the fewest seconds per epoch of its model in its own run
+    (machine label) with its verdict against O0 (in ``family``), then its seconds and speed-up
+    and O0's. Cells like the baseline in every parameter not different by design are preferred,
+    then cells of its host; seconds are averaged over the seeds of one measurement
+    (:func:`seed_groups`)."""
     same = matrix_ok[
         (matrix_ok["dataset"] == cpu["dataset"]) & (matrix_ok["model"] == cpu["model"])
     ]
@@ -157,27 +158,22 @@ def _fastest_matrix(
     o0 = _o0_of(best, columns, means)
     first = same.loc[groups[best][0]]
 
-    def seeds_text(key: tuple) -> str:
-        """mean ± 95 % CI of the group's per-seed seconds per epoch."""
-        return stats.with_ci(
-            stats.summarize(same.loc[groups[key], "epoch_s_median"]), T.fmt_seconds
-        )
+    def seconds(key: tuple | None) -> list[str]:
+        """The group's seconds per epoch (mean ± CI over its seeds) and the CPU's speed-up."""
+        if key not in means:
+            return ["", ""]
+        mean, approx = means[key]
+        marks.approx |= bool(approx)
+        summary = stats.summarize(same.loc[groups[key], "epoch_s_median"])
+        text = (T.APPROX_MARK if approx else "") + stats.with_ci(summary, T.fmt_seconds)
+        return [text, T.fmt_speedup(cpu_s / mean) if cpu_s is not None else ""]
 
     versus = None
     if o0 in means and o0 != best:  # the front page's verdict on the same two cells
         versus = speedup(same.loc[groups[o0]], same.loc[groups[best]], family=family)
-    return {
-        "device": first["device_name"],
-        "precision": first["precision"],
-        "versus_o0": versus,
-        "differences": _differences(cpu, first, ["batch_size", *keys]),
-        "epoch_s": means[best][0],
-        "epoch_text": seeds_text(best),
-        "approx": bool(means[best][1]),
-        "o0_epoch_s": means[o0][0] if o0 in means else None,
-        "o0_text": seeds_text(o0) if o0 in means else None,
-        "o0_approx": bool(means[o0][1]) if o0 in means else False,
-    }
+    differences = _differences(cpu, first, ["batch_size", *keys])
+    precision = _PrecisionCell(first["precision"], versus, differences)
+    return [T.fmt_value(first["device_name"]), precision, *seconds(best), *seconds(o0)]
 
 
 def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> T.Document:
@@ -233,35 +229,12 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> T.Document:
             "" if T.is_missing(cpu.get("env_cpu_model")) else cpu["env_cpu_model"],
             cpu_text,
         ]
-        match = _fastest_matrix(matrix_ok, cpu, family)
+        match = _fastest_matrix(matrix_ok, cpu, cpu_s, family, marks)
         if match is None:
             unmatched += 1
             rows.append([*row, NO_GPU if cpu_only else "no matching matrix cell"])
             continue
-        precision = _PrecisionCell(match["precision"], match["versus_o0"], match["differences"])
-        o0 = match["o0_epoch_s"]
-        rows.append(
-            [
-                *row,
-                T.fmt_value(match["device"]),
-                precision,
-                T.outcome_cell(
-                    ["ok"],
-                    match["epoch_s"],
-                    lambda _, m=match: m["epoch_text"],
-                    approx=match["approx"],
-                ),
-                T.fmt_speedup(cpu_s / match["epoch_s"]) if cpu_s is not None else "",
-                T.outcome_cell(
-                    ["ok"] if o0 is not None else [],
-                    o0,
-                    lambda _, m=match: m["o0_text"],
-                    approx=match["o0_approx"],
-                ),
-                T.fmt_speedup(cpu_s / o0) if cpu_s is not None and o0 is not None else "",
-            ]
-        )
-        marks.approx |= match["approx"] or match["o0_approx"]
+        rows.append([*row, *match])
         marks.approx |= cpu_text.startswith(T.APPROX_MARK)
     if baselines.empty:
         empty = NO_CELLS_NOTE if runs.empty else "No CPU baseline cells in the study."
