@@ -90,26 +90,13 @@ def comparisons_frame(
 ) -> pd.DataFrame:
     """The table's comparisons, one row each, with the raw p of Welch's test between
     processes and the p after Holm's correction over the table (``p_holm``)."""
-    rows = []
-    for c in answers.comparisons(runs) if found is None else found:
-        s = c.found
-        rows.append(
-            {
-                "where": c.where,
-                "axis": c.axis,
-                "compared": c.name,
-                "reference": c.reference,
-                "subject": c.subject,
-                "ratio": s.ratio,
-                "low": s.low,
-                "high": s.high,
-                "n_reference": s.n[0],
-                "n_compared": s.n[1],
-                "p": s.p,
-                "p_holm": s.p_corrected,
-                "family_size": s.family.size if s.family is not None else None,
-                "supported": s.supported,
-                "disturbed": None if s.disturbed is None else s.disturbed.what,
-            }
-        )
-    return pd.DataFrame(rows, columns=list(CSV_COLUMNS))
+    found = answers.comparisons(runs) if found is None else found
+    return pd.DataFrame([_csv_row(c) for c in found], columns=list(CSV_COLUMNS))
+
+
+def _csv_row(c: answers.Comparison) -> tuple:
+    """A comparison as a row of comparisons.csv, in :data:`CSV_COLUMNS`' order."""
+    s, names = c.found, (c.where, c.axis, c.name, c.reference, c.subject)
+    size = None if s.family is None else s.family.size
+    disturbed = None if s.disturbed is None else s.disturbed.what
+    return (*names, s.ratio, s.low, s.high, *s.n, s.p, s.p_corrected, size, s.supported, disturbed)
