@@ -17,8 +17,7 @@ import pandas as pd
 
 from nettebench.report import format as T
 from nettebench.report.compare import BASELINE_PRECISION, Family, Speedup, speedup
-from nettebench.report.grids import device_title, groups, row_keys
-from nettebench.report.setups import HARDWARE_COLUMNS
+from nettebench.report.grids import device_title, groups, hardware_keys, row_keys
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 REFERENCE_LOADER = "pil"
@@ -113,12 +112,6 @@ class Comparison:
     emulated: bool
 
 
-def _hardware_keys(runs: pd.DataFrame) -> list[str]:
-    """What a comparison never crosses: dataset, epochs, device type and the hardware (machine
-    label, device, CPU capability); software may differ, as an axis of its own."""
-    return ["dataset", "epochs", "device_type", *(c for c in HARDWARE_COLUMNS if c in runs)]
-
-
 def _reference(axis: str, values: list[str]) -> str:
     preferred = REFERENCES.get(axis) or (_PREFERRED_REFERENCE if axis in VERSION_AXES else None)
     return preferred if preferred in values else values[0]
@@ -141,7 +134,7 @@ def comparisons(runs: pd.DataFrame, axes: Iterable[str] | None = None) -> list[C
     matrix = runs[runs["kind"] == "matrix"]
     found: list[Comparison] = []
     family = Family()
-    for _, table in groups(matrix, _hardware_keys(matrix)):
+    for _, table in groups(matrix, hardware_keys(matrix)):
         where = _where(table)
         machine = table["machine"].iloc[0] if "machine" in table else None
         where += "" if T.is_missing(machine) else f", machine {T.fmt_value(machine)}"

@@ -148,13 +148,11 @@ def ceiling_verdict(
     """``ceiling_fast_img_s``, ``above_ceiling`` and ``ceiling_exceeded`` of one ok cell.
 
     Beyond both spreads: the slow end of the cell's interval (its median itself when it has
-    none: fewer than 6 steady steps) above the ceiling's fast end. A median above the ceiling's
-    median but not beyond both spreads is said in words and keeps its figure; so is one beyond
-    them when the cell or its ceiling was ``disturbed`` (timed under interference): the load
-    changed between the two windows, which explains it, so it is not impossible. On a CPU the
-    ceiling is an estimate, never grounds to withhold a cell: its steps share the cores, caches
-    and memory bandwidth with nothing, where the cell's share them with its loader's workers and
-    the run's other threads, and a quiet CPU cell was seen above it beyond both spreads."""
+    none: fewer than 6 steady steps) above the ceiling's fast end. Said in words, its figure
+    kept: a median above the ceiling's median within both spreads; one beyond them when the
+    cell or its ceiling was ``disturbed`` (the load changed between the two windows); and one
+    on a CPU, whose ceiling is an estimate (its steps share the cores with nothing, where the
+    cell's share them with its loader's workers: a quiet CPU cell was seen above it)."""
     fast = ceiling_fast_end(ceiling)
     train = number(summary.get("train_img_s"))
     if record.get("status") != "ok" or fast is None or train is None:

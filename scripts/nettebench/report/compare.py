@@ -237,13 +237,9 @@ class Disturbed:
 
 def quiet_evidence(sides: Mapping[str, pd.DataFrame]) -> Disturbed | None:
     """THE rule for every comparison the report states (docs/honest-numbers.md, "A verdict
-    needs quiet evidence"): None when every finished seed of every side was timed quietly, its
-    epochs and its compute ceiling alike; else what was disturbed. A comparison with a disturbed
-    side is never supported, whatever its interval says: the load on one side, not the
-    difference compared, can make the ratio (a cell slowed 100x by another process), and the
-    ceiling is part of the evidence: it is measured in the cell's own process.
-    A window whose conditions were never measured (older records) counts as quiet: the caveats
-    line says those records carry none. Which sides, and the rerun command, are said."""
+    needs quiet evidence", says why): None when every finished seed of every side was timed
+    quietly, its epochs and its compute ceiling alike (a window never measured, in older
+    records, counts as quiet); else which sides were disturbed, and the cells to rerun."""
     parts, paths = [], []
     for name, cells in sides.items():
         # only the columns read here: a row of the whole wide frame costs more than the rule

@@ -21,7 +21,7 @@ from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import stats
 from nettebench.report.frames.runs import cell_keys
-from nettebench.report.setups import title_suffix
+from nettebench.report.setups import HARDWARE_COLUMNS, title_suffix
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 # Keys that a table groups by or puts in its columns, so they never go into its row labels.
@@ -73,6 +73,12 @@ def mark_apex_fallback(table: pd.DataFrame, labels: pd.Series) -> pd.Series:
         return labels
     fallback = (table["amp_backend"] == "apex") & (table["env_apex_kernels"] == "python")
     return labels.where(~fallback, labels + f" [{APEX_FALLBACK}]")
+
+
+def hardware_keys(runs: pd.DataFrame) -> list[str]:
+    """What a comparison never crosses: dataset, epochs, device type and the hardware (machine
+    label, device, CPU capability); software may differ, as an axis of its own."""
+    return ["dataset", "epochs", "device_type", *(c for c in HARDWARE_COLUMNS if c in runs)]
 
 
 def device_title(frame: pd.DataFrame) -> str:

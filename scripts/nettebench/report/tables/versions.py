@@ -16,7 +16,7 @@ import pandas as pd
 from nettebench.report import format as T
 from nettebench.report.compare import Family, formula_note
 from nettebench.report.frames.runs import pinned_packages
-from nettebench.report.grids import device_title, groups, no_matrix, row_keys
+from nettebench.report.grids import device_title, groups, hardware_keys, no_matrix, row_keys
 from nettebench.report.setups import HARDWARE_COLUMNS, SETUP_COLUMNS, describe, varying
 from nettebench.report.tables.machines import side_by_side, side_by_side_sections
 
@@ -80,7 +80,7 @@ def library_versions_markdown(runs: pd.DataFrame) -> T.Document:
     matrix = runs[runs["kind"] == "matrix"] if len(runs) else runs
     counts, recorded, family = [], [], Family()
     pending = []  # written once the family is complete
-    group_keys = ["dataset", "epochs", "device_type", *(c for c in HARDWARE_COLUMNS if c in runs)]
+    group_keys = hardware_keys(runs)
     for library in [] if matrix.empty else _libraries(matrix):
         labels = matrix.apply(version_label, axis=1, library=library)
         # Rows are labelled without the parameter that picks this library's version (its build,
