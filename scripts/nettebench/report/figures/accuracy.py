@@ -64,22 +64,11 @@ def plot_accuracy(epochs: pd.DataFrame, runs: pd.DataFrame | None = None) -> Fig
                 band = per_epoch[column].agg(["mean", "min", "max"]).dropna()
                 if band.empty:
                     continue
-                ax.plot(
-                    band.index,
-                    band["mean"],
-                    dashes,
-                    color=colors[precision],
-                    marker="o",
-                    markersize=3,
-                    linewidth=1.4 if dashes == "-" else 1.0,
-                )
+                color, width = colors[precision], 1.4 if dashes == "-" else 1.0
+                line = {"color": color, "marker": "o", "markersize": 3, "linewidth": width}
+                ax.plot(band.index, band["mean"], dashes, **line)
                 ax.fill_between(
-                    band.index,
-                    band["min"],
-                    band["max"],
-                    color=colors[precision],
-                    alpha=0.15,
-                    linewidth=0,
+                    band.index, band["min"], band["max"], color=color, alpha=0.15, linewidth=0
                 )
         lines = [str(label)]
         lines += [str(dataset)] if several_datasets else []

@@ -48,15 +48,8 @@ def plot_categories(frame: pd.DataFrame) -> Figure:
         )
         left = pd.Series(0.0, index=table.index)
         for category in CATEGORIES:
-            ax.barh(
-                table.index,
-                table[category],
-                left=left,
-                color=colors[category],
-                label=category,
-                edgecolor="white",
-                linewidth=0.5,
-            )
+            look = {"color": colors[category], "label": category, "edgecolor": "white"}
+            ax.barh(table.index, table[category], left=left, **look, linewidth=0.5)
             left += table[category]
         for y, total in enumerate(left):
             ax.text(total, y, f"  {total:,.1f} ms", va="center", fontsize=8)

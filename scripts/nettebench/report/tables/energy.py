@@ -38,13 +38,9 @@ def fmt_joules_or_not_measured(value: object) -> str:
 def energy_grids(runs: pd.DataFrame, value: str, fmt: Callable[[object], str]) -> list[Grid]:
     """The model x precision grids of ``value`` (``j_per_img`` or ``img_s_per_w``); a blank
     table cell where some seed ran ok reads "not measured" (no energy counter)."""
+    interval = (f"{value}_low", f"{value}_high")
     return model_precision_grids(
-        runs,
-        value,
-        fmt,
-        mark_extrapolated=True,
-        interval=(f"{value}_low", f"{value}_high"),
-        not_measured=NOT_MEASURED,
+        runs, value, fmt, mark_extrapolated=True, interval=interval, not_measured=NOT_MEASURED
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 
 from nettebench.records.spread import INTERVAL_NAME
@@ -18,33 +20,14 @@ from nettebench.report.grids import (
 def throughput_markdown(runs: pd.DataFrame) -> T.Document:
     """Training img/s, the share of it spent waiting for data, and, where some matrix cell has a
     ``ceiling.json``, img/s as a share of the compute ceiling and the ceiling's own img/s."""
-    rate = model_precision_grids(
-        runs,
-        "train_img_s",
-        T.fmt_rate,
-        mark_extrapolated=False,
-        interval=("train_img_s_low", "train_img_s_high"),
+    grids = functools.partial(model_precision_grids, runs, mark_extrapolated=False)
+    rate = grids("train_img_s", T.fmt_rate, interval=("train_img_s_low", "train_img_s_high"))
+    wait = grids("data_wait_share", T.fmt_percent)
+    measured = "ceiling_status"  # the ceiling's tables: only where some cell has a ceiling
+    share = grids("ceiling_share", T.fmt_percent, require=measured, caveats="share")
+    ceiling = grids(
+        "ceiling_img_s", T.fmt_rate, status=measured, require=measured, caveats="ceiling"
     )
-    wait = model_precision_grids(runs, "data_wait_share", T.fmt_percent, mark_extrapolated=False)
-    ceiling_grids = {
-        "share": model_precision_grids(
-            runs,
-            "ceiling_share",
-            T.fmt_percent,
-            mark_extrapolated=False,
-            require="ceiling_status",
-            caveats="share",
-        ),
-        "ceiling": model_precision_grids(
-            runs,
-            "ceiling_img_s",
-            T.fmt_rate,
-            mark_extrapolated=False,
-            status="ceiling_status",
-            require="ceiling_status",
-            caveats="ceiling",
-        ),
-    }
     counts = [c for g in rate for c in g.seed_counts]
     note = (
         "Training images per second (`summary.train_img_s`: the median per-step rate over the "
@@ -63,7 +46,7 @@ def throughput_markdown(runs: pd.DataFrame) -> T.Document:
         T.Heading(2, "Time waiting for data (% of training time)"),
         *grid_sections(wait, level=3),
     ]
-    if ceiling_grids["share"]:
+    if share:
         sections += [
             T.Heading(2, "Share of the compute ceiling (%)"),
             T.Paragraph(
@@ -71,14 +54,14 @@ def throughput_markdown(runs: pd.DataFrame) -> T.Document:
                 "(`ceiling_share` in runs.csv; 100 = the input pipeline costs nothing). "
                 f"{CEILING_NOTE}"
             ),
-            *grid_sections(ceiling_grids["share"], level=3),
+            *grid_sections(share, level=3),
             T.Heading(2, "Compute ceiling (img/s)"),
             T.Paragraph(
                 "Training img/s with the batch already on the device (`ceiling_img_s` in "
                 "runs.csv; median step time of `nettebench.benchmarks.ceiling`), mean over the "
                 "seeds measured."
             ),
-            *grid_sections(ceiling_grids["ceiling"], level=3),
+            *grid_sections(ceiling, level=3),
         ]
     else:
         sections.append(T.Paragraph(NO_CEILINGS_NOTE))
