@@ -172,46 +172,23 @@ def grouped_bars(
 
 def side_legend(ax, handles: list, title: str | None = "precision") -> None:
     """The panel's legend beside it, never over a bar or a curve."""
-    ax.legend(
-        handles=handles,
-        title=title,
-        fontsize=7,
-        title_fontsize=8,
-        loc="upper left",
-        bbox_to_anchor=(1.01, 1.0),
-    )
+    look = {"fontsize": 7, "title_fontsize": 8, "loc": "upper left", "bbox_to_anchor": (1.01, 1.0)}
+    ax.legend(handles=handles, title=title, **look)
 
 
 def in_place(ax, x: float, text: str, *, color: str = "0.2", fontsize: float = 7) -> None:
     """``text`` standing where a bar at ``x`` would be (``OOM``, ``n/a``, ``✗``, ...)."""
-    ax.text(
-        x,
-        0.02,
-        text,
-        transform=ax.get_xaxis_transform(),  # x in data, y in axes fraction
-        rotation=90 if len(text) > 2 else 0,
-        ha="center",
-        va="bottom",
-        fontsize=fontsize,
-        color=color,
-    )
+    where = {"transform": ax.get_xaxis_transform()}  # x in data, y in axes fraction
+    look = {"ha": "center", "va": "bottom", "fontsize": fontsize, "color": color}
+    ax.text(x, 0.02, text, **where, rotation=90 if len(text) > 2 else 0, **look)
 
 
 def mark_bar(ax, x: float, top: float, text: str) -> None:
     """A bar's mark just above ``top`` (its whisker's end), kept in the panel by
     :func:`fit_marks` (turned upright where wider than its bar, the axis raised to hold it)."""
-    ax.annotate(
-        text,
-        (x, top),
-        xytext=(0, 2),
-        textcoords="offset points",
-        ha="center",
-        va="bottom",
-        fontsize=8,
-        fontweight="bold",
-        color=MARK_COLOR,
-        gid=MARK_GID,
-    )
+    place = {"xytext": (0, 2), "textcoords": "offset points", "ha": "center", "va": "bottom"}
+    look = {"fontsize": 8, "fontweight": "bold", "color": MARK_COLOR, "gid": MARK_GID}
+    ax.annotate(text, (x, top), **place, **look)
 
 
 def reference_line(ax, y: float, label: str) -> Line2D:
