@@ -239,3 +239,22 @@ def test_one_setup_says_how_to_set_machines_side_by_side(tmp_path):
     how = text.index("All matrix cells ran on one setup")
     assert "`--config machine=a100`" in text and "`merge_results:`" in text
     assert how < text.index("## Setups")
+
+
+def test_a_partial_cell_side_by_side_has_its_footnote(tmp_path):
+    """A cell one of whose seeds ran out of memory on one machine shows `†` in the machines
+    table, and the table explains it."""
+    import record_factory as rf
+
+    from nettebench.report import aggregate as agg
+    from nettebench.report.grids import PARTIAL_NOTE
+
+    paths = [
+        rf.make_cell(tmp_path / machine, seed=seed, status=status, extra_cell={"machine": machine})
+        for machine, statuses in (("a", ("ok", "ok")), ("b", ("ok", "oom")))
+        for seed, status in enumerate(statuses)
+    ]
+    text = agg.aggregate(paths, tmp_path / "tables")["time_by_machine"].read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| resnet18")]
+    assert rows and any(T.PARTIAL_MARK in row for row in rows)
+    assert PARTIAL_NOTE in text

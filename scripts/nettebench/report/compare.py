@@ -333,6 +333,7 @@ def seconds_cell(seeds: pd.DataFrame, label: str, marks: Marks) -> str:
         approx=any(map(T.as_bool, ok["extrapolated"])),
     )
     marks.approx |= text.startswith(T.APPROX_MARK)
+    marks.partial |= text.endswith(T.PARTIAL_MARK)
     marks.not_ok |= text in T.OUTCOME_TEXT.values()
     if not len(ok) or summary.mean is None:
         return text
