@@ -19,7 +19,7 @@ import pandas as pd
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report import rerun, stats
-from nettebench.report.grids import Grid, Marks, matrix_groups, row_keys
+from nettebench.report.grids import Grid, matrix_groups, row_keys
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 BASELINE_PRECISION = "O0"
@@ -318,29 +318,3 @@ def speedup_grids(
     for grid in grids:  # the family is complete: every verdict can be stated
         grid.rows = render(grid.rows)
     return grids, family
-
-
-def seconds_cell(seeds: pd.DataFrame, label: str, marks: Marks) -> str:
-    """A side-by-side table's cell of seconds (mean ± CI over its finished seeds) with every mark
-    that applies to it (``~``, ``†``, ``‡``, ``§``; OOM / n/a where nothing finished); ``marks``
-    collects what the footnotes must explain (``label`` names the cell there)."""
-    ok = seeds[seeds["status"] == STATUS_OK]
-    summary = stats.summarize(ok["time_for_epochs_s"])
-    text = T.outcome_cell(
-        list(seeds["status"]),
-        summary.mean,
-        lambda _mean, s=summary: stats.with_ci(s, T.fmt_seconds),
-        approx=any(map(T.as_bool, ok["extrapolated"])),
-    )
-    marks.approx |= text.startswith(T.APPROX_MARK)
-    marks.partial |= text.endswith(T.PARTIAL_MARK)
-    marks.not_ok |= text in T.OUTCOME_TEXT.values()
-    if not len(ok) or summary.mean is None:
-        return text
-    records = ok.to_dict("records")
-    _, mark = C.cell_caveat(records, "cell")
-    marks.interference = "cell" if mark else marks.interference
-    why = C.unstable_reasons(records) if "unstable" in ok else []
-    if why:
-        marks.unstable = [*(marks.unstable or []), label]
-    return text + mark + (C.UNSTABLE_MARK if why else "")

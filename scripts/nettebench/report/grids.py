@@ -11,7 +11,7 @@ notes every table prints under itself.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import compress
 from typing import Any
 
@@ -117,6 +117,7 @@ class Marks:
     emulated: str | None = None  # the note naming the CPU, when a column is emulated
     # footnotes of the table's own (report.compare.no_verdict_note: comparisons withheld)
     extra_notes: list[str] | None = None
+    seed_counts: list[int] = field(default_factory=list)  # each cell's seeds, for the seeds note
 
     def notes(self) -> list[str]:
         notes = [APPROX_NOTE] if self.approx else []
@@ -137,7 +138,64 @@ class Grid(Marks):
     title: str
     header: list[str]
     rows: list[list[str]]
-    seed_counts: list[int]
+
+
+def grid_cell(
+    seeds: list[dict[str, Any]],
+    value: str,
+    fmt: Any,
+    marks: Marks,
+    name: str,
+    *,
+    status: str = "status",
+    mark_extrapolated: bool = True,
+    caveats: str = "cell",
+    interval: tuple[str, str] | None = None,
+    unstable: bool = False,
+    not_measured: str | None = None,
+) -> str:
+    """One table cell: the mean of ``value`` ± its 95 % confidence interval over the ``seeds``
+    (rows of runs.csv) whose ``status`` is ok, with every mark that applies, set in ``marks``
+    for the footnotes (``name`` names the cell there).
+
+    ``caveats``: ``cell``, ``ceiling`` or ``share`` (:func:`nettebench.report.caveats.
+    cell_caveat`). ``interval``: a cell of one seed shows its own interval (``146 [140-152]``).
+    ``unstable``: unstable steps are marked. ``not_measured``: the text of a cell whose finished
+    seeds have no value.
+    """
+    ok = [seed for seed in seeds if seed[status] == STATUS_OK]
+    summary = stats.summarize([seed[value] for seed in ok])
+    within = C.seed_interval(ok[0], interval) if summary.n == 1 and interval else None
+    text = T.outcome_cell(
+        [seed[status] for seed in seeds],
+        summary.mean,
+        lambda _mean: (
+            stats.with_ci(summary, fmt)
+            if within is None
+            else f"{fmt(summary.mean)} [{fmt(within[0])}-{fmt(within[1])}]"
+        ),
+        approx=mark_extrapolated and any(T.as_bool(seed["extrapolated"]) for seed in ok),
+    )
+    marks.seed_counts += [summary.n] if summary.n else []
+    marks.approx |= text.startswith(T.APPROX_MARK)
+    marks.partial |= text.endswith(T.PARTIAL_MARK)
+    marks.not_ok |= text in T.OUTCOME_TEXT.values()
+    if not ok or T.is_missing(summary.mean):
+        not_found = not_measured and not text and ok
+        return not_measured if not_found and all(T.is_missing(s[value]) for s in ok) else text
+    withheld, mark = C.cell_caveat(ok, caveats)
+    marks.interference = caveats if mark else marks.interference
+    marks.impossible |= withheld
+    if withheld:
+        return C.IMPOSSIBLE_MARK
+    text += mark
+    if caveats == "share" and C.exceeded(ok):
+        text += C.WITHIN_NOISE_MARK
+        marks.within_noise = True
+    if unstable and C.unstable_reasons(ok):
+        text += C.UNSTABLE_MARK
+        marks.unstable = [*(marks.unstable or []), name]
+    return text
 
 
 def model_precision_grids(
@@ -145,21 +203,13 @@ def model_precision_grids(
     value: str,
     fmt: Any,
     *,
-    mark_extrapolated: bool,
     status: str = "status",
     require: str | None = None,
-    caveats: str = "cell",
-    interval: tuple[str, str] | None = None,
-    not_measured: str | None = None,
+    **cell: Any,
 ) -> list[Grid]:
-    """Matrix cells as model x precision tables, one per (dataset, epochs, device type, setup).
-
-    A table cell is the mean of ``value`` ± its 95 % confidence interval over the seeds whose
-    ``status`` is ok (the ceiling's tables pass ``ceiling_status``), marked with the caveats of
-    ``caveats`` (``cell``, ``ceiling`` or ``share``: :func:`nettebench.report.caveats.
-    cell_caveat`). ``require``: a table is left out unless a cell has a value in that column.
-    ``interval``: a cell of one seed shows its own interval (``146 [140-152]``) and unstable
-    steps are marked. ``not_measured``: the text of a cell whose finished seeds have no value.
+    """Matrix cells as model x precision tables, one per (dataset, epochs, device type, setup),
+    of :func:`grid_cell` cells (``cell`` its options). ``require``: a table is left out unless a
+    cell has a value in that column.
     """
     grids = []
     for title, table in matrix_groups(runs):
@@ -170,69 +220,22 @@ def model_precision_grids(
         records = table.to_dict("records")  # once per table: slow on a frame this wide
         is_ok = table[status] == STATUS_OK
         of_precision = {precision: table["precision"] == precision for precision in precisions}
-        rows, counts, approx, partial = [], [], False, False
-        marked, impossible, unstable, within_noise = False, False, [], False
-        for label in labels.unique():
-            row = [label]
-            of_label = labels == label
-            for precision in precisions:
-                in_cell = of_label & of_precision[precision]
-                seeds = _pick(records, in_cell)
-                ok = _pick(records, in_cell & is_ok)
-                summary = stats.summarize([seed[value] for seed in ok])
-                extrapolated = mark_extrapolated and any(
-                    T.as_bool(seed["extrapolated"]) for seed in ok
-                )
-                within = C.seed_interval(ok[0], interval) if summary.n == 1 and interval else None
-                text = T.outcome_cell(
-                    [seed[status] for seed in seeds],
-                    summary.mean,
-                    lambda _mean, s=summary, w=within: (
-                        stats.with_ci(s, fmt)
-                        if w is None
-                        else f"{fmt(s.mean)} [{fmt(w[0])}-{fmt(w[1])}]"
-                    ),
-                    approx=extrapolated,
-                )
-                row.append(text)
-                if summary.n:
-                    counts.append(summary.n)
-                approx |= text.startswith(T.APPROX_MARK)
-                partial |= text.endswith(T.PARTIAL_MARK)
-                if len(ok) and not T.is_missing(summary.mean):
-                    withheld, mark = C.cell_caveat(ok, caveats)
-                    row[-1] = C.IMPOSSIBLE_MARK if withheld else text + mark
-                    marked, impossible = marked or bool(mark), impossible or withheld
-                    if caveats == "share" and not withheld and C.exceeded(ok):
-                        row[-1] += C.WITHIN_NOISE_MARK
-                        within_noise = True
-                    why = C.unstable_reasons(ok) if interval else []
-                    if why and not withheld:
-                        row[-1] += C.UNSTABLE_MARK
-                        unstable.append(f"{label} {precision}")
-                if not_measured and row[-1] == "" and ok:
-                    row[-1] = not_measured if all(T.is_missing(s[value]) for s in ok) else ""
-            rows.append(row)
         headers = [
             C.emulated_header(p, _pick(records, is_ok & of_precision[p])) for p in precisions
         ]
-        emulated = headers != precisions
-        grids.append(
-            Grid(
-                title=title,
-                header=["model", *headers],
-                rows=rows,
-                seed_counts=counts,
-                approx=approx,
-                partial=partial,
-                not_ok=bool(table[status].isin(list(T.OUTCOME_TEXT)).any()),
-                interference=caveats if marked else None,
-                impossible=impossible,
-                emulated=C.emulated_note(_pick(records, is_ok)) if emulated else None,
-                unstable=unstable or None,
-                within_noise=within_noise,
-            )
-        )
+        grid = Grid(title=title, header=["model", *headers], rows=[])
+        for label in labels.unique():
+            of_label = labels == label
+            grid.rows.append([label])
+            for precision in precisions:
+                seeds = _pick(records, of_label & of_precision[precision])
+                name = f"{label} {precision}"
+                grid.rows[-1].append(
+                    grid_cell(seeds, value, fmt, grid, name, status=status, **cell)
+                )
+        grid.not_ok = bool(table[status].isin(list(T.OUTCOME_TEXT)).any())
+        grid.emulated = C.emulated_note(_pick(records, is_ok)) if headers != precisions else None
+        grids.append(grid)
     return grids
 
 

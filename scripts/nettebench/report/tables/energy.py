@@ -40,7 +40,7 @@ def energy_grids(runs: pd.DataFrame, value: str, fmt: Callable[[object], str]) -
     table cell where some seed ran ok reads "not measured" (no energy counter)."""
     interval = (f"{value}_low", f"{value}_high")
     return model_precision_grids(
-        runs, value, fmt, mark_extrapolated=True, interval=interval, not_measured=NOT_MEASURED
+        runs, value, fmt, interval=interval, unstable=True, not_measured=NOT_MEASURED
     )
 
 

@@ -9,23 +9,21 @@ that ran on one setup only is blank elsewhere.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pandas as pd
 
 from nettebench.report import format as T
-from nettebench.report import stats
 from nettebench.report.compare import (
     Family,
     formula_note,
     no_verdict_note,
     render,
-    seconds_cell,
     speedup,
 )
-from nettebench.report.grids import Marks, groups, no_matrix, row_keys
+from nettebench.report.grids import Marks, grid_cell, groups, no_matrix, row_keys
 from nettebench.report.setups import SETUP_COLUMNS, varying
-from nettebench.vocabulary.record_keys import STATUS_OK
 
 _FIELD_HEADERS = {
     "machine": "machine label",
@@ -98,6 +96,9 @@ def side_by_side(
     ``family``. ``at`` joins a row and a side in the footnotes (``on``, ``at``); ``counts``
     receives each side's number of finished seeds."""
     rows, marks, withheld, first = [], Marks(), [], sides[0]
+    seconds = functools.partial(
+        grid_cell, value="time_for_epochs_s", fmt=T.fmt_seconds, marks=marks, unstable=True
+    )
     for precision in T.sort_precisions(table["precision"]):
         of_precision = table["precision"] == precision
         for label in labels[of_precision].unique():
@@ -105,9 +106,7 @@ def side_by_side(
             by_side = {s: cell[side[cell.index] == s] for s in sides}
             row = [f"{label} {precision}"]
             for name, seeds in by_side.items():
-                ok = seeds[seeds["status"] == STATUS_OK]
-                counts += [len(stats.finite(ok["time_for_epochs_s"]))] if len(ok) else []
-                row.append(seconds_cell(seeds, f"{row[0]} {at} {name}", marks))
+                row.append(seconds(seeds.to_dict("records"), name=f"{row[0]} {at} {name}"))
             for name in sides[1:]:
                 pair = pd.concat([by_side[first], by_side[name]])
                 found = speedup(
@@ -121,6 +120,7 @@ def side_by_side(
                 row.append(found or "")
             rows.append(row)
     marks.extra_notes = [no_verdict_note(withheld)] if withheld else None
+    counts += marks.seed_counts
     return rows, marks.notes()
 
 

@@ -21,7 +21,9 @@ def throughput_markdown(runs: pd.DataFrame) -> T.Document:
     """Training img/s, the share of it spent waiting for data, and, where some matrix cell has a
     ``ceiling.json``, img/s as a share of the compute ceiling and the ceiling's own img/s."""
     grids = functools.partial(model_precision_grids, runs, mark_extrapolated=False)
-    rate = grids("train_img_s", T.fmt_rate, interval=("train_img_s_low", "train_img_s_high"))
+    rate = grids(
+        "train_img_s", T.fmt_rate, interval=("train_img_s_low", "train_img_s_high"), unstable=True
+    )
     wait = grids("data_wait_share", T.fmt_percent)
     measured = "ceiling_status"  # the ceiling's tables: only where some cell has a ceiling
     share = grids("ceiling_share", T.fmt_percent, require=measured, caveats="share")

@@ -12,7 +12,7 @@ from nettebench.report.grids import Grid, grid_sections, model_precision_grids, 
 
 def time_grids(runs: pd.DataFrame) -> list[Grid]:
     """The time table's model x precision grids (the time figure draws their marks)."""
-    return model_precision_grids(runs, "time_for_epochs_s", T.fmt_seconds, mark_extrapolated=True)
+    return model_precision_grids(runs, "time_for_epochs_s", T.fmt_seconds)
 
 
 def time_markdown(runs: pd.DataFrame) -> T.Document:
