@@ -14,6 +14,7 @@ import argparse
 import base64
 import html
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -23,15 +24,6 @@ from nettebench.report import format as T
 from nettebench.report.tables.energy import energy_sentence
 from nettebench.vocabulary import commands
 from nettebench.vocabulary.atomic import write_text_atomic
-
-
-def _demote(body: str) -> str:
-    """Headings one level down (the report page has its own title)."""
-    for level in range(5, 0, -1):
-        body = body.replace(f"<h{level}>", f"<h{level + 1}>").replace(
-            f"</h{level}>", f"</h{level + 1}>"
-        )
-    return body
 
 
 def caveat_parts(runs: pd.DataFrame) -> list[tuple[str, bool]]:
@@ -98,7 +90,10 @@ def headline_html(runs: pd.DataFrame, headline: T.Document, sentences: list[str]
     """The answer in words (``sentences``, :func:`answer_sentences` of ``runs``, computed once
     for this page and answer.txt), the caveats line, then the headline table's HTML (headings
     one level down)."""
-    body = _demote(headline.html_body())
+    blocks = [
+        replace(b, level=b.level + 1) if isinstance(b, T.Heading) else b for b in headline.blocks
+    ]
+    body = T.Document(tuple(blocks)).html_body()
     return f"{answer_html(sentences)}{energy_sentence(runs)}{caveats_html(runs)}{body}\n"
 
 

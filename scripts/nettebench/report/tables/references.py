@@ -70,11 +70,7 @@ def differences(reference: Reference, row: pd.Series, what: str) -> list[str]:
         found.append(f"batch: theirs {reference.batch_size}, ours {batch}")
     loader = _value(row, "loader") or _DEFAULTS["loader"].default  # older records: the default
     dataset = _value(row, "dataset")
-    if reference.data == "synthetic" and what == "compute ceiling":
-        pass  # both on batches already on the GPU
-    elif reference.data == "synthetic":
-        found.append(f"data: theirs synthetic, ours {dataset} through the {loader} loader")
-    else:
+    if reference.data != "synthetic" or what != "compute ceiling":  # else both on the GPU
         found.append(f"data: theirs {reference.data}, ours {dataset} through the {loader} loader")
     size = _value(row, "image_size") or _DEFAULTS["image_size"].default
     if size is not None and int(size) != REFERENCE_IMAGE_SIZE:
