@@ -16,6 +16,7 @@ import record_factory as F
 from nettebench.report import answers as A
 from nettebench.report.compare import Family, speedup
 from nettebench.report.frames.runs import read_cells, runs_frame
+from nettebench.report.grids import device_title
 
 STEADY = [100.0, 101.0, 99.0, 100.5, 99.5, 100.0, 100.2, 99.8, 100.1, 99.9]
 # Three processes a side, the same spread of logs on both sides: Welch's degrees of freedom are
@@ -283,7 +284,8 @@ def test_identical_ceilings_that_differ_no_longer_widen_or_decide_a_verdict(tmp_
 
 def test_where_names_the_device_kind_and_its_models():
     def where(types, names):
-        return A._where(pd.DataFrame({"device_type": types, "device_name": names}))
+        frame = pd.DataFrame({"device_type": types, "device_name": names})
+        return device_title(frame, spoken=True)
 
     assert where(["cuda"], ["NVIDIA H200"]) == "a GPU (NVIDIA H200)"
     assert where(["cpu", "cpu"], ["B", "A"]) == "a CPU (A; B)"

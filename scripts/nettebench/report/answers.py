@@ -27,14 +27,6 @@ def _finished(cells: pd.DataFrame) -> pd.DataFrame:
     return cells[cells["status"] == STATUS_OK]
 
 
-def _where(table: pd.DataFrame) -> str:
-    """``a CPU (Intel Xeon ...)`` / ``a GPU (NVIDIA H200)``."""
-    kinds = {str(t) for t in table["device_type"] if not T.is_missing(t)}
-    names = sorted({str(n) for n in table["device_name"] if not T.is_missing(n)})
-    kind = "a GPU" if kinds == {"cuda"} else "a CPU" if kinds == {"cpu"} else device_title(table)
-    return f"{kind} ({'; '.join(names)})" if names and kind.startswith("a ") else kind
-
-
 FASTER, SLOWER, ALIKE, UNTESTED = "faster", "slower", "alike", "untested"
 DISTURBED = "disturbed"  # a side was timed under interference: no verdict
 
@@ -135,7 +127,7 @@ def comparisons(runs: pd.DataFrame, axes: Iterable[str] | None = None) -> list[C
     found: list[Comparison] = []
     family = Family()
     for _, table in groups(matrix, hardware_keys(matrix)):
-        where = _where(table)
+        where = device_title(table, spoken=True)
         machine = table["machine"].iloc[0] if "machine" in table else None
         where += "" if T.is_missing(machine) else f", machine {T.fmt_value(machine)}"
         varying = _varying(table, [*row_keys(runs), "precision"])

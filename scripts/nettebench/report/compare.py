@@ -282,11 +282,10 @@ def speedup_approx(base: pd.DataFrame, seeds: pd.DataFrame, value: str) -> bool:
     return both and any(map(T.as_bool, pd.concat([base, seeds])["extrapolated"]))
 
 
-def speedup_grids(
-    runs: pd.DataFrame, value: str = "time_for_epochs_s", baseline: str = BASELINE_PRECISION
-) -> tuple[list[Grid], Family]:
-    """Each precision's speed-up over ``baseline`` (same model, setup and parameters), as model x
-    precision grids like the time table's, their verdicts one family."""
+def speedup_grids(runs: pd.DataFrame) -> tuple[list[Grid], Family]:
+    """Each precision's time speed-up over the baseline (same model, setup and parameters), as
+    model x precision grids like the time table's, their verdicts one family."""
+    value, baseline = "time_for_epochs_s", BASELINE_PRECISION
     grids, family = [], Family()
     for title, table in matrix_groups(runs):
         precisions = [p for p in T.sort_precisions(table["precision"]) if p != baseline]

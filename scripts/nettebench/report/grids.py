@@ -81,10 +81,15 @@ def hardware_keys(runs: pd.DataFrame) -> list[str]:
     return ["dataset", "epochs", "device_type", *(c for c in HARDWARE_COLUMNS if c in runs)]
 
 
-def device_title(frame: pd.DataFrame) -> str:
+SPOKEN_KINDS = {"cuda": "a GPU", "cpu": "a CPU"}  # a sentence's device of one kind
+
+
+def device_title(frame: pd.DataFrame, *, spoken: bool = False) -> str:
+    """``cuda (Tesla T4)``; ``spoken``, a sentence's ``a GPU (Tesla T4)`` for one kind."""
     names = sorted({str(n) for n in frame["device_name"] if not T.is_missing(n)})
     kinds = sorted({str(t) for t in frame["device_type"] if not T.is_missing(t)})
     text = ", ".join(kinds) or "unknown device"
+    text = SPOKEN_KINDS.get(text, text) if spoken else text
     return f"{text} ({'; '.join(names)})" if names else text
 
 
