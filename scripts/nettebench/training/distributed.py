@@ -78,8 +78,9 @@ def in_worker() -> bool:
 
 
 def active() -> bool:
-    """Whether this process is one of several of a cell, its process group started."""
-    return world_size() > 1 and dist.is_available() and dist.is_initialized()
+    """Whether this process is one of several of a cell, its process group started: what
+    :attr:`DataParallel.active` says of this process (for the collectives below)."""
+    return DataParallel.from_env().active
 
 
 def timeout_s() -> float:
