@@ -18,11 +18,8 @@ def test_t_quantiles_match_the_published_table(df, expected):
     assert stats.t_quantile(0.975, df) == pytest.approx(expected, abs=5e-4)
 
 
-def test_t_tends_to_the_normal_and_p_inverts_the_quantile():
+def test_t_tends_to_the_normal():
     assert stats.t_quantile(0.975, 10_000) == pytest.approx(1.960, abs=1e-3)
-    for df in (1, 2.5, 7):
-        assert stats.t_two_sided_p(stats.t_quantile(0.975, df), df) == pytest.approx(0.05)
-    assert stats.t_two_sided_p(0.0, 3) == pytest.approx(1.0)
 
 
 def test_summary_is_mean_and_t_interval():
@@ -58,18 +55,6 @@ def test_welch_against_a_worked_example():
     assert far.p < 0.05 and far.supported is True
 
 
-def test_welch_df_against_nists_unequal_variance_example():
-    """NIST/SEMATECH e-Handbook of Statistical Methods, section 7.3.1 ("Do two processes have
-    the same mean?"), the AUTO83B.DAT example: miles per gallon of 249 US cars (mean 20.14458,
-    sd 6.41470) against 79 Japanese cars (mean 30.48101, sd 6.10771); with unequal variances
-    T = -12.94627 and nu = 136.8750 (the pooled test's 326 would not match)."""
-    us, japan = (249, 20.14458, 6.41470), (79, 30.48101, 6.10771)
-    df = stats.welch_df(us[2] ** 2, us[0], japan[2] ** 2, japan[0])
-    assert df == pytest.approx(136.8750, abs=5e-4)
-    t = (us[1] - japan[1]) / math.sqrt(us[2] ** 2 / us[0] + japan[2] ** 2 / japan[0])
-    assert t == pytest.approx(-12.94627, abs=5e-4)
-
-
 # Wikipedia, "Welch's t-test", Examples: the third pair (unequal sizes and variances), for
 # which it gives Welch t = -2.22, df = 24.5, p = 0.036 (Student's t-test: df 28, p 0.128).
 WIKI_A = [19.8, 20.4, 19.6, 17.8, 18.5, 18.9, 18.3, 18.9, 19.5, 22.0]
@@ -78,8 +63,10 @@ WIKI_B += [23.2, 17.5, 20.6, 18.0, 23.9, 21.6, 24.3, 20.4, 23.9, 13.3]
 
 
 def test_a_side_without_spread_adds_nothing_to_welchs_df():
-    assert stats.welch_df(0.0, 5, 4.0, 9) == pytest.approx(8.0)
-    assert stats.welch_df(4.0, 5, 0.0, 9) == pytest.approx(4.0)
+    """Welch-Satterthwaite's df with one side constant is the other side's n - 1."""
+    flat, spread = [math.e] * 5, [math.exp(x) for x in (1, 2, 3, 4, 5, 6, 7, 8, 9)]
+    assert stats.ratio_interval(flat, spread).df == pytest.approx(8.0)
+    assert stats.ratio_interval(spread[:5], [math.e] * 9).df == pytest.approx(4.0)
 
 
 def test_ratio_interval_is_welchs_interval_on_the_logs():

@@ -13,13 +13,14 @@ affords, none can reach p < 0.05 (two a side give p >= 1/3). The verdicts of one
 family, corrected by Holm's method (:func:`holm`), so a table of identical cells states any
 difference at most 5 % of the time, however many rows it has.
 
-The t distribution is SciPy's; SciPy is the report's dependency, never a job's (the jobs' own
-intervals, :mod:`nettebench.records.spread`, are standard library).
+The t distribution and Welch's test are SciPy's; SciPy is the report's dependency, never a
+job's (the jobs' own intervals, :mod:`nettebench.records.spread`, are standard library).
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,24 +72,9 @@ def summarize(values: Iterable[Any]) -> Summary:
     return Summary(n, mean, sd, t_quantile(1 - (1 - CONFIDENCE) / 2, n - 1) * sd / math.sqrt(n))
 
 
-def t_two_sided_p(t: float, df: float) -> float:
-    """P(|T| >= |t|) for Student's t with ``df`` degrees of freedom (``df`` may be fractional)."""
-    return float(2 * scipy.stats.t.sf(abs(t), df))
-
-
 def t_quantile(p: float, df: float) -> float:
     """The ``p`` quantile of Student's t: ``t_quantile(0.975, 4)`` is 2.776."""
     return float(scipy.stats.t.ppf(p, df))
-
-
-def welch_df(var_a: float, n_a: int, var_b: float, n_b: int) -> float:
-    """Welch-Satterthwaite degrees of freedom of two samples' sample variances and sizes:
-    ``(va/na + vb/nb)^2 / ((va/na)^2/(na-1) + (vb/nb)^2/(nb-1))``; a side without spread adds
-    nothing to the denominator."""
-    va, vb = var_a / n_a, var_b / n_b
-    return (va + vb) ** 2 / (
-        (va**2 / (n_a - 1) if va else 0.0) + (vb**2 / (n_b - 1) if vb else 0.0)
-    )
 
 
 @dataclass(frozen=True)
@@ -116,19 +102,14 @@ def ratio_interval(a: Iterable[Any], b: Iterable[Any], confidence: float = CONFI
     ys = [math.log(y) for y in finite(b) if y > 0]
     if not xs or not ys:
         return Ratio(None, None, None, None, None, None)
-    sa, sb = summarize(xs), summarize(ys)
-    ratio = math.exp(sa.mean - sb.mean)
-    if sa.n < 2 or sb.n < 2:
-        return Ratio(ratio, None, None, None, None, None)
-    va, vb = sa.sd**2 / sa.n, sb.sd**2 / sb.n
-    if va + vb == 0:  # no spread between processes on either side: nothing to test it against
-        return Ratio(ratio, None, None, None, None, None)
-    df = welch_df(sa.sd**2, sa.n, sb.sd**2, sb.n)
-    se = math.sqrt(va + vb)
-    half = t_quantile(1 - (1 - confidence) / 2, df) * se
-    p = t_two_sided_p((sa.mean - sb.mean) / se, df)
-    low, high = math.exp(sa.mean - sb.mean - half), math.exp(sa.mean - sb.mean + half)
-    return Ratio(ratio, low, high, df, p, not low <= 1 <= high)
+    ratio = math.exp(sum(xs) / len(xs) - sum(ys) / len(ys))
+    if len(xs) < 2 or len(ys) < 2 or len({*xs}) == len({*ys}) == 1:
+        return Ratio(ratio, None, None, None, None, None)  # neither side spreads: nothing to test
+    with warnings.catch_warnings():  # a side without spread is exact for Welch, not "unreliable"
+        warnings.simplefilter("ignore", RuntimeWarning)
+        test = scipy.stats.ttest_ind(xs, ys, equal_var=False)  # Welch's, Satterthwaite's df
+    low, high = (math.exp(bound) for bound in test.confidence_interval(confidence))
+    return Ratio(ratio, low, high, float(test.df), float(test.pvalue), not low <= 1 <= high)
 
 
 def with_ci(summary: Summary, fmt: Callable[[Any], str]) -> str:
