@@ -34,8 +34,9 @@ def _cell_labels(runs: pd.DataFrame | None) -> tuple[dict, set]:
 def plot_accuracy(epochs: pd.DataFrame, runs: pd.DataFrame | None = None) -> Figure:
     """Validation top-1 (solid) and top-5 (dashed) against epoch, one panel per row of the
     accuracy table: cells that differ in any parameter (``runs``: the loader, the environment,
-    ...) are never averaged, only their seeds; a precision whose cells ran partial epochs is
-    marked ``~`` in the legend, as the tables mark it."""
+    ...) are never averaged, only their seeds; a precision whose cells in the panel ran
+    ``max_steps`` steps an epoch is named ``bf16 (partial epochs)`` in the legend, in the
+    time-to-accuracy table's words (its ``~`` marks an extrapolated time)."""
     title = "Validation accuracy by epoch"
     matrix = epochs[(epochs["kind"] == "matrix") & epochs["epoch"].notna()]
     if matrix.empty:
@@ -77,8 +78,10 @@ def plot_accuracy(epochs: pd.DataFrame, runs: pd.DataFrame | None = None) -> Fig
         ax.set_xlabel("epoch")
         ax.set_ylabel("validation accuracy (%)")
         ax.xaxis.get_major_locator().set_params(integer=True)
+        partial = set(frame.loc[frame["partial"], "precision"])
         handles = [
-            Line2D([], [], color=colors[p], label=_partial_label(p, frame)) for p in precisions
+            Line2D([], [], color=colors[p], label=f"{p} ({tta.PARTIAL})" if p in partial else p)
+            for p in precisions
         ]
         handles += [
             Line2D([], [], color="0.3", linestyle="-", label="top-1"),
@@ -87,10 +90,3 @@ def plot_accuracy(epochs: pd.DataFrame, runs: pd.DataFrame | None = None) -> Fig
         side_legend(ax, handles, title=None)
     fig.suptitle(f"{title}\n(mean over seeds, band = min-max)")
     return finish(fig, [tta.PARTIAL_NOTE] if matrix["partial"].any() else [])
-
-
-def _partial_label(precision: str, frame: pd.DataFrame) -> str:
-    """``bf16 (partial epochs)`` where that precision's cells in the panel ran ``max_steps``
-    steps an epoch (the time-to-accuracy table's words; ``~`` is an extrapolated time)."""
-    partial = frame.loc[frame["precision"] == precision, "partial"].any()
-    return f"{precision} ({tta.PARTIAL})" if partial else precision

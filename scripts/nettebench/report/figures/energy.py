@@ -25,7 +25,7 @@ from nettebench.report.figures.plotting import (
     side_legend,
 )
 from nettebench.report.grids import GROUP_KEYS, groups, row_keys
-from nettebench.report.tables.energy import energy_grids, fmt_joules, measured
+from nettebench.report.tables.energy import energy_grids, measured
 from nettebench.vocabulary.record_keys import STATUS_OK
 
 TITLE = "Energy per trained image (J/img, steady training steps)"
@@ -35,7 +35,7 @@ def energy_panels(runs: pd.DataFrame) -> list[tuple[str, list[dict], list[str]]]
     """Per setup: one bar per (row label, precision) with a measured energy, each with its
     table cell's marks, and the panel's footnotes (its table's, for those marks)."""
     matrix = runs[runs["kind"] == "matrix"]
-    grids = energy_grids(runs, "j_per_img", fmt_joules)  # the table's, one per group below
+    grids = energy_grids(runs, "j_per_img")  # the table's, one per group below
     panels = []
     for (key, everything), grid in zip(groups(matrix, GROUP_KEYS), grids, strict=True):
         labels = T.row_labels(everything, row_keys(runs))

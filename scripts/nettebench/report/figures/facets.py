@@ -123,11 +123,9 @@ def bar_marks(frame: pd.DataFrame, hue: str = "precision") -> pd.Series:
     where a seed is beyond its ceiling (the number withheld), else ``†`` (some seeds did not
     finish), ``‡``, ``≈``, ``§`` in that order."""
     found = pd.Series("", index=frame.index, dtype=object)
-    if not len(frame):
-        return found
     for _, seeds in frame.groupby([frame["label"], frame[hue].astype(str)], sort=False):
         ok = seeds[seeds["status"] == "ok"]
-        marks = "".join(caveat_marks(ok)) if len(ok) else ""
+        marks = "".join(caveat_marks(ok))
         if C.IMPOSSIBLE_MARK in marks:
             found[seeds.index] = C.IMPOSSIBLE_MARK
             continue

@@ -250,24 +250,17 @@ def _bar_pixels(ax, x: float) -> float:
     return math.inf
 
 
-def footnote(fig: Figure, notes: Iterable[str]) -> None:
-    """Write ``notes`` (each once, in order: what the figure's marks mean, as its tables say
-    it) under the figure's panels, wrapped to its width."""
-    notes = list(dict.fromkeys(n for n in notes if n))
-    if not notes:
-        return
-    width = max(40, int(fig.get_figwidth() * CHARS_PER_INCH))
-    text = "\n".join(textwrap.fill(note, width, break_on_hyphens=False) for note in notes)
-    lines = text.count("\n") + 1  # the figure grows by the note, so its panels keep their size
-    fig.set_figheight(fig.get_figheight() + lines * NOTE_SIZE * 1.25 / 72 + 0.1)
-    fig.supxlabel(
-        text, x=0.01, ha="left", multialignment="left", fontsize=NOTE_SIZE, color=NOTE_COLOR
-    )
-
-
 def finish(fig: Figure, notes: Iterable[str] = ()) -> Figure:
-    """The footnote explaining ``notes``' marks, then every mark fitted (:func:`fit_marks`)."""
-    footnote(fig, notes)
+    """Write ``notes`` (each once, in order: what the figure's marks mean, as its tables say
+    it) under the figure's panels, wrapped to its width, then fit every mark (:func:`fit_marks`)."""
+    notes = list(dict.fromkeys(n for n in notes if n))
+    if notes:
+        width = max(40, int(fig.get_figwidth() * CHARS_PER_INCH))
+        text = "\n".join(textwrap.fill(note, width, break_on_hyphens=False) for note in notes)
+        lines = text.count("\n") + 1  # the figure grows by the note: its panels keep their size
+        fig.set_figheight(fig.get_figheight() + lines * NOTE_SIZE * 1.25 / 72 + 0.1)
+        look = {"ha": "left", "multialignment": "left", "fontsize": NOTE_SIZE, "color": NOTE_COLOR}
+        fig.supxlabel(text, x=0.01, **look)
     fit_marks(fig)
     return fig
 

@@ -60,14 +60,10 @@ def comparison_sections(
     return sections, withheld, family
 
 
-def comparisons_markdown(
-    runs: pd.DataFrame, compared: list[answers.Comparison] | None = None
-) -> T.Document:
-    """The table; ``compared`` is :func:`answers.comparisons` of ``runs`` when the caller has it
-    (the aggregate writes the CSV from the same family)."""
-    found, withheld, family = comparison_sections(
-        answers.comparisons(runs) if compared is None else compared
-    )
+def comparisons_markdown(runs: pd.DataFrame, compared: list[answers.Comparison]) -> T.Document:
+    """The table of ``compared``, :func:`answers.comparisons` of ``runs`` (the aggregate writes
+    the CSV from the same family)."""
+    found, withheld, family = comparison_sections(compared)
     if not found:
         has_matrix = not runs.empty and (runs["kind"] == "matrix").any()
         empty = NOTHING_VARIES if has_matrix else no_matrix(runs)

@@ -123,9 +123,7 @@ def wait_policies(runs: pd.DataFrame) -> str | None:
     """How the cells' OpenMP threads waited (``env_omp_wait_policy``), in one sentence: a
     spinning wait takes CPU from other processes and gives it up badly, so a reader comparing
     studies needs it. None when no record says (written before it was recorded)."""
-    column = runs.get("env_omp_wait_policy")
-    if column is None:
-        return None
+    column = runs.get("env_omp_wait_policy", pd.Series(dtype=object))
     counts = column[~column.map(T.is_missing)].astype(str).value_counts()
     if counts.empty:
         return None

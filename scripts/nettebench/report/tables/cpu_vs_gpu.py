@@ -216,14 +216,10 @@ def cpu_vs_gpu_markdown(runs: pd.DataFrame) -> T.Document:
             cpu_text += C.INTERFERENCE_MARK
             marks.interference = "cell"
         marks.not_ok |= not cpu_ok
-        row = [
-            cpu["dataset"],
-            labels[index],
-            *(
-                [describe(cpu, machine_fields) or T.fmt_value(cpu["setup"])]
-                if several_setups
-                else []
-            ),
+        row = [cpu["dataset"], labels[index]]
+        if several_setups:
+            row.append(describe(cpu, machine_fields) or T.fmt_value(cpu["setup"]))
+        row += [
             T.fmt_value(cpu["batch_size"]),
             T.fmt_value(cpu["threads"]),
             "" if T.is_missing(cpu.get("env_cpu_model")) else cpu["env_cpu_model"],

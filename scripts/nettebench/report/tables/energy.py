@@ -7,7 +7,6 @@ other table; a cell no counter measured reads "not measured", never 0.
 from __future__ import annotations
 
 import html
-from collections.abc import Callable
 
 import pandas as pd
 
@@ -35,12 +34,12 @@ def fmt_joules_or_not_measured(value: object) -> str:
     return NOT_MEASURED if T.is_missing(value) else fmt_joules(value)
 
 
-def energy_grids(runs: pd.DataFrame, value: str, fmt: Callable[[object], str]) -> list[Grid]:
+def energy_grids(runs: pd.DataFrame, value: str) -> list[Grid]:
     """The model x precision grids of ``value`` (``j_per_img`` or ``img_s_per_w``); a blank
     table cell where some seed ran ok reads "not measured" (no energy counter)."""
     interval = (f"{value}_low", f"{value}_high")
     return model_precision_grids(
-        runs, value, fmt, interval=interval, unstable=True, not_measured=NOT_MEASURED
+        runs, value, fmt_joules, interval=interval, unstable=True, not_measured=NOT_MEASURED
     )
 
 
@@ -54,12 +53,12 @@ def energy_markdown(runs: pd.DataFrame) -> T.Document:
     """The energy table (see the module docstring)."""
     sections = []
     if len(runs[runs["kind"] == "matrix"]):
-        for title, value, fmt in (
-            ("Joules per trained image", "j_per_img", fmt_joules),
-            ("Trained img/s per watt", "img_s_per_w", fmt_joules),
+        for title, value in (
+            ("Joules per trained image", "j_per_img"),
+            ("Trained img/s per watt", "img_s_per_w"),
         ):
             sections.append(T.Heading(2, title))
-            sections += grid_sections(energy_grids(runs, value, fmt), level=3)
+            sections += grid_sections(energy_grids(runs, value), level=3)
     return T.document(
         "Energy by model and precision",
         f"{NOTE} {_sources(runs)}".strip(),

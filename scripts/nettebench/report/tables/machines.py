@@ -139,16 +139,15 @@ def machines_markdown(runs: pd.DataFrame) -> T.Document:
     """Seconds for N epochs by cell, one column per setup, then each setup's speed-up over the
     first (mean over seeds, with whether the seeds support it)."""
     matrix = runs[runs["kind"] == "matrix"] if len(runs) else runs
+    if matrix.empty:
+        note = "Seconds per cell, one column per machine and environment."
+        return T.document("Machines side by side", note, [], empty=no_matrix(runs))
     note = (
         "Seconds for all epochs of a cell, one column per setup (here differing in "
         f"{', '.join(_FIELD_HEADERS[c] for c in varying(matrix)) or 'nothing'}), "
         f"{T.SEEDS_TEXT}; then speed-ups over the first column. "
         f"{formula_note('the first setup', 'this setup')}"
-        if len(matrix)
-        else "Seconds per cell, one column per machine and environment."
     )
-    if matrix.empty:
-        return T.document("Machines side by side", note, [], empty=no_matrix(runs))
     setups_all = sorted(set(matrix["setup"].map(T.fmt_value)))
     if len(setups_all) < 2:  # what to do for a comparison, then the one setup
         how = T.Paragraph(

@@ -36,19 +36,17 @@ def _value(row: pd.Series, key: str) -> Any:
 
 def matches(runs: pd.DataFrame) -> list[tuple[Reference, pd.Series]]:
     """(reference, run row) for every finished matrix cell a reference is of."""
-    found = []
     if runs.empty:
-        return found
+        return []
     done = runs[(runs["kind"] == "matrix") & (runs["status"] == STATUS_OK)]
-    for reference in REFERENCES:
-        for _, row in done.iterrows():
-            if (
-                row.get("model") == reference.model
-                and row.get("precision") == reference.precision
-                and row.get("device_name") in reference.gpu_names
-            ):
-                found.append((reference, row))
-    return found
+    return [
+        (reference, row)
+        for reference in REFERENCES
+        for _, row in done.iterrows()
+        if row.get("model") == reference.model
+        and row.get("precision") == reference.precision
+        and row.get("device_name") in reference.gpu_names
+    ]
 
 
 def ours(reference: Reference, row: pd.Series) -> tuple[float | None, str, bool]:
