@@ -49,11 +49,6 @@ def sentence(where: str, subject: str, other: str, reference: str, found: Speedu
     ``found`` supports it, none where a side was disturbed (which side, and the rerun)."""
     ratio, how = found.ratio, found.how()
     word = direction(found)
-    if word == DISTURBED:
-        return (
-            f"{where}{other} against {reference} on {subject}: {ratio:.2f}x ({how}), no "
-            f"verdict: {found.disturbed.text()}."
-        )
     if word == FASTER:
         return f"{where}{other} trains {subject} {ratio:.2f}x faster than {reference} ({how})."
     if word == SLOWER:
@@ -66,7 +61,8 @@ def sentence(where: str, subject: str, other: str, reference: str, found: Speedu
             f"{where}{other} and {reference} train {subject} at speeds their processes cannot "
             f"tell apart: {ratio:.2f}x ({how})."
         )
-    return f"{where}{other} against {reference} on {subject}: {ratio:.2f}x ({how})."
+    verdict = f", no verdict: {found.disturbed.text()}" if word == DISTURBED else ""
+    return f"{where}{other} against {reference} on {subject}: {ratio:.2f}x ({how}){verdict}."
 
 
 def _label(row_values: dict) -> str:
@@ -104,12 +100,7 @@ class Comparison:
     emulated: bool
 
 
-def _reference(axis: str, values: list[str]) -> str:
-    preferred = REFERENCES.get(axis) or (_PREFERRED_REFERENCE if axis in VERSION_AXES else None)
-    return preferred if preferred in values else values[0]
-
-
-def _side(axis: str, value: str, cells: pd.DataFrame, versions: bool) -> str:
+def _side(value: str, cells: pd.DataFrame, versions: bool) -> str:
     """A side's name: its value, with the torch it imported where the sides' torch differ."""
     if not versions or "env_torch" not in cells:
         return value
@@ -150,12 +141,12 @@ def comparisons(runs: pd.DataFrame, axes: Iterable[str] | None = None) -> list[C
 def _along(
     where: str, axis: str, table: pd.DataFrame, held: list[str], versions: bool, family: Family
 ):
-    values_of = table[axis].map(T.fmt_value)
     if axis == "precision":
         order = T.sort_precisions(table["precision"])
     else:
-        order = list(dict.fromkeys(values_of))
-    reference = _reference(axis, order)
+        order = list(dict.fromkeys(table[axis].map(T.fmt_value)))
+    preferred = REFERENCES.get(axis) or (_PREFERRED_REFERENCE if axis in VERSION_AXES else None)
+    reference = preferred if preferred in order else order[0]
     found = []
     for values, part in groups(table, held):
         names = part[axis].map(T.fmt_value)
@@ -164,8 +155,8 @@ def _along(
             continue
         for name in [n for n in order if n != reference and (names == n).any()]:
             cells = part[names == name]
-            first = _side(axis, reference, base, versions)
-            second = _side(axis, name, cells, versions)
+            first = _side(reference, base, versions)
+            second = _side(name, cells, versions)
             result = speedup(base, cells, names=(first, second), family=family)
             if not result:
                 continue

@@ -57,11 +57,11 @@ def interval_text(low: float, high: float) -> str:
 
 
 def process_ratio(
-    reference: pd.DataFrame, other: pd.DataFrame, value: str = "time_for_epochs_s"
+    reference: pd.DataFrame, other: pd.DataFrame
 ) -> tuple[stats.Ratio, int, int] | None:
     """Other's rate over the reference's (above 1: other is faster) and the processes a side;
     None when a side has nothing finished. Steady rates where every finished process of both
-    sides has one, else ``value`` (seconds: the reference's over other's)."""
+    sides has one, else the seconds for the epochs (the reference's over other's)."""
     a, b = (  # the rate column alone: not every column of a wide frame
         cells.loc[cells["status"] == STATUS_OK, [c for c in (RATE,) if c in cells]]
         for cells in (reference, other)
@@ -72,7 +72,7 @@ def process_ratio(
         rates_a, rates_b = stats.finite(a[RATE]), stats.finite(b[RATE])
         if len(rates_a) == len(a) and len(rates_b) == len(b):
             return stats.ratio_interval(rates_b, rates_a), len(rates_a), len(rates_b)
-    base, found = seconds(reference, value), seconds(other, value)
+    base, found = seconds(reference), seconds(other)
     if not base or not found:
         return None
     return stats.ratio_interval(base, found), len(base), len(found)
@@ -95,18 +95,15 @@ class Family:
             self._adjusted = None  # the family grew: correct again when next read
         return found
 
-    def tested(self) -> list[Speedup]:
-        return [m for m in self.members if m.tested]
-
     @property
     def size(self) -> int:
         """How many comparisons of the family were tested (the m of Holm's correction)."""
-        return len(self.tested())
+        return sum(m.tested for m in self.members)
 
     def corrected(self, member: Speedup) -> float:
         """``member``'s p after Holm's correction over the family (computed once per family)."""
         if self._adjusted is None:
-            tested = self.tested()
+            tested = [m for m in self.members if m.tested]
             adjusted = stats.holm([m.p for m in tested])
             self._adjusted = {id(m): q for m, q in zip(tested, adjusted, strict=True)}
         return self._adjusted[id(member)]
@@ -167,10 +164,10 @@ class Speedup:
             return stats.UNTESTED_MARK
         return "" if self.supported else stats.NOT_SUPPORTED_MARK
 
-    def text(self, *, approx: bool | None = None) -> str:
+    def text(self) -> str:
         interval = "" if self.low is None else f" [{interval_text(self.low, self.high)}]"
         text = f"{self.ratio:.2f}x{interval}" + (f" {self.mark}" if self.mark else "")
-        return T.APPROX_MARK + text if (self.approx if approx is None else approx) else text
+        return T.APPROX_MARK + text if self.approx else text
 
     def how(self) -> str:
         """How it was tested, in words (the comparisons table, the front page)."""
@@ -191,7 +188,6 @@ class Speedup:
 def speedup(
     reference: pd.DataFrame,
     other: pd.DataFrame,
-    value: str = "time_for_epochs_s",
     *,
     names: tuple[str, str] = ("the reference", "the other"),
     family: Family | None = None,
@@ -202,7 +198,7 @@ def speedup(
     and the front page use, added to ``family``; its verdict withheld where
     :func:`quiet_evidence` finds a side disturbed (``names`` name the sides in the reason, which
     is appended to ``withheld``, for :func:`no_verdict_note`). ``approx``: a table cell's ``~``."""
-    found = process_ratio(reference, other, value)
+    found = process_ratio(reference, other)
     if found is None or found[0].ratio is None:
         return None
     ratio, n_a, n_b = found
@@ -292,7 +288,7 @@ def speedup_grids(runs: pd.DataFrame) -> tuple[list[Grid], Family]:
         if baseline not in set(table["precision"]) or not precisions:
             continue
         labels = T.row_labels(table, row_keys(runs))
-        grid = Grid(title=title, header=["model", *precisions], rows=[], seed_counts=[])
+        grid = Grid(title=title, header=["model", *precisions], rows=[])
         withheld: list[Disturbed] = []
         for label in labels.unique():
             base = table[(labels == label) & (table["precision"] == baseline)]
@@ -302,7 +298,7 @@ def speedup_grids(runs: pd.DataFrame) -> tuple[list[Grid], Family]:
                 approx = speedup_approx(base, seeds, value)
                 names = (f"{label} {baseline}", f"{label} {precision}")
                 found = speedup(
-                    base, seeds, value, names=names, family=family, approx=approx, withheld=withheld
+                    base, seeds, names=names, family=family, approx=approx, withheld=withheld
                 )
                 if found is None:
                     row.append(T.outcome_cell(list(seeds["status"]), None, str))

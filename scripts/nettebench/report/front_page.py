@@ -81,20 +81,16 @@ def answer_text(runs: pd.DataFrame, sentences: list[str]) -> str:
     return "".join(f"{line}\n" for line in lines if line)
 
 
-def answer_html(sentences: list[str]) -> str:
-    """The answer's sentences as paragraphs (backticks as code), or nothing."""
-    return "".join(f'<p class="answer">{T.inline_html(text)}</p>\n' for text in sentences)
-
-
 def headline_html(runs: pd.DataFrame, headline: T.Document, sentences: list[str]) -> str:
     """The answer in words (``sentences``, :func:`answer_sentences` of ``runs``, computed once
-    for this page and answer.txt), the caveats line, then the headline table's HTML (headings
-    one level down)."""
+    for this page and answer.txt; backticks as code), the caveats line, then the headline
+    table's HTML (headings one level down)."""
+    answer = "".join(f'<p class="answer">{T.inline_html(text)}</p>\n' for text in sentences)
     blocks = [
         replace(b, level=b.level + 1) if isinstance(b, T.Heading) else b for b in headline.blocks
     ]
     body = T.Document(tuple(blocks)).html_body()
-    return f"{answer_html(sentences)}{energy_sentence(runs)}{caveats_html(runs)}{body}\n"
+    return f"{answer}{energy_sentence(runs)}{caveats_html(runs)}{body}\n"
 
 
 # Snakemake's landing panel is `flex items-center h-screen overflow-auto`: a description taller

@@ -53,17 +53,11 @@ def scaling_frame(runs: pd.DataFrame) -> pd.DataFrame:
     for _, group in matrix.groupby([matrix[k].map(T.fmt_value) for k in keys], sort=False):
         if group["processes"].max() <= 1:
             continue
-        rate = {count: _mean_rate(part) for count, part in group.groupby("processes", sort=True)}
-        status = {count: _status(part) for count, part in group.groupby("processes")}
-        twin = rate.get(1)
-        for count in sorted(rate):
-            img_s = rate[count]
-            efficiency = None
-            note = ""
-            if twin is None:
-                note = NO_TWIN
-            elif img_s is not None:
-                efficiency = img_s / (count * twin)
+        by_count = dict(list(group.groupby("processes", sort=True)))
+        twin = _mean_rate(by_count[1]) if 1 in by_count else None
+        for count, part in by_count.items():
+            img_s = _mean_rate(part)
+            efficiency = None if img_s is None or twin is None else img_s / (count * twin)
             rows.append(
                 {
                     "label": f"{group['_label'].iloc[0]} on {group['dataset'].iloc[0]}",
@@ -72,8 +66,8 @@ def scaling_frame(runs: pd.DataFrame) -> pd.DataFrame:
                     "img_s_per_process": None if img_s is None else img_s / count,
                     "twin_img_s": twin,
                     "efficiency": efficiency,
-                    "status": status[count],
-                    "note": note,
+                    "status": _status(part),
+                    "note": NO_TWIN if twin is None else "",
                 }
             )
     return pd.DataFrame(rows, columns=COLUMNS)

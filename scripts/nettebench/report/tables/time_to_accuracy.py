@@ -30,11 +30,6 @@ _NO_TARGET = (
 )
 
 
-def _target(runs: pd.DataFrame) -> float | None:
-    values = stats.finite(runs["target_top1"]) if "target_top1" in runs else []
-    return values[0] if values else None
-
-
 def cell_text(seeds: pd.DataFrame) -> str:
     """One cell of the table: mean ± CI of the seeds that reached the target, ``(k/n)`` when
     only some did, ``not reached`` when none did, the outcome when none finished."""
@@ -55,16 +50,16 @@ def cell_text(seeds: pd.DataFrame) -> str:
 
 def time_to_accuracy_markdown(runs: pd.DataFrame) -> T.Document:
     """Seconds to the target top-1, model x precision, one table per dataset, epochs and setup."""
-    target = _target(runs) if len(runs) else None
+    targets = stats.finite(runs["target_top1"]) if "target_top1" in runs else []
+    target = targets[0] if targets else None
     title = "Time to accuracy"
     if target is None:
         return T.document(title, _NO_TARGET, [], empty=no_matrix(runs) if runs.empty else "")
     note = (
         f"Seconds of training and validation (epoch wall times summed) until validation top-1 "
         f"first reached {target:g} % (`target_top1`; `time_to_target_s` and `target_epoch` in "
-        f"runs.csv), {T.SEEDS_TEXT}. {NOT_REACHED}: no seed of the cell reached it within its "
-        "epochs. Beside the time table: a precision that is faster per epoch but learns worse "
-        "shows it here."
+        f"runs.csv), {T.SEEDS_TEXT}. {NOT_REACHED_NOTE} Beside the time table: a precision that "
+        "is faster per epoch but learns worse shows it here."
     )
     sections, counts = [], []
     for heading, table in matrix_groups(runs):

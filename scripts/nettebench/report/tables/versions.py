@@ -50,12 +50,6 @@ def version_label(row: pd.Series, library: str) -> str:
     return text
 
 
-def _libraries(matrix: pd.DataFrame) -> list[str]:
-    pinned = sorted({name for _, row in matrix.iterrows() for name in pinned_packages(row)})
-    known = [lib for lib in VERSIONED_LIBRARIES if f"env_{lib}" in matrix or lib in pinned]
-    return known + [name for name in pinned if name not in known]
-
-
 def _columns(table: pd.DataFrame, versions: pd.Series, library: str) -> pd.Series:
     """Each cell's column: the library's version, and the rest of its software where that
     differs inside the table (driver, CUDA, cuDNN, torch)."""
@@ -81,12 +75,13 @@ def library_versions_markdown(runs: pd.DataFrame) -> T.Document:
     counts, recorded, family = [], [], Family()
     pending = []  # written once the family is complete
     group_keys = hardware_keys(runs)
-    for library in [] if matrix.empty else _libraries(matrix):
+    pinned = {name for _, row in matrix.iterrows() for name in pinned_packages(row)}
+    known = [lib for lib in VERSIONED_LIBRARIES if f"env_{lib}" in matrix or lib in pinned]
+    for library in [] if matrix.empty else known + sorted(pinned - set(known)):
         labels = matrix.apply(version_label, axis=1, library=library)
         # Rows are labelled without the parameter that picks this library's version (its build,
         # or the package environment that pins it): the columns show what it picked.
-        pinned = any(library in pinned_packages(row) for _, row in matrix.iterrows())
-        picks = {library, *(["environment"] if pinned else [])}
+        picks = {library, *(["environment"] if library in pinned else [])}
         keys = [k for k in row_keys(runs) if k not in picks]
         for key, table in groups(matrix, group_keys):
             if labels[table.index].nunique() < 2:
