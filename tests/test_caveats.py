@@ -11,7 +11,7 @@ from matplotlib.text import Text
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.aggregate import aggregate
-from nettebench.report.figures.facets import caveat_marks
+from nettebench.report.figures.facets import seed_marks
 from nettebench.report.figures.throughput import plot_throughput
 
 BUSY = ("other processes used 48% of the job's 16 CPUs (460.8 CPU-s in 60.0 s)",)
@@ -147,7 +147,8 @@ def test_the_throughput_figure_marks_the_bars_it_cannot_vouch_for():
             "ceiling_interference": [False, False, True, None],
         }
     )
-    assert list(caveat_marks(frame)) == [C.IMPOSSIBLE_MARK, "‡", "‡", ""]
+    marks = [seed_marks([seed]) for seed in frame.to_dict("records")]
+    assert marks == [C.IMPOSSIBLE_MARK, "‡", "‡", ""]
 
 
 def test_the_front_page_embeds_the_figure_and_keeps_its_top_in_view(tmp_path):

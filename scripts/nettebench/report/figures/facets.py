@@ -13,7 +13,7 @@ import pandas as pd
 from nettebench.report import caveats as C
 from nettebench.report import format as T
 from nettebench.report.figures.plotting import bar_panels, precision_colors
-from nettebench.report.grids import GROUP_KEYS, PARTIAL_NOTE, row_keys
+from nettebench.report.grids import GROUP_KEYS, Marks, row_keys
 from nettebench.report.setups import title_suffix
 
 
@@ -97,54 +97,45 @@ def grid_marks(facets, grids) -> list[pd.Series]:
     return found
 
 
-def caveat_marks(frame: pd.DataFrame) -> pd.Series:
-    """Per cell: ``✗`` above its own ceiling beyond both spreads (not comparable), else ``‡``
-    timed under interference (its own or its ceiling's), ``≈`` above its ceiling within the
-    spreads, ``§`` unstable steps, or empty (report.caveats)."""
-
-    def mark(row) -> str:
-        if T.as_bool(row.get("above_ceiling")):
-            return C.IMPOSSIBLE_MARK
-        found = ""
-        if T.as_bool(row.get("interference")) or T.as_bool(row.get("ceiling_interference")):
-            found += C.INTERFERENCE_MARK
-        if not T.is_missing(row.get("ceiling_exceeded")):
-            found += C.WITHIN_NOISE_MARK
-        if not T.is_missing(row.get("unstable")):
-            found += C.UNSTABLE_MARK
-        return found
-
-    return frame.apply(mark, axis=1) if len(frame) else pd.Series(dtype=object)
+def seed_marks(ok: list[dict[str, Any]]) -> str:
+    """The caveat marks of a share cell's finished seeds, by report.caveats' rules: ``✗`` alone
+    where a seed is beyond its ceiling (the number withheld), else ``‡`` (the cell or its
+    ceiling timed under interference), ``≈`` (above the ceiling within the spreads), ``§``
+    (unstable steps)."""
+    withheld, mark = C.cell_caveat(ok, "share")
+    if withheld:
+        return C.IMPOSSIBLE_MARK
+    mark += C.WITHIN_NOISE_MARK if C.exceeded(ok) else ""
+    return mark + (C.UNSTABLE_MARK if C.unstable_reasons(ok) else "")
 
 
 def bar_marks(frame: pd.DataFrame, hue: str = "precision") -> pd.Series:
     """Per bar (the rows of one label and ``hue``), on each of its rows: its seeds' marks
-    (:func:`caveat_marks`) once each, as the throughput tables mark the cell: ``✗`` alone
-    where a seed is beyond its ceiling (the number withheld), else ``†`` (some seeds did not
-    finish), ``‡``, ``≈``, ``§`` in that order."""
+    (:func:`seed_marks`), as the throughput tables mark the cell, ``†`` first where some seeds
+    did not finish."""
     found = pd.Series("", index=frame.index, dtype=object)
     for _, seeds in frame.groupby([frame["label"], frame[hue].astype(str)], sort=False):
-        ok = seeds[seeds["status"] == "ok"]
-        marks = "".join(caveat_marks(ok))
-        if C.IMPOSSIBLE_MARK in marks:
-            found[seeds.index] = C.IMPOSSIBLE_MARK
-            continue
-        if len(ok) and len(ok) < len(seeds):
-            marks += T.PARTIAL_MARK
-        found[seeds.index] = "".join(m for m in _SUFFIXES if m in marks)
+        ok = seeds[seeds["status"] == "ok"].to_dict("records")
+        marks = seed_marks(ok)
+        if marks != C.IMPOSSIBLE_MARK and ok and len(ok) < len(seeds):
+            marks = T.PARTIAL_MARK + marks
+        found[seeds.index] = marks
     return found
 
 
 def caveat_notes(frame: pd.DataFrame, marks: pd.Series, hue: str = "precision") -> list[str]:
-    """The throughput tables' footnotes for the ``marks`` (:func:`bar_marks`) drawn."""
+    """The throughput tables' footnotes for the ``marks`` (:func:`bar_marks`) drawn, in the
+    tables' order (:class:`~nettebench.report.grids.Marks`)."""
     used = set("".join(marks.dropna()))
-    notes = [PARTIAL_NOTE] if T.PARTIAL_MARK in used else []
-    notes += [C.interference_note("share")] if C.INTERFERENCE_MARK in used else []
-    notes += [C.IMPOSSIBLE_NOTE] if C.IMPOSSIBLE_MARK in used else []
     marked = frame[marks.reindex(frame.index).fillna("").str.contains(C.UNSTABLE_MARK)]
     cells = [f"{label} {name}" for label, name in zip(marked["label"], marked[hue], strict=True)]
-    notes += [C.unstable_note(cells)] if cells else []
-    return notes + ([C.WITHIN_NOISE_NOTE] if C.WITHIN_NOISE_MARK in used else [])
+    return Marks(
+        partial=T.PARTIAL_MARK in used,
+        interference="share" if C.INTERFERENCE_MARK in used else None,
+        impossible=C.IMPOSSIBLE_MARK in used,
+        unstable=cells or None,
+        within_noise=C.WITHIN_NOISE_MARK in used,
+    ).notes()
 
 
 def precision_bar_panels(
