@@ -1,4 +1,4 @@
-"""Energy (nettebench.records.energy, report.tables.energy, report.energy_figure): RAPL read
+"""Energy (nettebench.records.energy, report.tables.energy, report.figures.energy): RAPL read
 from a powercap tree laid out as Linux lays it out, joules per image from recorded counters,
 and "not measured" (never 0) where no counter exists.
 
@@ -171,8 +171,14 @@ def test_the_figure_draws_the_tables_values_and_marks_a_throttled_cell(tmp_path)
         F.make_cell(tmp_path, precision="O0", train_img_s=500.0, conditions=quiet),
         F.make_cell(tmp_path, precision="O1", train_img_s=1000.0, conditions=throttled),
     ]
-    runs = pd.read_csv(aggregate(paths, tmp_path / "tables")["runs"])
-    ((_, bars, _),) = energy_panels(runs)
+    written = aggregate(paths, tmp_path / "tables")
+    runs = pd.read_csv(written["runs"])
+    ((title, bars, _),) = energy_panels(runs)
+    # the panel is titled as its table section: dataset, epochs and device in words
+    sections = [
+        line[4:] for line in written["energy"].read_text().splitlines() if line[:4] == "### "
+    ]
+    assert title == sections[0] and "epochs" in title
     by_label = {bar["label"].split()[-1]: bar for bar in bars}
     assert by_label["O0"]["mean"] == pytest.approx(530 / 10 / 500)
     assert by_label["O1"]["mean"] == pytest.approx(695 / 10 / 1000)

@@ -37,7 +37,7 @@ def energy_panels(runs: pd.DataFrame) -> list[tuple[str, list[dict], list[str]]]
     matrix = runs[runs["kind"] == "matrix"]
     grids = energy_grids(runs, "j_per_img")  # the table's, one per group below
     panels = []
-    for (key, everything), grid in zip(groups(matrix, GROUP_KEYS), grids, strict=True):
+    for (_, everything), grid in zip(groups(matrix, GROUP_KEYS), grids, strict=True):
         labels = T.row_labels(everything, row_keys(runs))
         precisions = T.sort_precisions(everything["precision"])
         ok = everything["status"] == STATUS_OK
@@ -56,9 +56,8 @@ def energy_panels(runs: pd.DataFrame) -> list[tuple[str, list[dict], list[str]]]
                     {"label": f"{label} {precision}", "precision": precision,
                      "mean": summary.mean, "low": low, "high": high, "mark": table_marks(text)}
                 )  # fmt: skip
-        if bars:
-            title = " / ".join(str(k) for k in key if not T.is_missing(k))
-            panels.append((title, bars, grid.notes()))
+        if bars:  # titled as the energy table's section
+            panels.append((grid.title, bars, grid.notes()))
     return panels
 
 
