@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 
+import matplotlib.colors
 import pandas as pd
 
 from nettebench.report import front_page, inference_figure, inference_tables
 from nettebench.report.figures.inference import plot_inference
+from nettebench.report.figures.plotting import style
 from nettebench.report.frames import inference as frames
 from nettebench.report.tables import inference as table
 
@@ -142,6 +144,17 @@ def test_write_then_draw_from_the_csv_alone(tmp_path):
         inference_figure.main(["--cells", str(written["cells"]), "--out-dir", str(tmp_path)]) == 0
     )
     assert (tmp_path / f"{inference_figure.NAME}.svg").is_file()
+
+
+def test_the_figure_of_a_study_without_inference_cells_has_the_reports_style(tmp_path):
+    """The empty figure too is drawn in every figure's style (seaborn's whitegrid: light grey
+    axes edges), not matplotlib's default black frame."""
+    empty = tmp_path / "inference.csv"
+    empty.write_text("")
+    assert inference_figure.main(["--cells", str(empty), "--out-dir", str(tmp_path)]) == 0
+    svg = (tmp_path / f"{inference_figure.NAME}.svg").read_text()
+    edge = matplotlib.colors.to_hex(style()["axes.edgecolor"])
+    assert edge != "#000000" and f"stroke: {edge}" in svg
 
 
 def test_the_front_page_carries_the_sentence_before_the_figure():

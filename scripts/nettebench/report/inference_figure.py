@@ -11,10 +11,11 @@ import argparse
 import sys
 from pathlib import Path
 
+import matplotlib as mpl
 import pandas as pd
 
 from nettebench.report.figures.inference import plot_inference
-from nettebench.report.figures.plotting import save
+from nettebench.report.figures.plotting import save, style
 from nettebench.vocabulary import commands
 
 NAME = "inference_latency_throughput"
@@ -30,7 +31,8 @@ def main(argv: list[str] | None = None) -> int:
 def _figure(args: argparse.Namespace) -> tuple[str, ...]:
     text = args.cells.read_text(encoding="utf-8").strip()
     cells = pd.read_csv(args.cells) if text else pd.DataFrame()
-    save(plot_inference(cells), args.out_dir, NAME)
+    with mpl.rc_context(style()):  # as every figure command draws
+        save(plot_inference(cells), args.out_dir, NAME)
     return ()
 
 

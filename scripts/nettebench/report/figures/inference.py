@@ -10,7 +10,6 @@ Drawn from ``inference.csv`` (:mod:`nettebench.report.inference_figure`, the com
 
 from __future__ import annotations
 
-import matplotlib as mpl
 import pandas as pd
 
 from nettebench.report import format as T
@@ -25,35 +24,35 @@ def _label(row) -> str:
 
 
 def plot_inference(cells: pd.DataFrame):
-    """The figure (an empty one that says so when no cell finished)."""
+    """The figure (an empty one that says so when no cell finished), drawn under the
+    caller's style (the command's :func:`~nettebench.report.figures.plotting.style`)."""
     done = cells[cells["status"] == "ok"] if not cells.empty else cells
     if done.empty:
         return P.empty_figure("Inference", "No inference cell has finished.")
     devices = list(dict.fromkeys(done["device_name"]))
-    with mpl.rc_context(P.style()):
-        fig, axes = P.new_figure(len(devices), panel_width=6.0, panel_height=4.2)
-        colors = P.precision_colors(list(done["precision"].astype(str)))
-        markers = "osD^v<>p*h"
-        for ax, device in zip(axes, devices, strict=True):
-            here = done[done["device_name"] == device].copy()
-            here["label"] = here.apply(_label, axis=1)
-            for index, (label, line) in enumerate(here.groupby("label", sort=False)):
-                line = line.sort_values("batch_size")
-                color = colors[str(line["precision"].iloc[0])]
-                marker = markers[index % len(markers)]
-                ax.plot(line["batch_ms"], line["offline_img_s"], marker=marker, color=color,
-                        label=f"{label}: device batch")  # fmt: skip
-                ax.plot(line["batch_ms"], line["pipeline_img_s"], marker=marker, color=color,
-                        linestyle="--", fillstyle="none", alpha=0.8,
-                        label=f"{label}: through the pipeline")  # fmt: skip
-                for _, point in line.iterrows():
-                    ax.annotate(f"{int(point['batch_size'])}", (point["batch_ms"],
-                                point["offline_img_s"]), textcoords="offset points",
-                                xytext=(4, 4), fontsize=7)  # fmt: skip
-            ax.set_xscale("log")
-            ax.set_yscale("log")
-            ax.set_xlabel("latency of one batch on the device (ms, median)")
-            ax.set_ylabel("images per second")
-            ax.set_title(str(device))
-            ax.legend(fontsize=7, loc="best", title=POINT_LABELS, title_fontsize=7)
+    fig, axes = P.new_figure(len(devices), panel_width=6.0, panel_height=4.2)
+    colors = P.precision_colors(list(done["precision"].astype(str)))
+    markers = "osD^v<>p*h"
+    for ax, device in zip(axes, devices, strict=True):
+        here = done[done["device_name"] == device].copy()
+        here["label"] = here.apply(_label, axis=1)
+        for index, (label, line) in enumerate(here.groupby("label", sort=False)):
+            line = line.sort_values("batch_size")
+            color = colors[str(line["precision"].iloc[0])]
+            marker = markers[index % len(markers)]
+            ax.plot(line["batch_ms"], line["offline_img_s"], marker=marker, color=color,
+                    label=f"{label}: device batch")  # fmt: skip
+            ax.plot(line["batch_ms"], line["pipeline_img_s"], marker=marker, color=color,
+                    linestyle="--", fillstyle="none", alpha=0.8,
+                    label=f"{label}: through the pipeline")  # fmt: skip
+            for _, point in line.iterrows():
+                ax.annotate(f"{int(point['batch_size'])}", (point["batch_ms"],
+                            point["offline_img_s"]), textcoords="offset points",
+                            xytext=(4, 4), fontsize=7)  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("latency of one batch on the device (ms, median)")
+        ax.set_ylabel("images per second")
+        ax.set_title(str(device))
+        ax.legend(fontsize=7, loc="best", title=POINT_LABELS, title_fontsize=7)
     return fig
