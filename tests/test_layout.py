@@ -4,6 +4,8 @@
   numpy, PIL or matplotlib: Snakemake imports it while it parses the workflow.
 - The commands that run a cell put the cell's library build first on the import path before
   anything imports torchvision or apex, so importing them imports neither.
+- The report's commands import no torch: the report runs on any login node, in an environment
+  without it (envs/report.yaml).
 - Imports run one way: the subpackages stand on the floors ``nettebench/__init__.py`` lists,
   bottom to top; a module imports only modules of its own floor or of a floor below, and the
   ground floor imports nothing of the package (the standard library only).
@@ -20,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from nettebench.study.code_groups import PACKAGE_DIR
+from nettebench.vocabulary.commands import COMMANDS
 
 HEAVY = ("torch", "torchvision", "pandas", "numpy", "PIL", "matplotlib", "seaborn")
 # What Snakemake imports while it parses (rules/common.smk) and the leaves they reach.
@@ -89,6 +92,13 @@ def test_the_parse_time_list_holds_every_module_the_workflow_imports():
 @pytest.mark.parametrize("command", CELL_COMMANDS)
 def test_cell_commands_import_no_library_a_build_could_replace(command):
     assert _loaded_after_import((command,), ("torchvision", "apex", "efficientnet_pytorch")) == []
+
+
+def test_the_report_commands_import_no_torch():
+    """Their readers take the environment's keys from records/environment.py, whose torch
+    imports stay inside the functions that collect them."""
+    commands = tuple(f"nettebench.report.{module}" for module, _ in COMMANDS["report"].values())
+    assert _loaded_after_import(commands, ("torch", "torchvision")) == []
 
 
 def floors() -> list[list[str]]:

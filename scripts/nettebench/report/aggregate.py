@@ -76,7 +76,7 @@ def aggregate(
     texts = {
         "runs": T.csv_text(runs),
         "epochs": T.csv_text(epochs),
-        "comparisons_csv": T.csv_text(comparisons_frame(runs, compared)),
+        "comparisons_csv": T.csv_text(comparisons_frame(compared)),
         **{name: table.markdown() for name, table in tables.items()},
         **{f"{name}_html": table.html() for name, table in tables.items()},
     }

@@ -29,10 +29,10 @@ BASELINE_PRECISION = "O0"
 RATE = "train_img_s"
 
 
-def seconds(cells: pd.DataFrame, value: str = "time_for_epochs_s") -> list[float]:
-    """The per-seed values of the finished cells among ``cells``."""
+def seconds(cells: pd.DataFrame) -> list[float]:
+    """The per-seed seconds for the epochs of the finished cells among ``cells``."""
     # the column's finished rows, not the finished rows of every column of a wide frame
-    return stats.finite(cells[value][cells["status"] == STATUS_OK])
+    return stats.finite(cells["time_for_epochs_s"][cells["status"] == STATUS_OK])
 
 
 def formula_note(reference: str, other: str) -> str:
@@ -272,16 +272,16 @@ def no_verdict_note(withheld: Sequence[Disturbed]) -> str:
     )
 
 
-def speedup_approx(base: pd.DataFrame, seeds: pd.DataFrame, value: str) -> bool:
+def speedup_approx(base: pd.DataFrame, seeds: pd.DataFrame) -> bool:
     """Whether a speed-up is marked ``~``: a side was extrapolated and both sides finished."""
-    both = bool(seconds(base, value) and seconds(seeds, value))
+    both = bool(seconds(base) and seconds(seeds))
     return both and any(map(T.as_bool, pd.concat([base, seeds])["extrapolated"]))
 
 
 def speedup_grids(runs: pd.DataFrame) -> tuple[list[Grid], Family]:
     """Each precision's time speed-up over the baseline (same model, setup and parameters), as
     model x precision grids like the time table's, their verdicts one family."""
-    value, baseline = "time_for_epochs_s", BASELINE_PRECISION
+    baseline = BASELINE_PRECISION
     grids, family = [], Family()
     for title, table in matrix_groups(runs):
         precisions = [p for p in T.sort_precisions(table["precision"]) if p != baseline]
@@ -295,7 +295,7 @@ def speedup_grids(runs: pd.DataFrame) -> tuple[list[Grid], Family]:
             row = [label]
             for precision in precisions:
                 seeds = table[(labels == label) & (table["precision"] == precision)]
-                approx = speedup_approx(base, seeds, value)
+                approx = speedup_approx(base, seeds)
                 names = (f"{label} {baseline}", f"{label} {precision}")
                 found = speedup(
                     base, seeds, names=names, family=family, approx=approx, withheld=withheld

@@ -40,7 +40,7 @@ def speedup_frame(frame: pd.DataFrame, family: compare.Family) -> pd.DataFrame:
                 continue
             names = (f"{label} {BASELINE_PRECISION}", f"{label} {precision}")
             found = compare.speedup(base, seeds, names=names, family=family)
-            approx = compare.speedup_approx(base, seeds, "time_for_epochs_s")
+            approx = compare.speedup_approx(base, seeds)
             mark = (T.APPROX_MARK if approx else "", found)
             bar = {"label": label, "hue": str(precision), "mark": mark, "disturbed": None}
             if not found:  # no ratio: each seed's outcome, written in the bar's place

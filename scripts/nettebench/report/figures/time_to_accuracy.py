@@ -17,11 +17,9 @@ from nettebench.report.tables import time_to_accuracy as tta
 
 def plot_time_to_accuracy(runs: pd.DataFrame) -> Figure:
     """Seconds until validation top-1 first reached ``target_top1``, by model and precision."""
-    targets = pd.to_numeric(runs["target_top1"], errors="coerce").dropna()
-    title = "Time to accuracy"
-    if targets.empty:
-        return empty_figure(title, "no target: set target_top1 in the config")
-    target = float(targets.iloc[0])
+    target = tta.target_of(runs)
+    if target is None:
+        return empty_figure("Time to accuracy", "no target: set target_top1 in the config")
     title = f"Time to {target:g} % validation top-1"
     facets = F.matrix_facets(runs)
     if not facets:

@@ -1,3 +1,5 @@
-"""The study's Markdown tables, one module per table; :mod:`nettebench.report.aggregate` writes
-them (and each as HTML) from the frames of :mod:`nettebench.report.frames`. A table module only
-renders: it reads no record and is no command."""
+"""The study's Markdown tables, one module per table, each also written as HTML, from the frames
+of :mod:`nettebench.report.frames`: :mod:`nettebench.report.aggregate` writes the registry's
+(``vocabulary/outputs.py:TABLES``), ``inference_tables`` and ``kernel_tables`` those of
+:mod:`.inference` and :mod:`.kernels`. A table module only renders: it reads no record and is
+no command."""

@@ -81,13 +81,11 @@ def comparisons_markdown(runs: pd.DataFrame, compared: list[answers.Comparison])
     return T.document("Comparisons", f"{NOTE} {family}", sections)
 
 
-def comparisons_frame(
-    runs: pd.DataFrame, found: list[answers.Comparison] | None = None
-) -> pd.DataFrame:
-    """The table's comparisons, one row each, with the raw p of Welch's test between
-    processes and the p after Holm's correction over the table (``p_holm``)."""
-    found = answers.comparisons(runs) if found is None else found
-    return pd.DataFrame([_csv_row(c) for c in found], columns=list(CSV_COLUMNS))
+def comparisons_frame(compared: list[answers.Comparison]) -> pd.DataFrame:
+    """The table's comparisons (:func:`answers.comparisons` of the runs), one row each, with the
+    raw p of Welch's test between processes and the p after Holm's correction over the table
+    (``p_holm``)."""
+    return pd.DataFrame([_csv_row(c) for c in compared], columns=list(CSV_COLUMNS))
 
 
 def _csv_row(c: answers.Comparison) -> tuple:

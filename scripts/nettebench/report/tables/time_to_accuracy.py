@@ -30,6 +30,12 @@ _NO_TARGET = (
 )
 
 
+def target_of(runs: pd.DataFrame) -> float | None:
+    """The config's ``target_top1`` (%) the cells were run with, None without one."""
+    targets = stats.finite(runs["target_top1"]) if "target_top1" in runs else []
+    return targets[0] if targets else None
+
+
 def cell_text(seeds: pd.DataFrame) -> str:
     """One cell of the table: mean ± CI of the seeds that reached the target, ``(k/n)`` when
     only some did, ``not reached`` when none did, the outcome when none finished."""
@@ -50,8 +56,7 @@ def cell_text(seeds: pd.DataFrame) -> str:
 
 def time_to_accuracy_markdown(runs: pd.DataFrame) -> T.Document:
     """Seconds to the target top-1, model x precision, one table per dataset, epochs and setup."""
-    targets = stats.finite(runs["target_top1"]) if "target_top1" in runs else []
-    target = targets[0] if targets else None
+    target = target_of(runs)
     title = "Time to accuracy"
     if target is None:
         return T.document(title, _NO_TARGET, [], empty=no_matrix(runs) if runs.empty else "")
