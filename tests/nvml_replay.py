@@ -10,6 +10,7 @@ summary, the verdict, the record) is the package's own code.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -28,14 +29,16 @@ class Replay:
         processes: list[GpuProcess] | None = None,
         util: dict[int, float] | None = None,
         identity: dict[str, Any] | None = None,
-        delay: float = 0.0,
+        gate: threading.Event | None = None,
     ) -> None:
         self.readings = list(readings or [Reading(unix=time.time())])
         self.energy = list(energy or [None])
         self.listed = processes
         self.util = util  # None: unreadable (NVML NOT_SUPPORTED); {}: no process ran a kernel
         self.ident = identity or {"name": "NVIDIA H200", "mig": False}
-        self.delay = delay  # a slow process listing (the background probe's case)
+        # a slow process listing (the background probe's case): each waits for the gate, or
+        # for 30 s, so a caller that waits for it returns late with the listing filled in
+        self.gate = gate
         self.asked_util_since: list[float] = []
 
     @staticmethod
@@ -49,7 +52,8 @@ class Replay:
         return self._next(self.energy)
 
     def processes(self) -> list[GpuProcess] | None:
-        time.sleep(self.delay)
+        if self.gate is not None:
+            self.gate.wait(timeout=30)
         return self.listed
 
     def utilisation(self, since_unix: float) -> dict[int, float] | None:

@@ -93,7 +93,8 @@ def test_the_ceiling_follows_the_epochs_in_the_same_job(tiny_tree, tmp_path):
     slowest_step = ceiling["step_ms_p90"] / 1000  # of the timed steps; the last one may be slower
     timed = ceiling["conditions"]["wall_s"]
     assert timed >= 1.0
-    assert ceiling["steps"] == bench.MIN_STEPS or timed <= cap + 3 * slowest_step + 0.5
+    # (2 s for the last step and the window's closing scan of /proc on a loaded machine)
+    assert ceiling["steps"] == bench.MIN_STEPS or timed <= cap + 3 * slowest_step + 2.0
     assert metrics["summary"]["wall_s"] <= ceiling["conditions"]["started_at"] - launched + 1.0
     assert ceiling["img_s"] > 0 and bench.MIN_STEPS <= ceiling["steps"] < 10_000
     # the log names each number: the epochs' training img/s, then the ceiling's

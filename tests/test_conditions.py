@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -163,9 +164,13 @@ def test_the_jobs_own_threads_and_children_are_not_interference():
     child.wait()  # reaped: its time moves into our cutime
     found = probe.stop(window)
     assert found["own_cpu_s"] >= 1.0  # 0.6 s here + 0.6 s in the child, less tick rounding
-    # whatever else ran on the machine, our 1.2 CPU-s are not counted as someone else's
+    # whatever else ran on the machine, our 1.2 CPU-s are not counted as someone else's: the
+    # busy total stays within the window's CPU time, to 0.1 s a CPU. The counters are read
+    # before each edge's scan of /proc and the clock after it, so on a busy machine a slower
+    # first scan adds its extra to every CPU's ticks; counted twice, our 1.2 CPU-s would
+    # still exceed the bound.
     busy_total = found["own_cpu_s"] + found["other_cpu_s"]
-    assert busy_total <= found["wall_s"] * found["cpus"] + 0.05
+    assert busy_total <= (found["wall_s"] + 0.1) * found["cpus"] + 0.05
 
 
 # ---------------------------------------------------------------------------------- the GPU
@@ -204,14 +209,16 @@ def test_another_process_on_the_jobs_gpu_is_interference_the_job_itself_is_not()
 
 
 def test_in_the_background_the_process_listing_costs_the_window_nothing_and_is_filled_in():
-    """The trainer's probe: start() and stop() return at once while a slow listing runs;
-    settle() fills the same summary the synchronous probe gives."""
-    replay = Replay(processes=APPS, util=UTIL, delay=0.4)
+    """The trainer's probe: start() and stop() return while a slow listing runs; settle()
+    fills the same summary the synchronous probe gives. The listings wait for the test's
+    gate, so a stop() that waited for them would return only after 30 s, with the listing
+    filled in."""
+    gate = threading.Event()
+    replay = Replay(processes=APPS, util=UTIL, gate=gate)
     probe = _probe(C.GpuTarget("GPU-aaaa", 0), replay, background=True)
-    began = time.perf_counter()
     found = probe.stop(probe.start(gpu=True), gpu=True)
-    assert time.perf_counter() - began < 0.3  # two 0.4 s listings, none waited for
-    assert "wall_s" in found and found.get("gpu_other_processes") is None
+    assert "wall_s" in found and found.get("gpu_other_processes") is None  # none waited for
+    gate.set()
     C.settle()
     assert found["gpu_other_processes"] == 1 and found["gpu_other_util"] == 55.0
     assert found["interference"] is True

@@ -278,6 +278,7 @@ def test_the_after_epochs_hook_is_its_own_phase_not_the_environment_wait(
     """The wind-down's phases: a hook after the epochs (a cell job's ceiling) that takes 1 s is
     ``after_epochs``, not time spent waiting for the environment thread (a merge once labelled
     the ceiling's seconds as the environment's)."""
+    from nettebench.records import environment
     from nettebench.training import startup
 
     monkeypatch.setattr(startup, "CLOCK", None)
@@ -286,10 +287,13 @@ def test_the_after_epochs_hook_is_its_own_phase_not_the_environment_wait(
     def hook(device, record, epochs_s):
         time.sleep(1.0)
 
+    # the environment at once: its real collection (git, package metadata) could itself take
+    # a second on a loaded machine
+    monkeypatch.setattr(environment, "collect", dict)
     record = run_cell(small_cell(epochs=1), tiny_tree, tmp_path, after_epochs=hook)
     after = record["startup"]["after_last_step"]
     assert after["after_epochs"] >= 1.0
-    assert after["environment"] < 1.0
+    assert after["environment"] < 0.5
     assert sum(after.values()) == pytest.approx(record["startup"]["after_last_step_s"], abs=1e-3)
 
 
