@@ -293,7 +293,7 @@ def test_the_after_epochs_hook_is_its_own_phase_not_the_environment_wait(
     record = run_cell(small_cell(epochs=1), tiny_tree, tmp_path, after_epochs=hook)
     after = record["startup"]["after_last_step"]
     assert after["after_epochs"] >= 1.0
-    assert after["environment"] < 0.5
+    assert after["environment"] < 1.0
     assert sum(after.values()) == pytest.approx(record["startup"]["after_last_step_s"], abs=1e-3)
 
 
