@@ -258,3 +258,29 @@ def test_a_partial_cell_side_by_side_has_its_footnote(tmp_path):
     rows = [line for line in text.splitlines() if line.startswith("| resnet18")]
     assert rows and any(T.PARTIAL_MARK in row for row in rows)
     assert PARTIAL_NOTE in text
+
+
+def test_the_outcome_legend_is_under_a_table_whose_cell_reads_oom_not_one_with_a_dagger(tmp_path):
+    """The time table explains "OOM", "n/a" and blanks where a cell reads OOM or n/a, as every
+    other table does. A seed that ran out of memory beside one that finished makes its cell a
+    number with `†`, which the partial footnote explains; "OOM" appears nowhere to explain."""
+    import record_factory as rf
+
+    from nettebench.report import aggregate as agg
+    from nettebench.report.grids import LEGEND, PARTIAL_NOTE
+
+    def time_table(study: str, statuses: dict[str, tuple[str, str]]) -> str:
+        paths = [
+            rf.make_cell(tmp_path / study, precision=precision, seed=seed, status=status)
+            for precision, each in statuses.items()
+            for seed, status in enumerate(each)
+        ]
+        tables = agg.aggregate(paths, tmp_path / study / "tables")
+        return tables["time_by_model_precision"].read_text()
+
+    partial = time_table("partial", {"O0": ("ok", "ok"), "O1": ("ok", "oom")})
+    assert T.PARTIAL_MARK in partial and PARTIAL_NOTE in partial
+    assert "| OOM |" not in partial
+    assert LEGEND not in partial
+    failed = time_table("failed", {"O0": ("ok", "ok"), "O1": ("oom", "oom")})
+    assert "| OOM |" in failed and LEGEND in failed

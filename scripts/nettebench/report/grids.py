@@ -114,7 +114,7 @@ class Marks:
 
     approx: bool = False
     partial: bool = False
-    not_ok: bool = False
+    not_ok: bool = False  # a cell reads OOM or n/a (format.OUTCOME_TEXT): the legend explains
     interference: str | None = None  # the subject ("cell", "ceiling", "share") when marked
     impossible: bool = False
     unstable: list[str] | None = None  # "<row> <precision>" of each cell marked unstable
@@ -238,7 +238,6 @@ def model_precision_grids(
                 grid.rows[-1].append(
                     grid_cell(seeds, value, fmt, grid, name, status=status, **cell)
                 )
-        grid.not_ok = bool(table[status].isin(list(T.OUTCOME_TEXT)).any())
         grid.emulated = C.emulated_note(_pick(records, is_ok)) if headers != precisions else None
         grids.append(grid)
     return grids
