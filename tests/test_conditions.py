@@ -149,7 +149,6 @@ def test_a_busy_process_beside_the_job_is_interference():
     assert found["own_cpu_s"] < 0.2  # the test slept
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs Linux /proc")
 def _busy_s() -> float:
     """The busy CPU-seconds so far of the CPUs this process may run on (the probe's CPUs)."""
     cpus = os.sched_getaffinity(0)
@@ -158,6 +157,7 @@ def _busy_s() -> float:
     return sum(t.busy for c, t in times.items() if c in cpus) / os.sysconf("SC_CLK_TCK")
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="needs Linux /proc")
 def test_the_jobs_own_threads_and_children_are_not_interference():
     probe = C.Probe()
     before = _busy_s()
